@@ -1,0 +1,25 @@
+# Two entry points, both of which set everything up first: `make serve` and `make test`.
+VENV ?= .venv
+BIN := $(VENV)/bin
+EXTRAS := piper,espeak,dev
+
+.PHONY: serve test lint setup
+
+$(BIN)/speechgate: pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --editable '.[$(EXTRAS)]'
+	touch $@
+
+setup: $(BIN)/speechgate
+
+serve: setup
+	$(BIN)/speechgate serve
+
+lint: setup
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest

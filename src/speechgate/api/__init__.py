@@ -1,0 +1,1 @@
+"""HTTP layer: app factory, routes, wire schemas and the error envelope."""

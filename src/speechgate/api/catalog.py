@@ -1,0 +1,83 @@
+"""Discovery routes: models, voices, health."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from speechgate.api.schemas import (
+    AudioModelCard,
+    AudioModelList,
+    Health,
+    ModelCard,
+    ModelList,
+    Readiness,
+    VoiceCard,
+    VoiceList,
+    error_responses,
+)
+from speechgate.catalog import Catalog
+from speechgate.runtime import Runtime
+
+router = APIRouter()
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+def get_catalog(request: Request) -> Catalog:
+    return get_runtime(request).catalog
+
+
+@router.get("/v1/models", response_model=ModelList)
+async def list_models(catalog: Annotated[Catalog, Depends(get_catalog)]) -> ModelList:
+    return ModelList(data=[_card(model.id, model.engine.name) for model in catalog.models])
+
+
+@router.get("/v1/models/{model_id}", response_model=ModelCard, responses=error_responses(404))
+async def get_model(model_id: str, catalog: Annotated[Catalog, Depends(get_catalog)]) -> ModelCard:
+    model = catalog.model(model_id)
+    return _card(model.id, model.engine.name)
+
+
+def _card(model_id: str, engine: str) -> ModelCard:
+    return ModelCard(id=model_id, created=0, owned_by=f"speechgate/{engine}")
+
+
+@router.get("/v1/audio/models", response_model=AudioModelList)
+async def list_audio_models(catalog: Annotated[Catalog, Depends(get_catalog)]) -> AudioModelList:
+    """The shape Open WebUI reads."""
+    return AudioModelList(models=[AudioModelCard(id=model.id) for model in catalog.models])
+
+
+@router.get("/v1/audio/voices", response_model=VoiceList, responses=error_responses(404))
+async def list_voices(
+    catalog: Annotated[Catalog, Depends(get_catalog)],
+    model: Annotated[str | None, Query(description="Only this model's voices.")] = None,
+) -> VoiceList:
+    """Every voice, with `id` and `name` (Open WebUI needs both)."""
+    engines = [catalog.model(model).engine] if model else list(catalog.engines.values())
+    return VoiceList(
+        voices=[
+            VoiceCard(id=voice.id, name=voice.name, model=engine.name, language=voice.language)
+            for engine in engines
+            for voice in engine.voices
+        ]
+    )
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    """The process is up and serving HTTP."""
+    return Health()
+
+
+@router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
+async def readyz(runtime: Annotated[Runtime, Depends(get_runtime)]) -> JSONResponse:
+    """Ready when every engine has a live worker; reports crash-looping workers."""
+    report = runtime.readiness()
+    return JSONResponse(report.model_dump(), status_code=200 if report.ready else 503)

@@ -1,0 +1,82 @@
+"""ASGI middleware: request ids and the request body size limit."""
+
+from __future__ import annotations
+
+import uuid
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from speechgate.api.errors import error_response
+from speechgate.errors import PayloadTooLarge
+
+
+class RequestIdMiddleware:
+    """Gives every request an id (the client's `x-request-id`, or a new one), echoed back."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = Headers(scope=scope).get("x-request-id") or f"req_{uuid.uuid4().hex}"
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)["x-request-id"] = request_id
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
+
+
+class BodyLimitMiddleware:
+    """Answers 413 for bodies over `max_bytes`, declared or streamed.
+
+    The body is read here, up to the limit, and replayed to the app: every route takes a body
+    it reads whole anyway, and checking here keeps the 413 out of the frameworks' body parsing
+    (which would turn any error raised there into a 400).
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length")
+        too_large = declared is not None and declared.isdigit() and int(declared) > self.max_bytes
+        body = bytearray()
+        more = not too_large
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left mid-body
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            too_large = len(body) > self.max_bytes
+            if too_large:
+                break
+        if too_large:
+            # Read the rest before answering: a client still sending when the connection
+            # closes sees a broken pipe instead of our 413.
+            while (await receive()).get("more_body", False):
+                pass
+            error = PayloadTooLarge(f"Request body too large: the limit is {self.max_bytes} bytes.")
+            await error_response(error)(scope, receive, send)
+            return
+
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)

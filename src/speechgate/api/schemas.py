@@ -1,0 +1,172 @@
+"""Wire models: what OpenAI clients send and receive. Internal code uses frozen dataclasses."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from speechgate.audio.formats import AudioFormat
+
+
+class VoiceRef(BaseModel):
+    """OpenAI's custom-voice form: `{"id": "voice_1234"}`."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: str = Field(min_length=1)
+
+
+class SpeechRequest(BaseModel):
+    """Body of `POST /v1/audio/speech`, as OpenAI defines it, plus `sample_rate`."""
+
+    # Unknown fields are accepted and ignored: SDKs add new ones before servers know them.
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(
+        min_length=1, description="A model id from GET /v1/models.", examples=["tts-1", "espeak"]
+    )
+    input: str = Field(
+        min_length=1,
+        description="The text to speak (4096 characters at most, a server setting).",
+        examples=["Hello! How can I help you today?"],
+    )
+    voice: str | VoiceRef = Field(
+        description='A voice name from GET /v1/audio/voices, or `{"id": ...}`.',
+        examples=["alloy"],
+    )
+    response_format: AudioFormat = AudioFormat.MP3
+    speed: float = Field(default=1.0, ge=0.25, le=4.0)
+    instructions: str | None = Field(
+        default=None, description="Accepted; engines that cannot use it say so in a header."
+    )
+    stream_format: Literal["audio", "sse"] = "audio"
+    sample_rate: int | None = Field(
+        default=None,
+        ge=8000,
+        le=48000,
+        description="speechgate extension: output sample rate (default 24000, as OpenAI).",
+    )
+
+    @property
+    def voice_name(self) -> str:
+        return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(BaseModel):
+    """OpenAI's error envelope."""
+
+    error: ErrorDetail
+
+
+class SpeechUsage(BaseModel):
+    """Characters in, 20 ms frames of speech out (OpenAI counts audio tokens at a similar rate)."""
+
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+
+
+class SpeechAudioDelta(BaseModel):
+    type: Literal["speech.audio.delta"] = "speech.audio.delta"
+    audio: str = Field(description="Base64 of the next bytes of the audio stream.")
+
+
+class SpeechAudioDone(BaseModel):
+    type: Literal["speech.audio.done"] = "speech.audio.done"
+    usage: SpeechUsage
+
+
+class SpeechStreamError(BaseModel):
+    """Sent instead of `speech.audio.done` when synthesis fails after the stream started."""
+
+    type: Literal["error"] = "error"
+    error: ErrorDetail
+
+
+SpeechEvent = SpeechAudioDelta | SpeechAudioDone | SpeechStreamError
+
+
+def sse_event_schema() -> dict[str, Any]:
+    """OpenAPI (3.1) schema of one server-sent event of a speech stream."""
+    return {
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "event": {"type": "string"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": _inline_refs(TypeAdapter(SpeechEvent).json_schema()),
+            },
+        },
+    }
+
+
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Replace local `$ref`s with their definitions: a schema nested in an OpenAPI document
+    cannot point into its own `$defs` (refs resolve against the document root)."""
+    definitions = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(definitions[node["$ref"].rsplit("/", 1)[-1]])
+            return {key: inline(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    inlined: dict[str, Any] = inline(schema)
+    return inlined
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class VoiceCard(BaseModel):
+    id: str
+    name: str
+    model: str
+    language: str | None = None
+
+
+class VoiceList(BaseModel):
+    voices: list[VoiceCard]
+
+
+class AudioModelCard(BaseModel):
+    id: str
+
+
+class AudioModelList(BaseModel):
+    models: list[AudioModelCard]
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    ready: bool
+    engines: dict[str, dict[str, Any]]
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries for errors, all in the envelope."""
+    return {status: {"model": ErrorResponse} for status in statuses}

@@ -1,0 +1,143 @@
+"""`POST /v1/audio/speech`: validate, admit, wait for first audio, then stream."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator, Awaitable
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response, StreamingResponse
+
+from speechgate.api.errors import error_body
+from speechgate.api.schemas import (
+    ErrorDetail,
+    SpeechAudioDelta,
+    SpeechAudioDone,
+    SpeechEvent,
+    SpeechRequest,
+    SpeechStreamError,
+    SpeechUsage,
+    error_responses,
+    sse_event_schema,
+)
+from speechgate.audio.formats import AudioFormat
+from speechgate.errors import SpeechgateError, UnsupportedMediaType
+from speechgate.service import SpeechService, SpeechStream
+
+router = APIRouter()
+T = TypeVar("T")
+
+# Roughly OpenAI's audio token rate; speechgate's usage counts characters in and 20 ms
+# frames of speech out, so the numbers scale like OpenAI's without pretending to be tokens.
+_FRAMES_PER_SECOND = 50
+
+
+class ClientGone(Exception):
+    """The client disconnected before the response started."""
+
+
+def require_json(request: Request) -> None:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"Content-Type must be application/json, not {content_type or 'missing'!r}."
+        )
+
+
+def get_service(request: Request) -> SpeechService:
+    service: SpeechService = request.app.state.runtime.service
+    return service
+
+
+async def _disconnected(request: Request) -> None:
+    # The body has been read, so the next message the server has for us is the disconnect.
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """Run `work`, cancelling it (and so leaving the queue or aborting the job) if the client
+    leaves first: nobody would hear the result."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    raise ClientGone
+
+
+_AUDIO_CONTENT = {
+    fmt.content_type: {"schema": {"type": "string", "format": "binary"}} for fmt in AudioFormat
+}
+_SSE_CONTENT = {"text/event-stream": {"schema": sse_event_schema()}}
+
+
+@router.post(
+    "/v1/audio/speech",
+    summary="Generate audio from text (OpenAI-compatible)",
+    response_class=StreamingResponse,
+    responses={
+        200: {"description": "The audio, streamed.", "content": _AUDIO_CONTENT | _SSE_CONTENT},
+        **error_responses(400, 404, 413, 415, 429, 500, 503),
+    },
+    dependencies=[Depends(require_json)],
+)
+async def create_speech(
+    body: SpeechRequest,
+    request: Request,
+    service: Annotated[SpeechService, Depends(get_service)],
+) -> Response:
+    plan = service.plan(body)
+    try:
+        stream = await unless_disconnected(request, service.open(plan))
+    except ClientGone:
+        # Nobody is listening; 499 (nginx's "client closed request") only reaches the logs.
+        return Response(status_code=499)
+    headers = {
+        "x-speechgate-time-to-first-audio-ms": f"{stream.time_to_first_audio * 1000:.1f}",
+        "x-speechgate-engine": plan.engine,
+    }
+    if plan.instructions_ignored:
+        headers["x-speechgate-instructions"] = "ignored"
+    if plan.stream_format == "sse":
+        return StreamingResponse(
+            _sse(stream, len(body.input)), media_type="text/event-stream", headers=headers
+        )
+    return StreamingResponse(
+        _audio(stream), media_type=plan.output.format.content_type, headers=headers
+    )
+
+
+async def _audio(stream: SpeechStream) -> AsyncIterator[bytes]:
+    # Headers are out: an error can only end the stream early, which clients see as a
+    # truncated body (and h11 as an incomplete chunked response).
+    async for data in stream.chunks():
+        yield data
+
+
+def _event(event: SpeechEvent) -> bytes:
+    return f"data: {event.model_dump_json()}\n\n".encode()
+
+
+async def _sse(stream: SpeechStream, characters: int) -> AsyncIterator[bytes]:
+    try:
+        async for data in stream.chunks():
+            yield _event(SpeechAudioDelta(audio=base64.b64encode(data).decode()))
+    except SpeechgateError as error:
+        yield _event(SpeechStreamError(error=ErrorDetail(**error_body(error)["error"])))
+        return
+    frames = round(stream.audio_seconds * _FRAMES_PER_SECOND)
+    yield _event(
+        SpeechAudioDone(
+            usage=SpeechUsage(
+                input_tokens=characters, output_tokens=frames, total_tokens=characters + frames
+            )
+        )
+    )

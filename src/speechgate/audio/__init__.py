@@ -1,0 +1,1 @@
+"""Audio values, resampling and streaming encoders."""

@@ -1,0 +1,248 @@
+"""Streaming encoders: PCM chunks in, bytes of a response body out, as soon as they are ready.
+
+    encoder = StreamEncoder(AudioFormat.OPUS, input_rate=engine.sample_rate, output_rate=24000)
+    for chunk in engine.synthesize(request):
+        yield encoder.encode(chunk)
+    yield encoder.finish()
+
+An encoder is stateful and not thread-safe: use one per response, from one thread at a time.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import av
+import numpy as np
+from av.audio.frame import AudioFrame
+from av.audio.stream import AudioStream
+
+from speechgate.audio.formats import AudioFormat
+from speechgate.audio.pcm import PcmChunk
+
+
+@dataclass(frozen=True)
+class _Codec:
+    muxer: str
+    codec: str
+    muxer_options: Mapping[str, str] = field(default_factory=dict)
+    codec_options: Mapping[str, str] = field(default_factory=dict)
+    bit_rate: int | None = None  # None: the codec's default
+
+
+_CODECS: dict[AudioFormat, _Codec] = {
+    # libmp3lame defaults to 1/11 of the PCM bit rate (~32 kb/s at 24 kHz), audibly poor for
+    # speech; 64 kb/s is valid at every MPEG rate.
+    AudioFormat.MP3: _Codec("mp3", "libmp3lame", bit_rate=64_000),
+    # The ogg muxer holds packets until a page spans `page_duration` (1 s by default). 60 ms,
+    # three 20 ms Opus frames, holds back at most ~0.1 s of audio and costs ~4 kb/s of page
+    # headers; a page per frame would cost ~11 kb/s.
+    AudioFormat.OPUS: _Codec(
+        "ogg",
+        "libopus",
+        muxer_options={"page_duration": "60000"},
+        codec_options={"frame_duration": "20"},
+    ),
+    AudioFormat.AAC: _Codec("adts", "aac"),
+    # The FLAC muxer reserves 8 KiB of padding to rewrite tags in place later, which a
+    # non-seekable stream never can.
+    AudioFormat.FLAC: _Codec("flac", "flac", muxer_options={"metadata_header_padding": "0"}),
+}
+
+
+class StreamEncoder:
+    """Encodes mono PCM at `input_rate` to `format` at `output_rate`, chunk by chunk.
+
+    `encode` returns everything the codec has released, so a client hears audio while later
+    chunks are still being synthesized: all but the last ~0.1 s fed (codec lookahead, frame
+    and Ogg page filling; ~0.25 s for mp3 and aac at 8 kHz). `finish` returns the rest.
+
+    Raises `ValueError` if `format` cannot be encoded at `output_rate`.
+    """
+
+    def __init__(self, format: AudioFormat | str, input_rate: int, output_rate: int) -> None:
+        self.format = AudioFormat(format)
+        self.format.check_sample_rate(output_rate)
+        if input_rate <= 0:
+            raise ValueError(f"input rate must be positive; got {input_rate}")
+        self.input_rate = input_rate
+        self.output_rate = output_rate
+        self._backend: _RawBackend | _MuxerBackend
+        if self.format in _CODECS:
+            self._backend = _MuxerBackend(self.format, output_rate)
+        else:
+            self._backend = _RawBackend(self.format, output_rate)
+        # The resampler keeps filter state across calls, so chunk boundaries leave no clicks
+        # or gaps; it also converts to the sample format the codec wants (s32p for mp3, ...).
+        self._resampler = av.AudioResampler(
+            format=self._backend.sample_format, layout="mono", rate=output_rate
+        )
+        self._next_pts = 0
+        self._closed = False
+
+    @property
+    def content_type(self) -> str:
+        return self.format.content_type
+
+    def encode(self, chunk: PcmChunk) -> bytes:
+        """Encode `chunk`; return the bytes ready now, possibly none."""
+        self._check_open()
+        if chunk.sample_rate != self.input_rate:
+            raise ValueError(
+                f"chunk is at {chunk.sample_rate} Hz; this encoder takes {self.input_rate} Hz"
+            )
+        if chunk.num_samples == 0:
+            return self._backend.drain()
+        frame = AudioFrame.from_ndarray(
+            np.ascontiguousarray(chunk.samples).reshape(1, -1), format="s16", layout="mono"
+        )
+        frame.sample_rate = self.input_rate
+        # Contiguous timestamps let the encoder and muxer stamp packets (Ogg granules) exactly.
+        frame.time_base = Fraction(1, self.input_rate)
+        frame.pts = self._next_pts
+        self._next_pts += chunk.num_samples
+        for resampled in self._resampler.resample(frame):
+            self._backend.write(resampled)
+        return self._backend.drain()
+
+    def finish(self) -> bytes:
+        """Flush the resampler, the codec and the container; return the rest of the stream."""
+        self._check_open()
+        for resampled in self._resampler.resample(None):
+            self._backend.write(resampled)
+        self._closed = True
+        return self._backend.finish()
+
+    def close(self) -> None:
+        """Abandon the stream (say, the client left) and release the codec. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._backend.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the encoder is finished or closed")
+
+
+def encode_all(chunks: Iterable[PcmChunk], format: AudioFormat | str, output_rate: int) -> bytes:
+    """Encode a whole stream at once; the input rate is taken from the first chunk."""
+    parts: list[bytes] = []
+    encoder: StreamEncoder | None = None
+    for chunk in chunks:
+        if encoder is None:
+            encoder = StreamEncoder(format, chunk.sample_rate, output_rate)
+        parts.append(encoder.encode(chunk))
+    if encoder is None:  # No audio: still a valid (empty) stream, so no resampling is needed.
+        encoder = StreamEncoder(format, output_rate, output_rate)
+    parts.append(encoder.finish())
+    return b"".join(parts)
+
+
+def _wav_header(sample_rate: int) -> bytes:
+    """A 44-byte RIFF/WAVE header for mono s16 PCM of unknown length.
+
+    A streamed body cannot be rewound to fill in the sizes, so both are 0xFFFFFFFF, as in
+    OpenAI's streamed WAV; ffmpeg and Python's `wave` read such a file to its end.
+    """
+    unknown = 0xFFFFFFFF
+    channels, sample_width = 1, 2
+    return (
+        struct.pack("<4sI4s", b"RIFF", unknown, b"WAVE")
+        + struct.pack(
+            "<4sIHHIIHH",
+            b"fmt ",
+            16,  # size of the PCM fmt chunk
+            1,  # WAVE_FORMAT_PCM
+            channels,
+            sample_rate,
+            sample_rate * channels * sample_width,  # byte rate
+            channels * sample_width,  # block align
+            8 * sample_width,  # bits per sample
+        )
+        + struct.pack("<4sI", b"data", unknown)
+    )
+
+
+class _RawBackend:
+    """`pcm` (bare s16le) and `wav` (the same behind a header): no codec at all."""
+
+    sample_format = "s16"
+
+    def __init__(self, format: AudioFormat, sample_rate: int) -> None:
+        self._pending = bytearray(_wav_header(sample_rate) if format is AudioFormat.WAV else b"")
+
+    def write(self, frame: AudioFrame) -> None:
+        self._pending += frame.to_ndarray().astype("<i2", copy=False).tobytes()
+
+    def drain(self) -> bytes:
+        data = bytes(self._pending)
+        self._pending.clear()
+        return data
+
+    def finish(self) -> bytes:
+        return self.drain()
+
+    def close(self) -> None:
+        self._pending.clear()
+
+
+class _Sink:
+    """The container's output: write-only, so PyAV treats it as non-seekable, like a socket.
+
+    Muxers then never seek back to patch headers (mp3's Xing frame, FLAC's STREAMINFO
+    totals); they write what a live stream can carry.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self._buffer += data
+        return len(data)
+
+    def drain(self) -> bytes:
+        data = bytes(self._buffer)
+        self._buffer.clear()
+        return data
+
+
+class _MuxerBackend:
+    """A PyAV codec in a PyAV container, written to a `_Sink`."""
+
+    def __init__(self, format: AudioFormat, sample_rate: int) -> None:
+        codec = _CODECS[format]
+        self._sink = _Sink()
+        # Streaming relies on every packet reaching the sink at once rather than sitting in
+        # the 32 KiB I/O buffer; ffmpeg's "auto" already does that for a non-seekable output,
+        # but say so.
+        options = {"flush_packets": "1", **codec.muxer_options}
+        self._container = av.open(self._sink, mode="w", format=codec.muxer, options=options)
+        stream = self._container.add_stream(
+            codec.codec, rate=sample_rate, layout="mono", options=dict(codec.codec_options)
+        )
+        assert isinstance(stream, AudioStream)
+        self._stream = stream
+        if codec.bit_rate is not None:
+            self._stream.bit_rate = codec.bit_rate
+        # Write the header now: a stream that ends without audio still gets one (an Ogg or
+        # FLAC file is not even that without it).
+        self._container.start_encoding()
+        # The codec's preferred format; PyAV's encoder still cuts frames to the codec's size.
+        self.sample_format = self._stream.format.name
+
+    def write(self, frame: AudioFrame) -> None:
+        self._container.mux(self._stream.encode(frame))
+
+    def drain(self) -> bytes:
+        return self._sink.drain()
+
+    def finish(self) -> bytes:
+        self._container.mux(self._stream.encode(None))
+        self._container.close()
+        return self._sink.drain()
+
+    def close(self) -> None:
+        self._container.close()

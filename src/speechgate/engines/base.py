@@ -1,0 +1,81 @@
+"""The contract every synthesis engine implements.
+
+Engines know nothing about HTTP, audio formats, keys or processes: they turn one
+`SynthesisRequest` into PCM, chunk by chunk, in the thread that calls them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from speechgate.audio.pcm import PcmChunk
+
+
+@dataclass(frozen=True)
+class Voice:
+    """A voice an engine can speak with."""
+
+    id: str
+    name: str
+    language: str | None = None
+
+
+@dataclass(frozen=True)
+class SynthesisRequest:
+    """What an engine is asked to say. `voice` is already resolved to one of the engine's ids."""
+
+    text: str
+    voice: str
+    speed: float = 1.0
+    instructions: str | None = None
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How to build an engine; picklable, so a worker process can build its own copy.
+
+    `threads` is the number of compute threads the engine may use (its worker's cores).
+    `options` carries engine-specific settings such as a model path.
+    """
+
+    name: str
+    threads: int = 1
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A loaded text-to-speech engine.
+
+    Not thread-safe unless an implementation says otherwise: speechgate gives every engine
+    instance to one worker, which runs one job at a time.
+    """
+
+    @property
+    def name(self) -> str:
+        """The engine id, also the model id clients may ask for (e.g. "piper")."""
+        ...
+
+    @property
+    def sample_rate(self) -> int:
+        """Rate of every chunk `synthesize` yields."""
+        ...
+
+    @property
+    def supports_instructions(self) -> bool:
+        """Whether `SynthesisRequest.instructions` changes the output."""
+        ...
+
+    def voices(self) -> Sequence[Voice]:
+        """The voices this engine can speak with."""
+        ...
+
+    def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
+        """Yield PCM as it is produced. Stopping iteration early abandons the job."""
+        ...
+
+    def close(self) -> None:
+        """Release the engine's resources."""
+        ...

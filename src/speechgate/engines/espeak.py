@@ -1,0 +1,282 @@
+"""espeak-ng (formant synthesis) through its C library, bundled by the `espeakng-loader` wheel.
+
+The wheel ships libespeak-ng 1.52 and its data, so nothing comes from apt. We call the library
+with ctypes in synchronous mode: `espeak_Synth` returns only once a text is fully spoken,
+handing audio to a callback on the calling thread as it goes.
+
+espeak-ng keeps all of its state (voice, rate, callback, loaded data) in process-global
+variables, so at most one `EspeakEngine` may be open in a process at a time, and it is not
+thread-safe.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import re
+import threading
+from collections.abc import Generator, Iterator, Sequence
+from pathlib import Path
+
+import espeakng_loader
+import numpy as np
+
+from speechgate.audio.pcm import PcmChunk, Samples
+from speechgate.audio.stretch import stretch
+from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+
+# Constants from espeak-ng's speak_lib.h.
+_AUDIO_OUTPUT_SYNCHRONOUS = 2
+_INITIALIZE_DONT_EXIT = 0x8000  # report errors instead of calling exit() inside our process
+_POS_CHARACTER = 1
+_CHARS_UTF8 = 0x1
+_ENDPAUSE = 0x1000
+_PARAM_RATE = 1
+_EE_OK = 0
+
+# Words per minute. Below 80 espeak-ng silently speaks at 80. Above its native maximum of 450
+# it synthesizes at 175 and speeds up with libsonic (built into this wheel; measured roughly
+# proportional up to 1000+), so the ceiling is only the API's own, speed 4.0.
+_NORMAL_WPM = 175
+_MIN_WPM = 80
+_MAX_WPM = 4 * _NORMAL_WPM
+
+# Latin end punctuation (with an optional closing quote or bracket) must be followed by
+# whitespace, so "3.14" and "example.com" stay whole; CJK full stops and marks (U+3002, U+FF01,
+# U+FF1F) need none; a blank line ends a paragraph. Escapes keep look-alike characters visible.
+_SENTENCE_BREAK = re.compile(
+    r"(?<=[.!?\u2026])\s+"
+    r"|(?<=[.!?\u2026][\"'\u201d\u2019)\]])\s+"
+    r"|(?<=[\u3002\uff01\uff1f])\s*"
+    r"|\n\s*\n"
+)
+
+
+class _EspeakVoice(ctypes.Structure):
+    # `languages` is not a C string: it is (priority byte, NUL-terminated code) pairs, so it is
+    # read by hand from the raw address.
+    _fields_ = (
+        ("name", ctypes.c_char_p),
+        ("languages", ctypes.c_void_p),
+        ("identifier", ctypes.c_char_p),
+        ("gender", ctypes.c_ubyte),
+        ("age", ctypes.c_ubyte),
+        ("variant", ctypes.c_ubyte),
+        ("xx1", ctypes.c_ubyte),
+        ("score", ctypes.c_int),
+        ("spare", ctypes.c_void_p),
+    )
+
+
+# int callback(short *wav, int numsamples, espeak_EVENT *events); returning 1 aborts synthesis.
+_SynthCallback = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p
+)
+
+_owner_lock = threading.Lock()
+_owner: EspeakEngine | None = None
+
+
+@functools.cache
+def _load_library() -> ctypes.CDLL:
+    lib = ctypes.CDLL(espeakng_loader.get_library_path())
+    lib.espeak_Initialize.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
+    lib.espeak_Initialize.restype = ctypes.c_int
+    lib.espeak_SetSynthCallback.argtypes = (_SynthCallback,)
+    lib.espeak_SetSynthCallback.restype = None
+    lib.espeak_ListVoices.argtypes = (ctypes.c_void_p,)
+    lib.espeak_ListVoices.restype = ctypes.POINTER(ctypes.POINTER(_EspeakVoice))
+    lib.espeak_SetVoiceByName.argtypes = (ctypes.c_char_p,)
+    lib.espeak_SetVoiceByName.restype = ctypes.c_int
+    lib.espeak_SetParameter.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int)
+    lib.espeak_SetParameter.restype = ctypes.c_int
+    lib.espeak_Synth.argtypes = (
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_uint,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.c_uint,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    )
+    lib.espeak_Synth.restype = ctypes.c_int
+    lib.espeak_Terminate.argtypes = ()
+    lib.espeak_Terminate.restype = ctypes.c_int
+    return lib
+
+
+def _split_sentences(text: str) -> list[str]:
+    """A deliberately simple splitter; abbreviations like "Dr." cost only an early pause."""
+    return [part.strip() for part in _SENTENCE_BREAK.split(text) if part.strip()]
+
+
+def _languages(address: int) -> Iterator[tuple[int, str]]:
+    """Decode espeak_VOICE.languages into (priority, code) pairs; a lower priority is preferred."""
+    while priority := ctypes.string_at(address, 1)[0]:
+        code = ctypes.string_at(address + 1)
+        yield priority, code.decode()
+        address += len(code) + 2
+
+
+def _rate(speed: float) -> int:
+    return max(_MIN_WPM, min(_MAX_WPM, round(_NORMAL_WPM * speed)))
+
+
+_VARIANT_BASE = "en-us"
+
+
+class EspeakEngine:
+    """espeak-ng with one voice per language code, optionally with a variant ("en-us+f3").
+
+    One per process and not thread-safe: espeak-ng's state is process-global, so opening a
+    second engine before closing the first raises RuntimeError (a second `espeak_Initialize`
+    silently corrupts the running one; measured: speech suddenly 3.5x faster).
+
+    Speed maps to words per minute, 1.0 being espeak's default 175. espeak-ng cannot go below
+    80 wpm, so speeds under about 0.46 are spoken at 80 wpm and time-stretched for the rest
+    (measured: 40 wpm comes out as long as 80 wpm). Above its native 450 wpm (speed ~2.6) espeak-ng
+    speeds up with libsonic, which holds up to the API's 4.0.
+    """
+
+    name = "espeak"
+    supports_instructions = False
+
+    def __init__(self) -> None:
+        global _owner
+        with _owner_lock:
+            if _owner is not None:
+                raise RuntimeError("an EspeakEngine is already open in this process")
+            lib = _load_library()
+            data_dir = Path(espeakng_loader.get_data_path())
+            # espeak-ng looks for "espeak-ng-data" inside the path it is given.
+            rate = lib.espeak_Initialize(
+                _AUDIO_OUTPUT_SYNCHRONOUS, 0, str(data_dir.parent).encode(), _INITIALIZE_DONT_EXIT
+            )
+            if rate <= 0:
+                raise RuntimeError(f"espeak_Initialize failed ({rate})")
+            _owner = self
+        self._lib = lib
+        self._sample_rate: int = rate
+        self._blocks: list[Samples] = []
+        # ctypes does not keep the C thunk alive: it must stay referenced for as long as
+        # espeak may call it, or the next synthesis jumps into freed memory.
+        self._callback = _SynthCallback(self._collect)
+        lib.espeak_SetSynthCallback(self._callback)
+        self._identifiers = self._list_voices()
+        self._variants = frozenset(
+            path.name for path in (data_dir / "voices" / "!v").iterdir() if path.is_file()
+        )
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> EspeakEngine:
+        """Build the engine; `threads` is unused: espeak-ng synthesizes on the calling thread."""
+        if config.options:
+            raise ValueError(f"espeak takes no options, got {sorted(config.options)}")
+        return cls()
+
+    @property
+    def sample_rate(self) -> int:
+        return self._sample_rate
+
+    @property
+    def variants(self) -> frozenset[str]:
+        """Variant names accepted after "+" in a voice id, e.g. "f3" or "klatt"."""
+        return self._variants
+
+    def voices(self) -> Sequence[Voice]:
+        """One voice per language, plus the American English variants (male/female timbres),
+        so that each of OpenAI's voice names can map to a distinct-sounding voice."""
+        languages = [
+            Voice(id=code, name=name, language=code)
+            for code, (_, name) in sorted(self._identifiers.items())
+        ]
+        american = [
+            Voice(
+                id=f"{_VARIANT_BASE}+{variant}",
+                name=f"{_VARIANT_BASE}+{variant}",
+                language=_VARIANT_BASE,
+            )
+            for variant in sorted(self._variants)
+        ]
+        return languages + american
+
+    def synthesize(self, request: SynthesisRequest) -> Generator[PcmChunk, None, None]:
+        """Yield one chunk per sentence, each as soon as espeak-ng has spoken it.
+
+        The voice is checked here, before any audio, so a bad one raises at the call. Closing
+        the generator (or dropping it) between chunks leaves the remaining sentences unspoken.
+        """
+        self._ensure_open()
+        code, plus, variant = request.voice.partition("+")
+        if code not in self._identifiers or (plus and variant not in self._variants):
+            # espeak-ng itself ignores an unknown variant and would speak the plain voice.
+            raise ValueError(f"unknown espeak voice {request.voice!r}")
+        espeak_voice = self._identifiers[code][0] + plus + variant
+        rate = _rate(request.speed)
+        spoken = self._speak(_split_sentences(request.text), espeak_voice, rate)
+        # Below espeak's slowest rate, the rest of the slow-down is a pitch-preserving stretch.
+        residual = request.speed * _NORMAL_WPM / rate if rate == _MIN_WPM else 1.0
+        return stretch(spoken, self.sample_rate, residual)
+
+    def close(self) -> None:
+        global _owner
+        with _owner_lock:
+            if _owner is self:
+                self._lib.espeak_Terminate()
+                _owner = None
+
+    def _speak(
+        self, sentences: list[str], voice: str, rate: int
+    ) -> Generator[PcmChunk, None, None]:
+        for index, sentence in enumerate(sentences):
+            self._ensure_open()
+            # Set per sentence, not per request: another generator from this engine may have
+            # run in between, and both calls together cost well under a millisecond.
+            self._check(self._lib.espeak_SetVoiceByName(voice.encode()), "SetVoiceByName")
+            self._check(self._lib.espeak_SetParameter(_PARAM_RATE, rate, 0), "SetParameter")
+            # Without ENDPAUSE espeak-ng drops a sentence's closing pause, and the sentences
+            # would run together; the last one keeps none, as when the text is spoken whole.
+            flags = _CHARS_UTF8 | (_ENDPAUSE if index < len(sentences) - 1 else 0)
+            encoded = sentence.encode() + b"\0"
+            self._blocks = []
+            self._check(
+                self._lib.espeak_Synth(
+                    encoded, len(encoded), 0, _POS_CHARACTER, 0, flags, None, None
+                ),
+                "Synth",
+            )
+            if self._blocks:
+                yield PcmChunk(np.concatenate(self._blocks), self._sample_rate)
+
+    def _collect(
+        self, wav: ctypes._Pointer[ctypes.c_short], count: int, _events: int | None
+    ) -> int:
+        # espeak-ng reuses its buffer after we return, so the samples are copied out now.
+        if wav and count > 0:
+            self._blocks.append(np.frombuffer(ctypes.string_at(wav, count * 2), dtype=np.int16))
+        return 0
+
+    def _list_voices(self) -> dict[str, tuple[str, str]]:
+        """Map each language code to the (identifier, name) of the voice that prefers it most."""
+        best: dict[str, tuple[int, str, str]] = {}
+        voices = self._lib.espeak_ListVoices(None)
+        index = 0
+        while voices[index]:
+            voice = voices[index].contents
+            identifier = voice.identifier.decode()
+            name = voice.name.decode().strip()
+            for priority, code in _languages(voice.languages):
+                if code not in best or priority < best[code][0]:
+                    best[code] = (priority, identifier, name)
+            index += 1
+        return {code: (identifier, name) for code, (_, identifier, name) in best.items()}
+
+    def _ensure_open(self) -> None:
+        if _owner is not self:
+            raise RuntimeError("this EspeakEngine is closed")
+
+    @staticmethod
+    def _check(result: int, function: str) -> None:
+        if result != _EE_OK:
+            raise RuntimeError(f"espeak_{function} failed ({result})")

@@ -1,0 +1,147 @@
+"""One error hierarchy. Each class knows its HTTP status and OpenAI error `type`.
+
+Code raises these; `speechgate.api.errors` turns any of them into OpenAI's envelope
+`{"error": {"message", "type", "param", "code"}}`. Nothing branches on message text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+
+class SpeechgateError(Exception):
+    """Root of every error speechgate answers to a client."""
+
+    status_code = 500
+    error_type = "server_error"
+    default_code: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code or self.default_code
+        self.headers = dict(headers or {})
+
+
+# --- the client's fault -------------------------------------------------------------------
+
+
+class InvalidRequest(SpeechgateError):
+    status_code = 400
+    error_type = "invalid_request_error"
+    default_code = "invalid_value"
+
+
+class VoiceNotFound(InvalidRequest):
+    default_code = "voice_not_found"
+
+    # espeak-ng alone has hundreds of voices; the message names the first ones.
+    listed = 40
+
+    def __init__(self, voice: str, valid: list[str]) -> None:
+        names = ", ".join(valid[: self.listed])
+        if len(valid) > self.listed:
+            names += f" and {len(valid) - self.listed} more (GET /v1/audio/voices lists all)"
+        super().__init__(
+            f"Voice {voice!r} is not available for this model. Valid voices: {names}.",
+            param="voice",
+        )
+
+
+class ModelNotFound(InvalidRequest):
+    status_code = 404
+    default_code = "model_not_found"
+
+    def __init__(self, model: str, valid: list[str]) -> None:
+        super().__init__(
+            f"The model {model!r} does not exist. Available models: {', '.join(valid)}.",
+            param="model",
+        )
+
+
+class NotFound(InvalidRequest):
+    status_code = 404
+    default_code = "not_found"
+
+
+class MethodNotAllowed(InvalidRequest):
+    status_code = 405
+    default_code = "method_not_allowed"
+
+
+class PayloadTooLarge(InvalidRequest):
+    status_code = 413
+    default_code = "payload_too_large"
+
+
+class UnsupportedMediaType(InvalidRequest):
+    status_code = 415
+    default_code = "unsupported_media_type"
+
+
+# --- capacity: try again later ------------------------------------------------------------
+
+
+def _retry_headers(retry_after: float) -> dict[str, str]:
+    # Retry-After is whole seconds (RFC 9110); OpenAI's SDKs prefer the millisecond header.
+    return {
+        "Retry-After": str(max(1, math.ceil(retry_after))),
+        "retry-after-ms": str(max(1, round(retry_after * 1000))),
+    }
+
+
+class QueueFull(SpeechgateError):
+    status_code = 429
+    error_type = "rate_limit_error"
+    default_code = "queue_full"
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(
+            "The server is at capacity and its queue is full; retry after the indicated delay.",
+            headers=_retry_headers(retry_after),
+        )
+        self.retry_after = retry_after
+
+
+class QueueTimeout(SpeechgateError):
+    status_code = 503
+    error_type = "server_error"
+    default_code = "queue_timeout"
+
+    def __init__(self, waited: float, retry_after: float) -> None:
+        super().__init__(
+            f"No worker became free within {waited:.1f} s; retry after the indicated delay.",
+            headers=_retry_headers(retry_after),
+        )
+
+
+# --- our fault ----------------------------------------------------------------------------
+
+
+class EngineFailed(SpeechgateError):
+    status_code = 500
+    default_code = "engine_error"
+
+
+class WorkerLost(SpeechgateError):
+    """The worker running a job died; the request may be retried."""
+
+    status_code = 503
+    default_code = "worker_lost"
+
+    def __init__(self, message: str = "The synthesis worker stopped unexpectedly; retry.") -> None:
+        super().__init__(message, headers=_retry_headers(1))
+
+
+class NotReady(SpeechgateError):
+    status_code = 503
+    default_code = "not_ready"

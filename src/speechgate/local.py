@@ -1,0 +1,58 @@
+"""In-process synthesis for the CLI: one engine, no server, the same validation and encoding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from speechgate.api.schemas import SpeechRequest
+from speechgate.audio.formats import AudioFormat
+from speechgate.catalog import Catalog, normalize
+from speechgate.engines import Engine, load_engine
+from speechgate.errors import ModelNotFound
+from speechgate.pipeline import render
+from speechgate.runtime import engine_config
+from speechgate.service import SpeechService
+from speechgate.settings import Settings
+from speechgate.workers.messages import EngineInfo
+
+
+def load_catalog(settings: Settings, model: str) -> tuple[Catalog, Engine]:
+    """Load only the engine that `model` names, and a catalog that knows just it."""
+    aliases = {
+        normalize(alias): engine for alias, engine in settings.resolved_model_aliases().items()
+    }
+    name = aliases.get(normalize(model), normalize(model))
+    if name not in settings.engines:
+        raise ModelNotFound(model, [*settings.engines, *settings.resolved_model_aliases()])
+    engine = load_engine(engine_config(settings, name))
+    info = EngineInfo(
+        engine.name, engine.sample_rate, engine.supports_instructions, tuple(engine.voices())
+    )
+    catalog = Catalog({name: info}, {model: name}, settings.voice_aliases)
+    return catalog, engine
+
+
+def synthesize_to_file(
+    settings: Settings,
+    text: str,
+    output: Path,
+    *,
+    model: str,
+    voice: str,
+    fmt: AudioFormat,
+    speed: float,
+) -> float:
+    """Speak `text` into `output`; returns the seconds of audio written."""
+    catalog, engine = load_catalog(settings, model)
+    try:
+        plan = SpeechService(settings, catalog, pools={}).plan(
+            SpeechRequest(model=model, input=text, voice=voice, response_format=fmt, speed=speed)
+        )
+        seconds = 0.0
+        with output.open("wb") as file:
+            for chunk in render(engine, plan.request, plan.output):
+                file.write(chunk.data)
+                seconds += chunk.audio_seconds
+        return seconds
+    finally:
+        engine.close()

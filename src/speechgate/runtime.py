@@ -1,0 +1,72 @@
+"""Everything the server runs: one worker pool per engine, the catalog and the service."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from speechgate.api.schemas import Readiness
+from speechgate.catalog import Catalog
+from speechgate.engines.base import EngineConfig
+from speechgate.service import SpeechService
+from speechgate.settings import Settings
+from speechgate.workers.pool import WorkerPool, WorkerState
+
+
+def engine_config(settings: Settings, name: str) -> EngineConfig:
+    options = (
+        {"model": str(settings.piper_model)} if name == "piper" and settings.piper_model else {}
+    )
+    return EngineConfig(name=name, threads=settings.cores_per_worker, options=options)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    pools: dict[str, WorkerPool]
+    catalog: Catalog
+    service: SpeechService
+
+    @classmethod
+    async def start(cls, settings: Settings) -> Runtime:
+        """Start every engine's workers; raises StartupError if an engine cannot load."""
+        pools = {
+            name: WorkerPool(
+                engine_config(settings, name),
+                settings.worker_count,
+                queue_size=settings.queue_size,
+                max_queue_wait=settings.max_queue_wait,
+                job_timeout=settings.job_timeout,
+            )
+            for name in settings.engines
+        }
+        try:
+            infos = await asyncio.gather(*(pool.start() for pool in pools.values()))
+        except BaseException:
+            await asyncio.gather(*(pool.close() for pool in pools.values()))
+            raise
+        catalog = Catalog(
+            {info.name: info for info in infos},
+            settings.resolved_model_aliases(),
+            settings.voice_aliases,
+        )
+        return cls(settings, pools, catalog, SpeechService(settings, catalog, pools))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(pool.close() for pool in self.pools.values()))
+
+    def readiness(self) -> Readiness:
+        engines = {}
+        for name, pool in self.pools.items():
+            stats = pool.stats()
+            engines[name] = {
+                "workers": {state.value: count for state, count in stats.workers.items() if count},
+                "queued": stats.queued,
+                "restarts": stats.restarts,
+                "crash_looping": stats.crash_looping,
+            }
+        ready = all(
+            pool.stats().workers[WorkerState.IDLE] + pool.stats().workers[WorkerState.BUSY] > 0
+            for pool in self.pools.values()
+        )
+        return Readiness(ready=ready, engines=engines)

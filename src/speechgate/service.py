@@ -1,0 +1,121 @@
+"""Serving logic for `POST /v1/audio/speech`, between the wire models and the worker pools.
+
+`plan` validates everything a request can get wrong, before any work; `open` admits the job
+and waits for its first audio, so that errors up to that point can still be a JSON response.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+
+from speechgate.api.schemas import SpeechRequest
+from speechgate.catalog import Catalog
+from speechgate.engines.base import SynthesisRequest
+from speechgate.errors import InvalidRequest
+from speechgate.pipeline import EncodedChunk, OutputSpec
+from speechgate.settings import Settings
+from speechgate.workers.pool import WorkerPool
+
+
+@dataclass(frozen=True)
+class SpeechPlan:
+    """A validated speech request, ready to run."""
+
+    engine: str
+    request: SynthesisRequest
+    output: OutputSpec
+    stream_format: str
+    instructions_ignored: bool
+
+
+class SpeechStream:
+    """A running job that has produced its first audio; iterate `chunks()` for all of it."""
+
+    def __init__(
+        self,
+        first: EncodedChunk | None,
+        rest: AsyncGenerator[EncodedChunk],
+        started: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self._first = first
+        self._rest = rest
+        self._started = started
+        self._clock = clock
+        self.time_to_first_audio = clock() - started
+        self.audio_seconds = 0.0
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Encoded bytes in order; leaving early (client gone) cancels the job."""
+        try:
+            if self._first is not None:
+                self.audio_seconds += self._first.audio_seconds
+                yield self._first.data
+            async for chunk in self._rest:
+                self.audio_seconds += chunk.audio_seconds
+                if chunk.data:
+                    yield chunk.data
+        finally:
+            await self._rest.aclose()
+
+    @property
+    def elapsed(self) -> float:
+        return self._clock() - self._started
+
+
+class SpeechService:
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        pools: Mapping[str, WorkerPool],
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._settings = settings
+        self._catalog = catalog
+        self._pools = pools
+        self._clock = clock
+
+    def plan(self, body: SpeechRequest) -> SpeechPlan:
+        """Check the request against the catalog and the limits; raises InvalidRequest."""
+        limit = self._settings.max_input_chars
+        if len(body.input) > limit:
+            raise InvalidRequest(
+                f"Input is {len(body.input)} characters long; the maximum is {limit}.",
+                param="input",
+                code="string_above_max_length",
+            )
+        if not body.input.strip():
+            raise InvalidRequest("Input must contain text to speak.", param="input")
+        model = self._catalog.model(body.model)
+        engine = model.engine
+        voice = self._catalog.voice(engine.name, body.voice_name)
+        rate = body.sample_rate or self._settings.default_sample_rate
+        try:
+            body.response_format.check_sample_rate(rate)
+        except ValueError as error:
+            raise InvalidRequest(str(error), param="sample_rate") from None
+        return SpeechPlan(
+            engine=engine.name,
+            request=SynthesisRequest(
+                text=body.input, voice=voice, speed=body.speed, instructions=body.instructions
+            ),
+            output=OutputSpec(body.response_format, rate),
+            stream_format=body.stream_format,
+            instructions_ignored=bool(body.instructions) and not engine.supports_instructions,
+        )
+
+    async def open(self, plan: SpeechPlan) -> SpeechStream:
+        """Admit the job and wait for its first audio (or its first error)."""
+        started = self._clock()
+        chunks = self._pools[plan.engine].synthesize(plan.request, plan.output)
+        try:
+            first: EncodedChunk | None = await anext(chunks)
+        except StopAsyncIteration:
+            first = None
+        except BaseException:
+            await chunks.aclose()
+            raise
+        return SpeechStream(first, chunks, started, self._clock)

@@ -1,0 +1,143 @@
+"""All configuration, read once from the environment (prefix `SPEECHGATE_`).
+
+Only this module reads the environment. Build `Settings` once and pass it down; tests build
+their own.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Self
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+OPENAI_VOICES = (
+    "alloy",
+    "ash",
+    "ballad",
+    "coral",
+    "echo",
+    "fable",
+    "nova",
+    "onyx",
+    "sage",
+    "shimmer",
+    "verse",
+    "marin",
+    "cedar",
+)
+KNOWN_ENGINES = ("piper", "espeak")
+
+
+def _default_voice_aliases() -> dict[str, dict[str, str]]:
+    # Piper's embedded voice has one speaker, so every OpenAI name speaks as Joe. espeak-ng
+    # gets distinct variants so that clients switching voices hear a difference.
+    espeak_variants = ("f3", "m3", "m1", "f2", "m2", "m4", "f4", "m7", "m5", "f1", "m6", "f5", "f3")
+    return {
+        "piper": dict.fromkeys(OPENAI_VOICES, "en_US-joe-medium"),
+        "espeak": {
+            voice: f"en-us+{variant}"
+            for voice, variant in zip(OPENAI_VOICES, espeak_variants, strict=True)
+        },
+    }
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (respects taskset/cgroup affinity, unlike os.cpu_count)."""
+    return len(os.sched_getaffinity(0))
+
+
+def _comma_list(value: object) -> object:
+    return (
+        [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, str)
+        else value
+    )
+
+
+class Settings(BaseSettings):
+    """speechgate's settings. Every field can be set as `SPEECHGATE_<FIELD>` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="SPEECHGATE_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    """Address the HTTP server listens on."""
+
+    port: int = Field(default=8000, ge=0, le=65535)
+    """Port the HTTP server listens on."""
+
+    engines: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["piper", "espeak"])
+    """Engines to load, comma-separated in the environment. Each gets its own worker pool."""
+
+    default_engine: str = "piper"
+    """Engine that OpenAI model names (tts-1, ...) resolve to, unless `model_aliases` remaps."""
+
+    model_aliases: dict[str, str] = Field(default_factory=dict)
+    """Extra or overriding model names, mapped to an engine id (JSON in the environment)."""
+
+    voice_aliases: dict[str, dict[str, str]] = Field(default_factory=_default_voice_aliases)
+    """Per engine: voice name clients may send (e.g. OpenAI's "alloy") -> the engine's voice id."""
+
+    workers: int | None = Field(default=None, ge=1)
+    """Worker processes per engine; default: usable cores // cores_per_worker (at least 1)."""
+
+    cores_per_worker: int = Field(default=1, ge=1)
+    """Cores each worker is pinned to; also its engine's thread count."""
+
+    queue_size: int = Field(default=16, ge=0)
+    """Requests allowed to wait for a worker, per engine. Beyond it: 429 with Retry-After."""
+
+    max_queue_wait: float = Field(default=30.0, gt=0)
+    """Seconds a request may wait for a worker before it is answered 503 with Retry-After."""
+
+    job_timeout: float = Field(default=300.0, gt=0)
+    """Seconds one synthesis job may run before its worker is killed and restarted."""
+
+    max_input_chars: int = Field(default=4096, ge=1)
+    """Longest `input` accepted (OpenAI's limit is 4096)."""
+
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    """Largest request body accepted; larger ones are answered 413."""
+
+    default_sample_rate: int = Field(default=24000, ge=8000, le=48000)
+    """Output rate when a request does not ask for one (OpenAI clients assume 24 kHz)."""
+
+    piper_model: Path | None = None
+    """A Piper .onnx voice (with its .onnx.json beside it) instead of the embedded one."""
+
+    data_dir: Path = Path.home() / ".local" / "share" / "speechgate"
+    """Where speechgate keeps its state."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_engines(cls, data: object) -> object:
+        if isinstance(data, dict) and "engines" in data:
+            data = {**data, "engines": _comma_list(data["engines"])}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        unknown = [name for name in self.engines if name not in KNOWN_ENGINES]
+        if unknown:
+            raise ValueError(f"unknown engines {unknown}; known: {list(KNOWN_ENGINES)}")
+        if not self.engines:
+            raise ValueError("at least one engine must be configured")
+        if self.default_engine not in self.engines:
+            raise ValueError(
+                f"default_engine {self.default_engine!r} is not in engines {self.engines}"
+            )
+        bad_targets = {m: e for m, e in self.model_aliases.items() if e not in self.engines}
+        if bad_targets:
+            raise ValueError(f"model_aliases point at engines that are not loaded: {bad_targets}")
+        return self
+
+    @property
+    def worker_count(self) -> int:
+        return self.workers or max(1, usable_cores() // self.cores_per_worker)
+
+    def resolved_model_aliases(self) -> dict[str, str]:
+        """OpenAI model names -> default engine, then the configured overrides."""
+        return {**dict.fromkeys(OPENAI_MODELS, self.default_engine), **self.model_aliases}

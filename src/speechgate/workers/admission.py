@@ -1,0 +1,107 @@
+"""Admission control: hand idle workers to requests in FIFO order, with a bounded wait queue.
+
+A request either gets a worker at once, waits in a queue of at most `queue_size` for at most
+`max_wait` seconds, or is turned away with an estimate of when to retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from speechgate.errors import QueueFull, QueueTimeout
+
+T = TypeVar("T")
+
+# Until real jobs have been timed, assume a short clip takes about a second.
+_DEFAULT_SERVICE_TIME = 1.0
+
+
+class ServiceTimes:
+    """Rolling mean of recent job durations, the basis of Retry-After estimates."""
+
+    def __init__(self, window: int = 64) -> None:
+        self._recent: deque[float] = deque(maxlen=window)
+
+    def record(self, seconds: float) -> None:
+        self._recent.append(seconds)
+
+    @property
+    def mean(self) -> float:
+        return sum(self._recent) / len(self._recent) if self._recent else _DEFAULT_SERVICE_TIME
+
+
+class Admission(Generic[T]):
+    """A FIFO of waiters in front of a set of interchangeable resources (idle workers).
+
+    Not thread-safe: used from the gateway's event loop only.
+    """
+
+    def __init__(
+        self,
+        queue_size: int,
+        max_wait: float,
+        capacity: Callable[[], int],
+        service_times: ServiceTimes,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._queue_size = queue_size
+        self._max_wait = max_wait
+        self._capacity = capacity
+        self._service_times = service_times
+        self._clock = clock
+        self._idle: deque[T] = deque()
+        self._waiters: deque[asyncio.Future[T]] = deque()
+
+    @property
+    def queued(self) -> int:
+        return sum(1 for waiter in self._waiters if not waiter.done())
+
+    @property
+    def idle(self) -> int:
+        return len(self._idle)
+
+    def retry_after(self, position: int) -> float:
+        """Seconds until the request at queue `position` (1 = next) can expect a worker."""
+        return self._service_times.mean * position / max(1, self._capacity())
+
+    async def acquire(self) -> T:
+        """Wait for a resource; raises QueueFull at once or QueueTimeout after `max_wait`."""
+        if self._idle and not self.queued:
+            return self._idle.popleft()
+        if self.queued >= self._queue_size:
+            raise QueueFull(self.retry_after(self.queued + 1))
+        waiter: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        started = self._clock()
+        granted = False
+        try:
+            async with asyncio.timeout(self._max_wait):
+                resource = await waiter
+            granted = True
+            return resource
+        except TimeoutError:
+            raise QueueTimeout(self._clock() - started, self.retry_after(self.queued + 1)) from None
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            # Handed a resource in the same loop turn as a cancellation or timeout: pass it on.
+            if not granted and waiter.done() and not waiter.cancelled():
+                self.release(waiter.result())
+
+    def release(self, resource: T) -> None:
+        """Give `resource` to the longest-waiting request, or mark it idle."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(resource)
+                return
+        self._idle.append(resource)
+
+    def discard(self, resource: T) -> None:
+        """Forget an idle resource that is going away (a worker being restarted)."""
+        if resource in self._idle:
+            self._idle.remove(resource)

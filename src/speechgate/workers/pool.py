@@ -1,0 +1,353 @@
+"""A supervised pool of engine worker processes behind an admission queue.
+
+Each worker is a process with its own engine, pinned to its own cores, running one job at a
+time. The gateway talks to it over a pipe read by the event loop (`add_reader`), so the loop
+never blocks on synthesis. Workers that die are restarted (with back-off when they die while
+starting); a job whose worker dies ends with `WorkerLost`, never a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+
+from speechgate.engines.base import EngineConfig, SynthesisRequest
+from speechgate.errors import EngineFailed, NotReady, SpeechgateError, WorkerLost
+from speechgate.pipeline import EncodedChunk, OutputSpec
+from speechgate.workers.admission import Admission, ServiceTimes
+from speechgate.workers.messages import (
+    Cancel,
+    Chunk,
+    Done,
+    EngineInfo,
+    Failed,
+    FromWorker,
+    Job,
+    Ready,
+    Shutdown,
+    StartupFailed,
+    ToWorker,
+)
+from speechgate.workers.process import worker_main
+
+log = logging.getLogger(__name__)
+
+# `spawn`, not `fork`: the gateway runs an event loop and threads (uvicorn, onnxruntime), and a
+# forked child would inherit their locks mid-flight; engines also load cleanly in a fresh
+# interpreter, which is what a restart after a crash needs.
+_CONTEXT = multiprocessing.get_context("spawn")
+
+_MAX_BACKOFF = 30.0
+_CRASH_LOOP = 3  # consecutive start-up failures after which /readyz reports a crash loop
+
+
+class WorkerState(StrEnum):
+    STARTING = "starting"
+    IDLE = "idle"
+    BUSY = "busy"
+    RESTARTING = "restarting"
+    STOPPED = "stopped"
+
+
+class StartupError(RuntimeError):
+    """A worker could not load its engine when the pool started."""
+
+
+@dataclass(eq=False)
+class _Job:
+    job_id: int
+    started: float
+    inbox: asyncio.Queue[FromWorker | SpeechgateError] = field(default_factory=asyncio.Queue)
+    ended: bool = False
+    error: SpeechgateError | None = None  # what to report if the worker is killed
+    timer: asyncio.TimerHandle | None = None
+
+
+@dataclass(eq=False)
+class _Worker:
+    index: int
+    cpus: tuple[int, ...]
+    state: WorkerState = WorkerState.STOPPED
+    process: BaseProcess | None = None
+    conn: Connection | None = None
+    job: _Job | None = None
+    failures: int = 0  # consecutive deaths before becoming ready
+    ready: asyncio.Future[EngineInfo] | None = None  # only while the pool first starts
+
+    def send(self, message: ToWorker) -> None:
+        assert self.conn is not None
+        with contextlib.suppress(OSError):
+            self.conn.send(message)
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    workers: dict[WorkerState, int]
+    queued: int
+    in_flight: int
+    restarts: int
+    crash_looping: bool
+    jobs: dict[str, int]  # ended jobs by outcome: completed, cancelled, failed, lost
+
+
+def assign_cpus(workers: int, cores_per_worker: int, cores: Sequence[int]) -> list[tuple[int, ...]]:
+    """Give each worker its own `cores_per_worker` cores, wrapping around when there are too few."""
+    return [
+        tuple(cores[(index * cores_per_worker + k) % len(cores)] for k in range(cores_per_worker))
+        for index in range(workers)
+    ]
+
+
+class WorkerPool:
+    """Worker processes for one engine. Use from one event loop: `start`, `synthesize`, `close`."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        workers: int,
+        *,
+        queue_size: int,
+        max_queue_wait: float,
+        job_timeout: float,
+        cores: Sequence[int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self._job_timeout = job_timeout
+        self._clock = clock
+        cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+        self._workers = [
+            _Worker(index, cpus)
+            for index, cpus in enumerate(assign_cpus(workers, config.threads, cores))
+        ]
+        self.service_times = ServiceTimes()
+        self._admission: Admission[_Worker] = Admission(
+            queue_size, max_queue_wait, self._live_workers, self.service_times, clock
+        )
+        self._job_ids = itertools.count(1)
+        self._restarts = 0
+        self._outcomes = dict.fromkeys(("completed", "cancelled", "failed", "lost"), 0)
+        self._closing = False
+        self.info: EngineInfo | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> EngineInfo:
+        """Start every worker and wait until all have loaded the engine."""
+        loop = asyncio.get_running_loop()
+        for worker in self._workers:
+            worker.ready = loop.create_future()
+            self._spawn(worker)
+        results = await asyncio.gather(
+            *(w.ready for w in self._workers if w.ready), return_exceptions=True
+        )
+        for worker in self._workers:
+            worker.ready = None
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            await self.close()
+            raise StartupError(f"engine {self.config.name!r} failed to start: {errors[0]}")
+        assert self.info is not None
+        return self.info
+
+    async def close(self) -> None:
+        """Stop every worker: politely, then by force."""
+        self._closing = True
+        loop = asyncio.get_running_loop()
+        for worker in self._workers:
+            if worker.conn is not None:
+                worker.send(Shutdown())
+        for worker in self._workers:
+            process = worker.process
+            if process is not None:
+                await loop.run_in_executor(None, process.join, 2.0)
+                if process.is_alive():
+                    process.kill()
+                    await loop.run_in_executor(None, process.join)
+            self._detach(worker)
+            worker.state = WorkerState.STOPPED
+
+    # --- the one operation ---------------------------------------------------------------------
+
+    async def synthesize(
+        self, request: SynthesisRequest, output: OutputSpec
+    ) -> AsyncGenerator[EncodedChunk]:
+        """Admit the request, run it on a worker and yield its audio as the worker encodes it.
+
+        Closing the iterator early (client gone) cancels the job inside the worker.
+        """
+        if not self._live_workers():
+            raise NotReady(f"no {self.config.name} worker is running")
+        worker = await self._admission.acquire()
+        job = _Job(next(self._job_ids), self._clock())
+        worker.job = job
+        worker.state = WorkerState.BUSY
+        job.timer = asyncio.get_running_loop().call_later(
+            self._job_timeout, self._time_out, worker, job
+        )
+        worker.send(Job(job.job_id, request, output))
+        try:
+            while True:
+                message = await job.inbox.get()
+                if isinstance(message, Chunk):
+                    yield message.audio
+                elif isinstance(message, Done):
+                    return
+                elif isinstance(message, Failed):
+                    raise EngineFailed(f"synthesis failed: {message.message}")
+                elif isinstance(message, SpeechgateError):
+                    raise message
+        finally:
+            if not job.ended and worker.job is job:
+                # The worker answers with Done(cancelled) and is released then.
+                worker.send(Cancel(job.job_id))
+
+    # --- observation ---------------------------------------------------------------------------
+
+    def stats(self) -> PoolStats:
+        states = dict.fromkeys(WorkerState, 0)
+        for worker in self._workers:
+            states[worker.state] += 1
+        return PoolStats(
+            workers=states,
+            queued=self._admission.queued,
+            in_flight=states[WorkerState.BUSY],
+            restarts=self._restarts,
+            crash_looping=any(w.failures >= _CRASH_LOOP for w in self._workers),
+            jobs=dict(self._outcomes),
+        )
+
+    def worker_pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers if w.process and w.process.pid]
+
+    def retry_after(self) -> float:
+        return self._admission.retry_after(self._admission.queued + 1)
+
+    # --- supervision ---------------------------------------------------------------------------
+
+    def _live_workers(self) -> int:
+        return sum(w.state in (WorkerState.IDLE, WorkerState.BUSY) for w in self._workers)
+
+    def _spawn(self, worker: _Worker) -> None:
+        if self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        parent, child = _CONTEXT.Pipe(duplex=True)
+        process = _CONTEXT.Process(
+            target=worker_main,
+            args=(self.config, child, worker.cpus),
+            name=f"speechgate-{self.config.name}-{worker.index}",
+            daemon=True,
+        )
+        process.start()
+        # Our copy of the child's end must go, or the pipe never reports the child's death.
+        child.close()
+        worker.process, worker.conn = process, parent
+        worker.state = WorkerState.STARTING
+        loop.add_reader(parent.fileno(), self._on_readable, worker)
+
+    def _on_readable(self, worker: _Worker) -> None:
+        conn = worker.conn
+        assert conn is not None
+        try:
+            while conn.poll():
+                self._dispatch(worker, conn.recv())
+        except (EOFError, OSError):
+            self._on_death(worker)
+
+    def _dispatch(self, worker: _Worker, message: FromWorker) -> None:
+        if isinstance(message, Ready):
+            self.info = self.info or message.info
+            worker.failures = 0
+            if worker.ready and not worker.ready.done():
+                worker.ready.set_result(message.info)
+            self._release(worker)
+        elif isinstance(message, StartupFailed):
+            log.error(
+                "%s worker %d failed to start: %s", self.config.name, worker.index, message.message
+            )
+            if worker.ready and not worker.ready.done():
+                worker.ready.set_exception(StartupError(message.message))
+        elif worker.job is not None and message.job_id == worker.job.job_id:
+            job = worker.job
+            job.inbox.put_nowait(message)
+            if isinstance(message, Done | Failed):
+                self._end_job(worker, job)
+                if isinstance(message, Failed):
+                    self._outcomes["failed"] += 1
+                elif message.cancelled:
+                    self._outcomes["cancelled"] += 1
+                else:
+                    self._outcomes["completed"] += 1
+                    self.service_times.record(self._clock() - job.started)
+                self._release(worker)
+
+    def _release(self, worker: _Worker) -> None:
+        worker.state = WorkerState.IDLE
+        self._admission.release(worker)
+
+    def _end_job(self, worker: _Worker, job: _Job) -> None:
+        job.ended = True
+        if job.timer is not None:
+            job.timer.cancel()
+        worker.job = None
+
+    def _time_out(self, worker: _Worker, job: _Job) -> None:
+        if worker.job is job and worker.process is not None:
+            log.error(
+                "%s worker %d: job exceeded %g s, killing it",
+                self.config.name,
+                worker.index,
+                self._job_timeout,
+            )
+            job.error = EngineFailed(
+                f"synthesis did not finish within {self._job_timeout:g} s", code="job_timeout"
+            )
+            worker.process.kill()
+
+    def _on_death(self, worker: _Worker) -> None:
+        was_starting = worker.state is WorkerState.STARTING
+        self._detach(worker)
+        self._admission.discard(worker)
+        if worker.job is not None:
+            job = worker.job
+            self._end_job(worker, job)
+            self._outcomes["lost"] += 1
+            job.inbox.put_nowait(job.error or WorkerLost())
+        if self._closing:
+            worker.state = WorkerState.STOPPED
+            return
+        if worker.ready is not None and not worker.ready.done():
+            # Died before Ready during the pool's first start: that is a start-up failure.
+            worker.ready.set_exception(StartupError("worker exited while loading its engine"))
+            worker.state = WorkerState.STOPPED
+            return
+        self._restarts += 1
+        worker.failures = worker.failures + 1 if was_starting else 0
+        delay = 0.0 if not worker.failures else min(_MAX_BACKOFF, 0.5 * 2 ** (worker.failures - 1))
+        log.warning(
+            "%s worker %d died; restarting in %.1f s", self.config.name, worker.index, delay
+        )
+        worker.state = WorkerState.RESTARTING
+        asyncio.get_running_loop().call_later(delay, self._spawn, worker)
+
+    def _detach(self, worker: _Worker) -> None:
+        if worker.conn is not None:
+            with contextlib.suppress(ValueError, OSError):
+                asyncio.get_running_loop().remove_reader(worker.conn.fileno())
+            worker.conn.close()
+            worker.conn = None
+        process = worker.process
+        if process is not None and not self._closing:
+            # Reap the exited child off the loop; it has closed its pipe, so this is quick.
+            asyncio.get_running_loop().run_in_executor(None, process.join)

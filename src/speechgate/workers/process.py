@@ -1,0 +1,87 @@
+"""The code that runs inside a worker process: load the engine once, then run jobs one by one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+
+from speechgate.engines.base import Engine, EngineConfig
+from speechgate.pipeline import render
+from speechgate.workers.messages import (
+    Chunk,
+    Done,
+    EngineInfo,
+    Failed,
+    Job,
+    Ready,
+    Shutdown,
+    StartupFailed,
+)
+
+# Libraries read these when they are first imported, so they are set before the engine loads.
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def worker_main(config: EngineConfig, conn: Connection, cpus: Sequence[int]) -> None:
+    """Entry point of a worker process (started with `spawn`)."""
+    # Ctrl-C reaches the whole process group; the gateway decides when workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    for variable in _THREAD_VARIABLES:
+        os.environ[variable] = str(config.threads)
+
+    from speechgate.engines import load_engine
+
+    try:
+        engine = load_engine(config)
+    except Exception as error:
+        conn.send(StartupFailed(f"{type(error).__name__}: {error}"))
+        return
+    conn.send(
+        Ready(
+            EngineInfo(
+                name=engine.name,
+                sample_rate=engine.sample_rate,
+                supports_instructions=engine.supports_instructions,
+                voices=tuple(engine.voices()),
+            )
+        )
+    )
+    try:
+        while True:
+            message = conn.recv()
+            if isinstance(message, Shutdown):
+                return
+            # A Cancel for a job that already ended needs nothing.
+            if isinstance(message, Job) and not _run(engine, message, conn):
+                return
+    except (EOFError, OSError):
+        return  # the gateway is gone
+    finally:
+        with contextlib.suppress(Exception):
+            engine.close()
+
+
+def _run(engine: Engine, job: Job, conn: Connection) -> bool:
+    """Run one job to its terminal message. Returns False when the worker must stop."""
+    chunks = render(engine, job.request, job.output)
+    try:
+        for audio in chunks:
+            # The gateway sends nothing else while a job runs but Cancel or Shutdown: check
+            # between chunks, so an abandoned job stops at the next chunk boundary.
+            if conn.poll():
+                message = conn.recv()
+                conn.send(Done(job.job_id, cancelled=True))
+                return not isinstance(message, Shutdown)
+            conn.send(Chunk(job.job_id, audio))
+    except Exception as error:
+        conn.send(Failed(job.job_id, f"{type(error).__name__}: {error}"))
+        return True
+    finally:
+        chunks.close()
+    conn.send(Done(job.job_id))
+    return True

@@ -1,0 +1,28 @@
+"""Shared fixtures: one real server with the real engines for the whole session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import openai
+import pytest
+
+from speechgate.settings import Settings
+from tests.helpers.server import RunningServer, running_server
+
+
+def make_settings(**overrides: object) -> Settings:
+    """Settings for tests: never the developer's environment, a throw-away data dir."""
+    values: dict[str, object] = {"engines": ["piper", "espeak"], "workers": 2, **overrides}
+    return Settings.model_validate(values)
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[RunningServer]:
+    with running_server(make_settings()) as running:
+        yield running
+
+
+@pytest.fixture
+def client(server: RunningServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)

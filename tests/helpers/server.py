@@ -1,0 +1,52 @@
+"""A real speechgate server on loopback, in a background thread of the test process."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import uvicorn
+from fastapi import FastAPI
+
+from speechgate.api.app import create_app
+from speechgate.runtime import Runtime
+from speechgate.settings import Settings
+
+_START_TIMEOUT = 60.0
+
+
+@dataclass
+class RunningServer:
+    url: str
+    app: FastAPI
+
+    @property
+    def runtime(self) -> Runtime:
+        runtime: Runtime = self.app.state.runtime
+        return runtime
+
+
+@contextmanager
+def running_server(settings: Settings) -> Iterator[RunningServer]:
+    """Serve `create_app(settings)` on a free loopback port until the block ends."""
+    app = create_app(settings)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, name="speechgate-test-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + _START_TIMEOUT
+    # Polls uvicorn's own flag: start-up spawns engine processes, which takes a few seconds.
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield RunningServer(f"http://127.0.0.1:{port}", app)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from speechgate.settings import OPENAI_MODELS, Settings
+
+
+def test_environment_is_read_with_the_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPEECHGATE_ENGINES", "espeak, piper")
+    monkeypatch.setenv("SPEECHGATE_DEFAULT_ENGINE", "espeak")
+    monkeypatch.setenv("SPEECHGATE_PORT", "9000")
+    monkeypatch.setenv("SPEECHGATE_MODEL_ALIASES", '{"house": "piper"}')
+    settings = Settings()
+    assert settings.engines == ["espeak", "piper"]
+    assert settings.port == 9000
+    aliases = settings.resolved_model_aliases()
+    assert {aliases[name] for name in OPENAI_MODELS} == {"espeak"}
+    assert aliases["house"] == "piper"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"engines": ["festival"]},
+        {"engines": ["espeak"], "default_engine": "piper"},
+        {"engines": []},
+        {"model_aliases": {"tts-1": "kokoro"}},
+        {"workers": 0},
+        {"port": 70000},
+    ],
+)
+def test_invalid_combinations_fail_at_start(values: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        Settings.model_validate(values)
+
+
+def test_worker_count_defaults_to_usable_cores_per_worker() -> None:
+    settings = Settings.model_validate({"cores_per_worker": 1})
+    assert settings.worker_count >= 1
+    assert Settings.model_validate({"workers": 3}).worker_count == 3

@@ -1,0 +1,136 @@
+"""The worker pool with real engine processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+
+from speechgate.audio.formats import AudioFormat
+from speechgate.engines.base import EngineConfig, SynthesisRequest
+from speechgate.errors import EngineFailed, WorkerLost
+from speechgate.pipeline import OutputSpec
+from speechgate.workers.pool import StartupError, WorkerPool, WorkerState, assign_cpus
+
+pytestmark = pytest.mark.slow
+
+T = TypeVar("T")
+PCM = OutputSpec(AudioFormat.PCM, 24000)
+SHORT = SynthesisRequest("One sentence of speech.", "en-us")
+LONG = SynthesisRequest(" ".join(f"This is sentence number {n}." for n in range(300)), "en-us")
+
+
+def run_with_pool(
+    scenario: Callable[[WorkerPool], Awaitable[T]],
+    *,
+    config: EngineConfig | None = None,
+    workers: int = 2,
+    job_timeout: float = 60.0,
+) -> T:
+    async def main() -> T:
+        pool = WorkerPool(
+            config or EngineConfig("espeak"),
+            workers,
+            queue_size=8,
+            max_queue_wait=30,
+            job_timeout=job_timeout,
+        )
+        await pool.start()
+        try:
+            return await scenario(pool)
+        finally:
+            await pool.close()
+
+    return asyncio.run(main())
+
+
+async def collect(chunks: AsyncIterator[object]) -> int:
+    return sum([1 async for _ in chunks])
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Yield to the loop until `condition` holds (bounded by the test's own timeout)."""
+    async with asyncio.timeout(30):
+        while not condition():  # noqa: ASYNC110 - the pool has no event for these states
+            await asyncio.sleep(0.01)
+
+
+def test_cpus_are_spread_one_block_per_worker() -> None:
+    assert assign_cpus(2, 1, [0, 1]) == [(0,), (1,)]
+    assert assign_cpus(1, 2, [0, 1]) == [(0, 1)]
+    assert assign_cpus(3, 1, [4, 5]) == [(4,), (5,), (4,)]
+
+
+def test_concurrent_jobs_up_to_the_worker_count_all_succeed() -> None:
+    async def scenario(pool: WorkerPool) -> list[int]:
+        counts = await asyncio.gather(*(collect(pool.synthesize(SHORT, PCM)) for _ in range(2)))
+        stats = pool.stats()
+        assert stats.jobs["completed"] == 2
+        assert stats.in_flight == 0
+        return counts
+
+    assert all(count >= 2 for count in run_with_pool(scenario))
+
+
+def test_workers_are_pinned_to_their_own_cores() -> None:
+    async def scenario(pool: WorkerPool) -> list[set[int]]:
+        return [os.sched_getaffinity(pid) for pid in pool.worker_pids()]
+
+    affinities = run_with_pool(scenario)
+    cores = sorted(os.sched_getaffinity(0))
+    assert affinities == [{cores[0]}, {cores[1 % len(cores)]}]
+
+
+def test_leaving_early_cancels_the_job_inside_the_worker() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        chunks = pool.synthesize(LONG, PCM)
+        await anext(chunks)
+        await chunks.aclose()
+        await until(lambda: pool.stats().jobs["cancelled"] == 1)
+        assert pool.stats().in_flight == 0
+        assert await collect(pool.synthesize(SHORT, PCM)) >= 2
+
+    run_with_pool(scenario, workers=1)
+
+
+def test_a_killed_worker_ends_its_stream_and_comes_back() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        (pid,) = pool.worker_pids()
+        chunks = pool.synthesize(LONG, PCM)
+        await anext(chunks)
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(WorkerLost):
+            await collect(chunks)
+        await until(lambda: pool.stats().workers[WorkerState.IDLE] == 1)
+        stats = pool.stats()
+        assert (stats.restarts, stats.jobs["lost"], stats.in_flight) == (1, 1, 0)
+        assert pool.worker_pids() != [pid]
+        assert await collect(pool.synthesize(SHORT, PCM)) >= 2
+
+    run_with_pool(scenario, workers=1)
+
+
+def test_a_stuck_job_is_killed_after_the_job_timeout() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        with pytest.raises(EngineFailed) as failed:
+            await collect(pool.synthesize(LONG, PCM))
+        assert failed.value.code == "job_timeout"
+        await until(lambda: pool.stats().workers[WorkerState.IDLE] == 1)
+        assert (pool.stats().restarts, pool.stats().in_flight) == (1, 0)
+
+    # espeak speaks LONG in about a quarter of a second; a millisecond is far too short.
+    run_with_pool(scenario, workers=1, job_timeout=0.001)
+
+
+def test_an_engine_that_cannot_load_fails_the_start() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        raise AssertionError("unreachable")
+
+    with pytest.raises(StartupError, match="nonexistent"):
+        run_with_pool(
+            scenario, config=EngineConfig("piper", options={"model": "/nonexistent.onnx"})
+        )
