@@ -23,6 +23,12 @@ def server() -> Iterator[RunningServer]:
         yield running
 
 
-@pytest.fixture
-def client(server: RunningServer) -> openai.OpenAI:
+def sdk_client(server: RunningServer) -> openai.OpenAI:
+    """The official SDK pointed at `server`, without retries (a retry would hide a failure)."""
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+
+
+@pytest.fixture
+def client(server: RunningServer) -> Iterator[openai.OpenAI]:
+    with sdk_client(server) as sdk:
+        yield sdk

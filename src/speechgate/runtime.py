@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from speechgate.api.schemas import Readiness
 from speechgate.catalog import Catalog
 from speechgate.engines.base import EngineConfig
+from speechgate.metrics import Metrics
 from speechgate.service import SpeechService
 from speechgate.settings import Settings
 from speechgate.workers.pool import WorkerPool, WorkerState
@@ -28,7 +29,7 @@ class Runtime:
     service: SpeechService
 
     @classmethod
-    async def start(cls, settings: Settings) -> Runtime:
+    async def start(cls, settings: Settings, metrics: Metrics | None = None) -> Runtime:
         """Start every engine's workers; raises StartupError if an engine cannot load."""
         pools = {
             name: WorkerPool(
@@ -50,7 +51,9 @@ class Runtime:
             settings.resolved_model_aliases(),
             settings.voice_aliases,
         )
-        return cls(settings, pools, catalog, SpeechService(settings, catalog, pools))
+        if metrics is not None:
+            metrics.watch(pools)
+        return cls(settings, pools, catalog, SpeechService(settings, catalog, pools, metrics))
 
     async def close(self) -> None:
         await asyncio.gather(*(pool.close() for pool in self.pools.values()))

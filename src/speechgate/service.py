@@ -14,6 +14,7 @@ from speechgate.api.schemas import SpeechRequest
 from speechgate.catalog import Catalog
 from speechgate.engines.base import SynthesisRequest
 from speechgate.errors import InvalidRequest
+from speechgate.metrics import Metrics
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
 from speechgate.workers.pool import WorkerPool
@@ -29,6 +30,10 @@ class SpeechPlan:
     stream_format: str
     instructions_ignored: bool
 
+    @property
+    def characters(self) -> int:
+        return len(self.request.text)
+
 
 class SpeechStream:
     """A running job that has produced its first audio; iterate `chunks()` for all of it."""
@@ -39,16 +44,19 @@ class SpeechStream:
         rest: AsyncGenerator[EncodedChunk],
         started: float,
         clock: Callable[[], float],
+        on_end: Callable[[SpeechStream, bool], None],
     ) -> None:
         self._first = first
         self._rest = rest
         self._started = started
         self._clock = clock
+        self._on_end = on_end
         self.time_to_first_audio = clock() - started
         self.audio_seconds = 0.0
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Encoded bytes in order; leaving early (client gone) cancels the job."""
+        completed = False
         try:
             if self._first is not None:
                 self.audio_seconds += self._first.audio_seconds
@@ -57,8 +65,10 @@ class SpeechStream:
                 self.audio_seconds += chunk.audio_seconds
                 if chunk.data:
                     yield chunk.data
+            completed = True
         finally:
             await self._rest.aclose()
+            self._on_end(self, completed)
 
     @property
     def elapsed(self) -> float:
@@ -71,11 +81,13 @@ class SpeechService:
         settings: Settings,
         catalog: Catalog,
         pools: Mapping[str, WorkerPool],
+        metrics: Metrics | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._settings = settings
         self._catalog = catalog
         self._pools = pools
+        self._metrics = metrics
         self._clock = clock
 
     def plan(self, body: SpeechRequest) -> SpeechPlan:
@@ -118,4 +130,21 @@ class SpeechService:
         except BaseException:
             await chunks.aclose()
             raise
-        return SpeechStream(first, chunks, started, self._clock)
+        return SpeechStream(
+            first, chunks, started, self._clock, lambda stream, ok: self._observe(plan, stream, ok)
+        )
+
+    def real_time_factor(self, engine: str) -> float | None:
+        """The engine's recent seconds of audio per second of synthesis."""
+        return self._pools[engine].service_times.real_time_factor
+
+    def _observe(self, plan: SpeechPlan, stream: SpeechStream, completed: bool) -> None:
+        if self._metrics is not None:
+            self._metrics.record_speech(
+                plan.engine,
+                plan.characters,
+                stream.time_to_first_audio,
+                stream.elapsed,
+                stream.audio_seconds,
+                completed,
+            )

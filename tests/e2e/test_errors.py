@@ -8,6 +8,7 @@ import httpx
 import openai
 import pytest
 
+from tests.conftest import sdk_client
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer
 
@@ -75,12 +76,12 @@ def test_unknown_model_is_404(server: RunningServer) -> None:
 
 
 def test_the_sdk_raises_its_own_error_classes(server: RunningServer) -> None:
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
-    with pytest.raises(openai.BadRequestError) as bad:
-        client.audio.speech.create(model="tts-1", voice="alloy", input="Hi", speed=9)
-    assert bad.value.param == "speed"
-    with pytest.raises(openai.NotFoundError):
-        client.audio.speech.create(model="nope", voice="alloy", input="Hi")
+    with sdk_client(server) as client:
+        with pytest.raises(openai.BadRequestError) as bad:
+            client.audio.speech.create(model="tts-1", voice="alloy", input="Hi", speed=9)
+        assert bad.value.param == "speed"
+        with pytest.raises(openai.NotFoundError):
+            client.audio.speech.create(model="nope", voice="alloy", input="Hi")
 
 
 def test_extra_fields_are_ignored(server: RunningServer) -> None:

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from speechgate.audio.formats import AudioFormat
+from tests.conftest import sdk_client
 from tests.helpers.audio import DecodedAudio, decode_audio
 from tests.helpers.server import RunningServer
 
@@ -35,10 +36,10 @@ def assert_speech(audio: DecodedAudio, fmt: AudioFormat, reference_seconds: floa
 @pytest.fixture(scope="module")
 def espeak_pcm_seconds(server: RunningServer) -> float:
     """The raw PCM duration of TEXT: espeak-ng's timing is deterministic, Piper's is not."""
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
-    body = client.audio.speech.create(
-        model="espeak", voice="alloy", input=TEXT, response_format="pcm"
-    ).content
+    with sdk_client(server) as client:
+        body = client.audio.speech.create(
+            model="espeak", voice="alloy", input=TEXT, response_format="pcm"
+        ).content
     return decode_audio(body, "pcm").duration
 
 

@@ -15,6 +15,7 @@ from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.errors import EngineFailed, WorkerLost
 from speechgate.pipeline import OutputSpec
 from speechgate.workers.pool import StartupError, WorkerPool, WorkerState, assign_cpus
+from tests.helpers.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -50,13 +51,6 @@ def run_with_pool(
 
 async def collect(chunks: AsyncIterator[object]) -> int:
     return sum([1 async for _ in chunks])
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Yield to the loop until `condition` holds (bounded by the test's own timeout)."""
-    async with asyncio.timeout(30):
-        while not condition():  # noqa: ASYNC110 - the pool has no event for these states
-            await asyncio.sleep(0.01)
 
 
 def test_cpus_are_spread_one_block_per_worker() -> None:

@@ -8,9 +8,14 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from speechgate import __version__
-from speechgate.api import catalog, speech
+from speechgate.api import catalog, ops, speech
 from speechgate.api.errors import install_error_handlers
-from speechgate.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
+from speechgate.api.middleware import (
+    BodyLimitMiddleware,
+    RequestIdMiddleware,
+    ResponseMetricsMiddleware,
+)
+from speechgate.metrics import Metrics
 from speechgate.runtime import Runtime
 from speechgate.settings import Settings
 
@@ -20,7 +25,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.start(settings)
+        runtime = await Runtime.start(settings, metrics)
         app.state.runtime = runtime
         try:
             yield
@@ -33,10 +38,15 @@ def create_app(settings: Settings) -> FastAPI:
         summary="OpenAI-compatible speech server for local text-to-speech engines.",
         lifespan=lifespan,
     )
+    metrics = Metrics()
     app.state.settings = settings
+    app.state.metrics = metrics
     install_error_handlers(app)
     app.include_router(speech.router)
     app.include_router(catalog.router)
+    app.include_router(ops.router)
+    # Added innermost first: request ids and response counts see every response, 413s included.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(ResponseMetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -1,19 +1,16 @@
-"""Discovery routes: models, voices, health."""
+"""Discovery routes: models and voices."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
 
 from speechgate.api.schemas import (
     AudioModelCard,
     AudioModelList,
-    Health,
     ModelCard,
     ModelList,
-    Readiness,
     VoiceCard,
     VoiceList,
     error_responses,
@@ -68,16 +65,3 @@ async def list_voices(
             for voice in engine.voices
         ]
     )
-
-
-@router.get("/healthz", response_model=Health)
-async def healthz() -> Health:
-    """The process is up and serving HTTP."""
-    return Health()
-
-
-@router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
-async def readyz(runtime: Annotated[Runtime, Depends(get_runtime)]) -> JSONResponse:
-    """Ready when every engine has a live worker; reports crash-looping workers."""
-    report = runtime.readiness()
-    return JSONResponse(report.model_dump(), status_code=200 if report.ready else 503)

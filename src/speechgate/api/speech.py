@@ -104,6 +104,9 @@ async def create_speech(
         "x-speechgate-time-to-first-audio-ms": f"{stream.time_to_first_audio * 1000:.1f}",
         "x-speechgate-engine": plan.engine,
     }
+    rtf = service.real_time_factor(plan.engine)
+    if rtf is not None:
+        headers["x-speechgate-real-time-factor"] = f"{rtf:.2f}"
     if plan.instructions_ignored:
         headers["x-speechgate-instructions"] = "ignored"
     if plan.stream_format == "sse":

@@ -21,17 +21,27 @@ _DEFAULT_SERVICE_TIME = 1.0
 
 
 class ServiceTimes:
-    """Rolling mean of recent job durations, the basis of Retry-After estimates."""
+    """Recent jobs' durations and audio: the basis of Retry-After estimates and of the
+    real-time factor reported to clients."""
 
     def __init__(self, window: int = 64) -> None:
-        self._recent: deque[float] = deque(maxlen=window)
+        self._recent: deque[tuple[float, float]] = deque(maxlen=window)
 
-    def record(self, seconds: float) -> None:
-        self._recent.append(seconds)
+    def record(self, seconds: float, audio_seconds: float = 0.0) -> None:
+        self._recent.append((seconds, audio_seconds))
 
     @property
     def mean(self) -> float:
-        return sum(self._recent) / len(self._recent) if self._recent else _DEFAULT_SERVICE_TIME
+        """Mean seconds per job (a default before any job)."""
+        if not self._recent:
+            return _DEFAULT_SERVICE_TIME
+        return sum(seconds for seconds, _ in self._recent) / len(self._recent)
+
+    @property
+    def real_time_factor(self) -> float | None:
+        """Seconds of audio per second of work over the recent jobs; None before any."""
+        busy = sum(seconds for seconds, _ in self._recent)
+        return sum(audio for _, audio in self._recent) / busy if busy > 0 else None
 
 
 class Admission(Generic[T]):
@@ -55,6 +65,7 @@ class Admission(Generic[T]):
         self._clock = clock
         self._idle: deque[T] = deque()
         self._waiters: deque[asyncio.Future[T]] = deque()
+        self.rejected = {"queue_full": 0, "queue_timeout": 0}
 
     @property
     def queued(self) -> int:
@@ -73,6 +84,7 @@ class Admission(Generic[T]):
         if self._idle and not self.queued:
             return self._idle.popleft()
         if self.queued >= self._queue_size:
+            self.rejected["queue_full"] += 1
             raise QueueFull(self.retry_after(self.queued + 1))
         waiter: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
@@ -84,6 +96,7 @@ class Admission(Generic[T]):
             granted = True
             return resource
         except TimeoutError:
+            self.rejected["queue_timeout"] += 1
             raise QueueTimeout(self._clock() - started, self.retry_after(self.queued + 1)) from None
         finally:
             if waiter in self._waiters:

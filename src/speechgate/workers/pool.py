@@ -67,6 +67,7 @@ class StartupError(RuntimeError):
 class _Job:
     job_id: int
     started: float
+    audio_seconds: float = 0.0
     inbox: asyncio.Queue[FromWorker | SpeechgateError] = field(default_factory=asyncio.Queue)
     ended: bool = False
     error: SpeechgateError | None = None  # what to report if the worker is killed
@@ -98,6 +99,7 @@ class PoolStats:
     restarts: int
     crash_looping: bool
     jobs: dict[str, int]  # ended jobs by outcome: completed, cancelled, failed, lost
+    rejected: dict[str, int]  # requests turned away: queue_full, queue_timeout
 
 
 def assign_cpus(workers: int, cores_per_worker: int, cores: Sequence[int]) -> list[tuple[int, ...]]:
@@ -225,6 +227,7 @@ class WorkerPool:
             restarts=self._restarts,
             crash_looping=any(w.failures >= _CRASH_LOOP for w in self._workers),
             jobs=dict(self._outcomes),
+            rejected=dict(self._admission.rejected),
         )
 
     def worker_pids(self) -> list[int]:
@@ -281,6 +284,8 @@ class WorkerPool:
         elif worker.job is not None and message.job_id == worker.job.job_id:
             job = worker.job
             job.inbox.put_nowait(message)
+            if isinstance(message, Chunk):
+                job.audio_seconds += message.audio.audio_seconds
             if isinstance(message, Done | Failed):
                 self._end_job(worker, job)
                 if isinstance(message, Failed):
@@ -289,7 +294,7 @@ class WorkerPool:
                     self._outcomes["cancelled"] += 1
                 else:
                     self._outcomes["completed"] += 1
-                    self.service_times.record(self._clock() - job.started)
+                    self.service_times.record(self._clock() - job.started, job.audio_seconds)
                 self._release(worker)
 
     def _release(self, worker: _Worker) -> None:

@@ -1,0 +1,39 @@
+"""Operations routes: liveness, readiness, metrics."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from speechgate.api.catalog import get_runtime
+from speechgate.api.schemas import Health, Readiness
+from speechgate.metrics import Metrics
+from speechgate.runtime import Runtime
+
+router = APIRouter()
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    """The process is up and serving HTTP."""
+    return Health()
+
+
+@router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
+async def readyz(runtime: Annotated[Runtime, Depends(get_runtime)]) -> JSONResponse:
+    """Ready when every engine has a live worker; reports crash-looping workers."""
+    report = runtime.readiness()
+    return JSONResponse(report.model_dump(), status_code=200 if report.ready else 503)
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+async def metrics(request: Request) -> Response:
+    """Prometheus exposition."""
+    registry: Metrics = request.app.state.metrics
+    return Response(registry.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")

