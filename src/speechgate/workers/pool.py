@@ -9,21 +9,21 @@ starting); a job whose worker dies ends with `WorkerLost`, never a hang.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import multiprocessing
 import os
+import socket
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.errors import EngineFailed, NotReady, SpeechgateError, WorkerLost
 from speechgate.pipeline import EncodedChunk, OutputSpec
+from speechgate.workers import wire
 from speechgate.workers.admission import Admission, ServiceTimes
 from speechgate.workers.messages import (
     Cancel,
@@ -80,15 +80,16 @@ class _Worker:
     cpus: tuple[int, ...]
     state: WorkerState = WorkerState.STOPPED
     process: BaseProcess | None = None
-    conn: Connection | None = None
+    writer: asyncio.StreamWriter | None = None
+    reader: asyncio.Task[None] | None = None
     job: _Job | None = None
     failures: int = 0  # consecutive deaths before becoming ready
     ready: asyncio.Future[EngineInfo] | None = None  # only while the pool first starts
 
     def send(self, message: ToWorker) -> None:
-        assert self.conn is not None
-        with contextlib.suppress(OSError):
-            self.conn.send(message)
+        # Buffered by the transport: never blocks the loop, even if the worker is stuck.
+        if self.writer is not None and not self.writer.is_closing():
+            self.writer.write(wire.encode(message))
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,7 @@ class WorkerPool:
         self._closing = True
         loop = asyncio.get_running_loop()
         for worker in self._workers:
-            if worker.conn is not None:
-                worker.send(Shutdown())
+            worker.send(Shutdown())
         for worker in self._workers:
             process = worker.process
             if process is not None:
@@ -176,7 +176,9 @@ class WorkerPool:
                 if process.is_alive():
                     process.kill()
                     await loop.run_in_executor(None, process.join)
-            self._detach(worker)
+            # The process is gone, so its reader ends at the end of the stream.
+            if worker.reader is not None:
+                await asyncio.gather(worker.reader, return_exceptions=True)
             worker.state = WorkerState.STOPPED
 
     # --- the one operation ---------------------------------------------------------------------
@@ -245,7 +247,7 @@ class WorkerPool:
         if self._closing:
             return
         loop = asyncio.get_running_loop()
-        parent, child = _CONTEXT.Pipe(duplex=True)
+        parent, child = socket.socketpair()
         process = _CONTEXT.Process(
             target=worker_main,
             args=(self.config, child, worker.cpus),
@@ -253,20 +255,21 @@ class WorkerPool:
             daemon=True,
         )
         process.start()
-        # Our copy of the child's end must go, or the pipe never reports the child's death.
+        # Our copy of the child's end must go, or the socket never reports the child's death.
         child.close()
-        worker.process, worker.conn = process, parent
+        worker.process = process
         worker.state = WorkerState.STARTING
-        loop.add_reader(parent.fileno(), self._on_readable, worker)
+        worker.reader = loop.create_task(self._read(worker, parent))
 
-    def _on_readable(self, worker: _Worker) -> None:
-        conn = worker.conn
-        assert conn is not None
+    async def _read(self, worker: _Worker, sock: socket.socket) -> None:
+        """Dispatch the worker's messages until its end of the socket closes (it died)."""
+        reader, worker.writer = await asyncio.open_unix_connection(sock=sock)
         try:
-            while conn.poll():
-                self._dispatch(worker, conn.recv())
-        except (EOFError, OSError):
-            self._on_death(worker)
+            while True:
+                self._dispatch(worker, await wire.read_message(reader))  # type: ignore[arg-type]
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        self._on_death(worker)
 
     def _dispatch(self, worker: _Worker, message: FromWorker) -> None:
         if isinstance(message, Ready):
@@ -347,12 +350,19 @@ class WorkerPool:
         asyncio.get_running_loop().call_later(delay, self._spawn, worker)
 
     def _detach(self, worker: _Worker) -> None:
-        if worker.conn is not None:
-            with contextlib.suppress(ValueError, OSError):
-                asyncio.get_running_loop().remove_reader(worker.conn.fileno())
-            worker.conn.close()
-            worker.conn = None
+        if worker.writer is not None:
+            worker.writer.close()
+            worker.writer = None
         process = worker.process
         if process is not None and not self._closing:
-            # Reap the exited child off the loop; it has closed its pipe, so this is quick.
-            asyncio.get_running_loop().run_in_executor(None, process.join)
+            # Reap the exited child off the loop; it has closed its socket, so this is quick.
+            reaped = asyncio.get_running_loop().run_in_executor(None, process.join)
+            reaped.add_done_callback(
+                lambda _: log.warning(
+                    "%s worker %d (pid %s) exited with code %s",
+                    self.config.name,
+                    worker.index,
+                    process.pid,
+                    process.exitcode,
+                )
+            )

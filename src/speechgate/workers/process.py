@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 from collections.abc import Sequence
-from multiprocessing.connection import Connection
 
 from speechgate.engines.base import Engine, EngineConfig
 from speechgate.pipeline import render
+from speechgate.workers import wire
 from speechgate.workers.messages import (
     Chunk,
     Done,
@@ -25,7 +26,7 @@ from speechgate.workers.messages import (
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-def worker_main(config: EngineConfig, conn: Connection, cpus: Sequence[int]) -> None:
+def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) -> None:
     """Entry point of a worker process (started with `spawn`)."""
     # Ctrl-C reaches the whole process group; the gateway decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -39,9 +40,10 @@ def worker_main(config: EngineConfig, conn: Connection, cpus: Sequence[int]) -> 
     try:
         engine = load_engine(config)
     except Exception as error:
-        conn.send(StartupFailed(f"{type(error).__name__}: {error}"))
+        wire.send(conn, StartupFailed(f"{type(error).__name__}: {error}"))
         return
-    conn.send(
+    wire.send(
+        conn,
         Ready(
             EngineInfo(
                 name=engine.name,
@@ -49,11 +51,11 @@ def worker_main(config: EngineConfig, conn: Connection, cpus: Sequence[int]) -> 
                 supports_instructions=engine.supports_instructions,
                 voices=tuple(engine.voices()),
             )
-        )
+        ),
     )
     try:
         while True:
-            message = conn.recv()
+            message = wire.receive(conn)
             if isinstance(message, Shutdown):
                 return
             # A Cancel for a job that already ended needs nothing.
@@ -66,22 +68,22 @@ def worker_main(config: EngineConfig, conn: Connection, cpus: Sequence[int]) -> 
             engine.close()
 
 
-def _run(engine: Engine, job: Job, conn: Connection) -> bool:
+def _run(engine: Engine, job: Job, conn: socket.socket) -> bool:
     """Run one job to its terminal message. Returns False when the worker must stop."""
     chunks = render(engine, job.request, job.output)
     try:
         for audio in chunks:
             # The gateway sends nothing else while a job runs but Cancel or Shutdown: check
             # between chunks, so an abandoned job stops at the next chunk boundary.
-            if conn.poll():
-                message = conn.recv()
-                conn.send(Done(job.job_id, cancelled=True))
+            if wire.pending(conn):
+                message = wire.receive(conn)
+                wire.send(conn, Done(job.job_id, cancelled=True))
                 return not isinstance(message, Shutdown)
-            conn.send(Chunk(job.job_id, audio))
+            wire.send(conn, Chunk(job.job_id, audio))
     except Exception as error:
-        conn.send(Failed(job.job_id, f"{type(error).__name__}: {error}"))
+        wire.send(conn, Failed(job.job_id, f"{type(error).__name__}: {error}"))
         return True
     finally:
         chunks.close()
-    conn.send(Done(job.job_id))
+    wire.send(conn, Done(job.job_id))
     return True
