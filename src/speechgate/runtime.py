@@ -38,6 +38,7 @@ class Runtime:
                 queue_size=settings.queue_size,
                 max_queue_wait=settings.max_queue_wait,
                 job_timeout=settings.job_timeout,
+                cores=settings.worker_cores,
             )
             for name in settings.engines
         }

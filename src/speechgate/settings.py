@@ -87,6 +87,10 @@ class Settings(BaseSettings):
     cores_per_worker: int = Field(default=1, ge=1)
     """Cores each worker is pinned to; also its engine's thread count."""
 
+    worker_cores: Annotated[list[int] | None, NoDecode] = None
+    """Cores to pin workers to (comma-separated), e.g. to keep one core for the gateway;
+    default: every core this process may use."""
+
     queue_size: int = Field(default=16, ge=0)
     """Requests allowed to wait for a worker, per engine. Beyond it: 429 with Retry-After."""
 
@@ -113,9 +117,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _split_engines(cls, data: object) -> object:
-        if isinstance(data, dict) and "engines" in data:
-            data = {**data, "engines": _comma_list(data["engines"])}
+    def _split_lists(cls, data: object) -> object:
+        if isinstance(data, dict):
+            for name in ("engines", "worker_cores"):
+                if name in data:
+                    data = {**data, name: _comma_list(data[name])}
         return data
 
     @model_validator(mode="after")
@@ -136,7 +142,8 @@ class Settings(BaseSettings):
 
     @property
     def worker_count(self) -> int:
-        return self.workers or max(1, usable_cores() // self.cores_per_worker)
+        cores = len(self.worker_cores) if self.worker_cores else usable_cores()
+        return self.workers or max(1, cores // self.cores_per_worker)
 
     def resolved_model_aliases(self) -> dict[str, str]:
         """OpenAI model names -> default engine, then the configured overrides."""

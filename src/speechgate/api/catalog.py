@@ -21,13 +21,16 @@ from speechgate.runtime import Runtime
 router = APIRouter()
 
 
-def get_runtime(request: Request) -> Runtime:
+# Dependencies are `async def` on purpose: FastAPI runs plain `def` ones in a thread pool,
+# two thread hops per request for what is only an attribute read.
+async def get_runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
 
 
-def get_catalog(request: Request) -> Catalog:
-    return get_runtime(request).catalog
+async def get_catalog(request: Request) -> Catalog:
+    runtime: Runtime = request.app.state.runtime
+    return runtime.catalog
 
 
 @router.get("/v1/models", response_model=ModelList)

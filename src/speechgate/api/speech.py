@@ -38,7 +38,7 @@ class ClientGone(Exception):
     """The client disconnected before the response started."""
 
 
-def require_json(request: Request) -> None:
+async def require_json(request: Request) -> None:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/json" and not content_type.endswith("+json"):
         raise UnsupportedMediaType(
@@ -46,7 +46,7 @@ def require_json(request: Request) -> None:
         )
 
 
-def get_service(request: Request) -> SpeechService:
+async def get_service(request: Request) -> SpeechService:
     service: SpeechService = request.app.state.runtime.service
     return service
 

@@ -38,6 +38,9 @@ class PiperEngine:
         # PiperVoice.load would use every core; a pinned worker must use exactly its own.
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # Idle pool threads would otherwise spin on a pinned worker's cores after every
+        # sentence, stealing them from the next job (and from other workers sharing them).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = onnxruntime.InferenceSession(
             str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
         )
