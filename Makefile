@@ -1,7 +1,7 @@
 # Two entry points, both of which set everything up first: `make serve` and `make test`.
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS := piper,espeak,dev
+EXTRAS := piper,espeak,dev,bench
 
 .PHONY: serve test lint setup
 
@@ -17,8 +17,8 @@ serve: setup
 	$(BIN)/speechgate serve
 
 lint: setup
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
 test: lint

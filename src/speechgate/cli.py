@@ -102,5 +102,84 @@ def voices(
     console.print(f"aliases: {', '.join(aliases)}")
 
 
+@app.command()
+def bench(
+    url: Annotated[str, typer.Option(help="Server base URL.")] = "http://127.0.0.1:8000",
+    model: Annotated[str, typer.Option(help="Model or engine id.")] = "tts-1",
+    voice: Annotated[str, typer.Option(help="Voice name or alias.")] = "alloy",
+    format: Annotated[AudioFormat, typer.Option(help="response_format to ask for.")] = (
+        AudioFormat.WAV
+    ),
+    levels: Annotated[str, typer.Option(help="Concurrency levels, comma-separated.")] = (
+        "1,2,4,8,16,32"
+    ),
+    requests_per_level: Annotated[
+        int | None, typer.Option(min=1, help="Requests per level (instead of --duration).")
+    ] = None,
+    duration: Annotated[
+        float | None, typer.Option(min=0.1, help="Seconds per level [default: 10].")
+    ] = None,
+    api_key: Annotated[str | None, typer.Option(help="Bearer token for the server.")] = None,
+    server_pid: Annotated[
+        int | None, typer.Option(help="Server PID: CPU % of it and its workers, not the machine.")
+    ] = None,
+    in_process: Annotated[
+        bool, typer.Option(help="Also time the engine without a server, and its ceiling.")
+    ] = False,
+    in_process_seconds: Annotated[
+        float | None, typer.Option(min=0.1, help="Seconds per in-process run [default: 10].")
+    ] = None,
+    ceiling_processes: Annotated[
+        int | None, typer.Option(min=1, help="Ceiling processes [default: usable cores].")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write all results here.")] = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="Write a PNG plot here (needs [bench]).")
+    ] = None,
+) -> None:
+    """Load a running server at rising concurrency; optionally compare with the bare engine."""
+    from speechgate.bench import (
+        InProcessConfig,
+        LoadConfig,
+        render_report,
+        run_bench,
+        write_json,
+        write_plot,
+    )
+
+    try:
+        level_list = tuple(int(part) for part in levels.split(",") if part.strip())
+        if requests_per_level is not None and duration is not None:
+            raise ValueError("give --requests-per-level or --duration, not both")
+        config = LoadConfig(
+            url=url,
+            model=model,
+            voice=voice,
+            format=format,
+            levels=level_list,
+            requests_per_level=requests_per_level,
+            duration=None if requests_per_level else (duration or 10.0),
+            api_key=api_key,
+            server_pid=server_pid,
+        )
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    local = (
+        InProcessConfig(_settings(), in_process_seconds or duration or 10.0, ceiling_processes)
+        if in_process
+        else None
+    )
+    report = run_bench(config, local, console)
+    # Rich assumes 80 columns when stdout is not a terminal, too few for the tables.
+    out = console if console.is_terminal else Console(width=max(console.width, 130))
+    out.print(render_report(report))
+    if json_out is not None:
+        write_json(report, json_out)
+        console.print(f"wrote {json_out}")
+    if plot is not None:
+        write_plot(report, plot)
+        console.print(f"wrote {plot}")
+
+
 if __name__ == "__main__":
     app()

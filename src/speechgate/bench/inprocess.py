@@ -1,0 +1,214 @@
+"""The engine timed without a server: one process like one worker, and the ceiling.
+
+The ceiling is what the machine can do at best: one engine process per core, each pinned to
+it with one thread, speaking back to back. A server that reaches it adds no cost but its own
+CPU; the gap is what the gateway, queueing and IPC cost.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import queue
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from multiprocessing.queues import Queue
+
+from speechgate.audio.formats import AudioFormat
+from speechgate.bench.audio import audio_offset
+from speechgate.bench.stats import RunStats, Sample, summarize
+from speechgate.bench.texts import TEXTS, Text, TextKind
+from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
+from speechgate.pipeline import OutputSpec, render
+
+# WAV at 24 kHz, what the server sends for `response_format=wav` by default.
+OUTPUT = OutputSpec(AudioFormat.WAV, 24000)
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class EngineJob:
+    """What one benchmark process runs; picklable for `spawn`."""
+
+    engine: EngineConfig
+    voice: str  # a client name ("alloy"), resolved in the process through `voice_aliases`
+    voice_aliases: Mapping[str, Mapping[str, str]]
+    seconds: float
+    cpus: tuple[int, ...] = ()
+    texts: tuple[Text, ...] = TEXTS
+    output: OutputSpec = OUTPUT
+
+
+@dataclass(frozen=True)
+class _Result:
+    started: float
+    ended: float
+    samples: list[Sample]
+
+
+@dataclass(frozen=True)
+class _Failure:
+    message: str
+
+
+@dataclass(frozen=True)
+class InProcessRun:
+    stats: RunStats
+    samples: list[Sample] = field(repr=False)
+    threads: int = 1
+
+
+def _speak_all(job: EngineJob, ready: threading.Barrier, results: Queue[object]) -> None:
+    """Body of one benchmark process: load, warm up, wait for the others, run, report."""
+    try:
+        results.put(_run_job(job, ready))
+    except Exception as error:
+        results.put(_Failure(f"{type(error).__name__}: {error}"))
+        ready.abort()  # the parent and the other processes stop waiting
+
+
+def load_pinned(job: EngineJob) -> tuple[Engine, str]:
+    """In a benchmark process: pin it, load the engine as a worker would, resolve the voice,
+    and pay the lazy initialisation with one throw-away run."""
+    if job.cpus:
+        os.sched_setaffinity(0, job.cpus)
+    # Read by BLAS/OpenMP runtimes when they first load, so set before the engine imports.
+    for variable in _THREAD_VARIABLES:
+        os.environ[variable] = str(job.engine.threads)
+    from speechgate.catalog import Catalog
+    from speechgate.engines import SynthesisRequest, load_engine
+    from speechgate.workers.messages import EngineInfo
+
+    engine = load_engine(job.engine)
+    info = EngineInfo(
+        engine.name, engine.sample_rate, engine.supports_instructions, tuple(engine.voices())
+    )
+    voice = Catalog({engine.name: info}, {}, job.voice_aliases).voice(engine.name, job.voice)
+    for _ in render(engine, SynthesisRequest(job.texts[0].text, voice), job.output):
+        pass
+    return engine, voice
+
+
+def speak(
+    engine: Engine, request: SynthesisRequest, output: OutputSpec, kind: TextKind = "short"
+) -> Sample:
+    """One request in-process, timed as the HTTP client times one."""
+    offset = audio_offset(output.format)
+    sent = time.monotonic()
+    ttfa: float | None = None
+    seconds, received = 0.0, 0
+    for chunk in render(engine, request, output):
+        received += len(chunk.data)
+        # The same clock as the HTTP client's: first encoded bytes past any header.
+        if ttfa is None and received > offset:
+            ttfa = time.monotonic() - sent
+        seconds += chunk.audio_seconds
+    return Sample(kind, 200, time.monotonic() - sent, ttfa, seconds)
+
+
+def _run_job(job: EngineJob, ready: threading.Barrier) -> _Result:
+    engine, voice = load_pinned(job)
+    try:
+        requests = [(text.kind, SynthesisRequest(text.text, voice)) for text in job.texts]
+        ready.wait()
+        samples: list[Sample] = []
+        started = time.monotonic()
+        deadline = started + job.seconds
+        for kind, request in itertools.cycle(requests):
+            if time.monotonic() >= deadline:
+                break
+            samples.append(speak(engine, request, job.output, kind))
+        return _Result(started, time.monotonic(), samples)
+    finally:
+        engine.close()
+
+
+def run_processes(jobs: Sequence[EngineJob], start_timeout: float = 300.0) -> InProcessRun:
+    """Run `jobs` in parallel processes, started together once all have loaded their engine.
+
+    Aggregate throughput is total audio over the span from the first start to the last end.
+    Raises `RuntimeError` if a process fails to load its engine.
+    """
+    # spawn: a fork of a process with live threads (asyncio, onnxruntime pools) can deadlock,
+    # and each benchmark process must load its own engine from scratch, as a worker does.
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    ready = context.Barrier(len(jobs) + 1)
+    processes = [
+        context.Process(target=_speak_all, args=(job, ready, results), daemon=True) for job in jobs
+    ]
+    for process in processes:
+        process.start()
+    try:
+        try:
+            ready.wait(timeout=start_timeout)
+        except threading.BrokenBarrierError:
+            failures = [r.message for r in _drain(results) if isinstance(r, _Failure)]
+            raise RuntimeError(f"an engine process failed: {'; '.join(failures)}") from None
+        collected = [results.get(timeout=start_timeout + job.seconds) for job in jobs]
+    finally:
+        for process in processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+    done = [r for r in collected if isinstance(r, _Result)]
+    if len(done) != len(jobs):
+        failures = [r.message for r in collected if isinstance(r, _Failure)]
+        raise RuntimeError(f"an engine process failed: {'; '.join(failures)}")
+    samples = [sample for result in done for sample in result.samples]
+    wall = max(r.ended for r in done) - min(r.started for r in done)
+    return InProcessRun(summarize(len(jobs), samples, wall, None), samples, jobs[0].engine.threads)
+
+
+def _drain(results: Queue[object]) -> list[object]:
+    drained: list[object] = []
+    while True:
+        try:
+            drained.append(results.get(timeout=1.0))
+        except queue.Empty:
+            return drained
+
+
+def measure_single(
+    engine: EngineConfig,
+    voice: str,
+    voice_aliases: Mapping[str, Mapping[str, str]],
+    seconds: float,
+    texts: Sequence[Text] = TEXTS,
+    output: OutputSpec = OUTPUT,
+    cores: Sequence[int] | None = None,
+) -> InProcessRun:
+    """One process, one request at a time, on the first `engine.threads` of `cores` (default:
+    this process's): what one server worker does."""
+    cpus = tuple(sorted(cores or os.sched_getaffinity(0))[: engine.threads])
+    return run_processes(
+        [EngineJob(engine, voice, voice_aliases, seconds, cpus, tuple(texts), output)]
+    )
+
+
+def measure_ceiling(
+    engine: EngineConfig,
+    voice: str,
+    voice_aliases: Mapping[str, Mapping[str, str]],
+    seconds: float,
+    processes: int | None = None,
+    texts: Sequence[Text] = TEXTS,
+    output: OutputSpec = OUTPUT,
+    cores: Sequence[int] | None = None,
+) -> InProcessRun:
+    """`processes` single-thread engines, each pinned to its own core of `cores` (default: this
+    process's); by default one per core."""
+    usable = sorted(cores or os.sched_getaffinity(0))
+    count = processes or len(usable)
+    if count > len(usable):
+        raise ValueError(f"{count} processes but only {len(usable)} cores: {usable}")
+    single = replace(engine, threads=1)
+    return run_processes(
+        [
+            EngineJob(single, voice, voice_aliases, seconds, (core,), tuple(texts), output)
+            for core in usable[:count]
+        ]
+    )

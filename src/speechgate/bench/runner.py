@@ -1,0 +1,148 @@
+"""`speechgate bench`: the HTTP load with a progress bar, then the in-process runs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+
+import psutil
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from speechgate.bench.cpu import CpuMeter
+from speechgate.bench.inprocess import EngineJob, InProcessRun, measure_ceiling, measure_single
+from speechgate.bench.load import LevelRun, LoadConfig, run_load
+from speechgate.bench.overhead import measure_overhead
+from speechgate.bench.report import BenchReport, InProcessResult
+from speechgate.bench.stats import Sample, compare, summarize
+from speechgate.catalog import normalize
+from speechgate.errors import ModelNotFound
+from speechgate.pipeline import OutputSpec
+from speechgate.runtime import engine_config
+from speechgate.settings import Settings
+
+
+@dataclass(frozen=True)
+class InProcessConfig:
+    """In-process runs use the engine `settings` describes: run the bench with the server's
+    SPEECHGATE_* environment so both load the same model with the same threads."""
+
+    settings: Settings
+    seconds: float = 10.0
+    processes: int | None = None  # ceiling processes; default one per usable core
+
+
+def _load_with_progress(config: LoadConfig, console: Console) -> list[LevelRun]:
+    columns = (
+        TextColumn("[bold]conc {task.fields[level]:>3}"),
+        BarColumn(),
+        MofNCompleteColumn() if config.requests_per_level else TimeElapsedColumn(),
+        TextColumn("{task.fields[done]} done · {task.fields[rejected]} rejected (429)"),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        total = config.requests_per_level or config.duration
+        tasks = {
+            level: progress.add_task("", total=total, level=level, done=0, rejected=0)
+            for level in config.levels
+        }
+        counts = {level: [0, 0] for level in config.levels}
+
+        def on_sample(level: int, sample: Sample, elapsed: float) -> None:
+            counts[level][0 if sample.status != 429 else 1] += 1
+            done, rejected = counts[level]
+            advance = (
+                {"completed": done + rejected}
+                if config.requests_per_level
+                else {"completed": min(elapsed, config.duration or elapsed)}
+            )
+            progress.update(tasks[level], done=done, rejected=rejected, **advance)
+
+        runs = asyncio.run(run_load(config, on_sample))
+        for level in config.levels:  # a duration level ends when its last request does
+            progress.update(tasks[level], completed=total)
+    return runs
+
+
+def _engine_name(settings: Settings, model: str) -> str:
+    aliases = {normalize(a): e for a, e in settings.resolved_model_aliases().items()}
+    name = aliases.get(normalize(model), normalize(model))
+    if name not in settings.engines:
+        raise ModelNotFound(model, [*settings.engines, *settings.resolved_model_aliases()])
+    return name
+
+
+def run_bench(
+    config: LoadConfig, in_process: InProcessConfig | None, console: Console
+) -> BenchReport:
+    """Without `in_process`: just the HTTP load. With it: the single process, half the
+    ceiling, the HTTP load, the other half of the ceiling. Machines drift (shared hosts,
+    boost clocks) by tens of percent over minutes, so the ceiling brackets the load."""
+    if in_process is None:
+        runs = _load_with_progress(config, console)
+        return _report(config, runs, None)
+    settings = in_process.settings
+    engine = engine_config(settings, _engine_name(settings, config.model))
+    voice, aliases, seconds = config.voice, settings.voice_aliases, in_process.seconds
+    # The server's format at its default 24 kHz, so both sides encode the same.
+    output = OutputSpec(config.format, 24000)
+    # On the server's own cores, if we know them: the ceiling is of the same hardware.
+    cores = psutil.Process(config.server_pid).cpu_affinity() if config.server_pid else None
+
+    def ceiling(when: str) -> InProcessRun:
+        with console.status(f"in-process: ceiling ({when} the load), {seconds / 2:.0f} s"):
+            return measure_ceiling(
+                engine,
+                voice,
+                aliases,
+                seconds / 2,
+                in_process.processes,
+                config.texts,
+                output,
+                cores,
+            )
+
+    with console.status(f"in-process: 1 process, {seconds:.0f} s"):
+        single = measure_single(engine, voice, aliases, seconds, config.texts, output, cores)
+    with console.status("in-process: gateway overhead, paired"):
+        first_worker = tuple(sorted(cores or os.sched_getaffinity(0))[: engine.threads])
+        overhead = measure_overhead(
+            config.url,
+            config.model,
+            EngineJob(engine, voice, aliases, 0.0, first_worker, tuple(config.texts), output),
+        )
+    before = ceiling("before")
+    runs = _load_with_progress(config, console)
+    after = ceiling("after")
+    pooled = summarize(
+        before.stats.concurrency,
+        before.samples + after.samples,
+        before.stats.wall_seconds + after.stats.wall_seconds,
+        None,
+    )
+    levels = [run.stats for run in runs]
+    result = InProcessResult(
+        single=single.stats,
+        single_threads=single.threads,
+        ceiling=pooled,
+        ceiling_before=before.stats.throughput,
+        ceiling_after=after.stats.throughput,
+        comparison=compare(levels, single.stats, pooled),
+        overhead=overhead,
+    )
+    return _report(config, runs, result)
+
+
+def _report(
+    config: LoadConfig, runs: list[LevelRun], in_process: InProcessResult | None
+) -> BenchReport:
+    return BenchReport(
+        url=config.url,
+        model=config.model,
+        voice=config.voice,
+        format=config.format.value,
+        cpu_source=CpuMeter(config.server_pid).source,
+        levels=[run.stats for run in runs],
+        samples=[run.samples for run in runs],
+        in_process=in_process,
+    )

@@ -1,0 +1,103 @@
+"""The load generator against a real server, and the in-process runs on a real engine."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+
+import pytest
+from rich.console import Console
+
+from speechgate.bench.cpu import CpuMeter
+from speechgate.bench.inprocess import measure_ceiling, measure_single
+from speechgate.bench.load import LoadConfig, run_load
+from speechgate.bench.runner import InProcessConfig, run_bench
+from speechgate.engines.base import EngineConfig
+from speechgate.settings import Settings
+from tests.helpers.server import RunningServer
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"requests_per_level": 2, "duration": 1.0},
+        {"requests_per_level": None, "duration": None},
+        {"levels": ()},
+        {"levels": (1, 0)},
+        {"texts": ()},
+    ],
+)
+def test_config_is_checked(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        LoadConfig(url="http://127.0.0.1:1", **kwargs)  # type: ignore[arg-type]
+
+
+def test_cpu_meter_of_this_process() -> None:
+    meter = CpuMeter(os.getpid())
+    meter.start()
+    sum(range(10_000))
+    assert meter.stop() >= 0.0
+    assert str(os.getpid()) in meter.source
+
+
+@pytest.mark.slow
+def test_load_levels(server: RunningServer) -> None:
+    config = LoadConfig(
+        url=server.url,
+        model="espeak",
+        levels=(1, 2),
+        requests_per_level=2,
+        duration=None,
+        warmup=1,
+        server_pid=os.getpid(),  # the test server runs in this process
+    )
+    seen: list[int] = []
+    runs = asyncio.run(run_load(config, lambda level, sample, elapsed: seen.append(level)))
+    assert [run.stats.concurrency for run in runs] == [1, 2]
+    assert seen == [1, 1, 2, 2]
+    for run in runs:
+        stats = run.stats
+        assert stats.requests == 2 == len(run.samples)
+        assert stats.completed + stats.rejected + sum(stats.errors.values()) == stats.requests
+        assert stats.completed == 2
+        assert stats.audio_seconds > 0
+        assert stats.ttfa_ms.p50 is not None and stats.latency_ms.p50 is not None
+        assert stats.cpu_percent is not None
+        assert all(s.server_ttfa is not None for s in run.samples)
+
+
+@pytest.mark.slow
+def test_in_process_runs() -> None:
+    aliases = Settings.model_validate(
+        {"engines": ["espeak"], "default_engine": "espeak"}
+    ).voice_aliases
+    single = measure_single(EngineConfig("espeak"), "alloy", aliases, seconds=0.05)
+    ceiling = measure_ceiling(EngineConfig("espeak"), "alloy", aliases, seconds=0.05, processes=1)
+    for run in (single, ceiling):
+        assert run.stats.concurrency == 1
+        assert run.stats.completed >= 1
+        assert run.stats.audio_seconds > 0
+        assert run.stats.ttfa_ms.p50 is not None
+
+
+@pytest.mark.slow
+def test_in_process_reports_a_bad_voice() -> None:
+    with pytest.raises(RuntimeError, match="VoiceNotFound"):
+        measure_single(EngineConfig("espeak"), "no-such-voice", {}, seconds=0.05)
+
+
+@pytest.mark.slow
+def test_run_bench_with_in_process(server: RunningServer) -> None:
+    config = LoadConfig(
+        url=server.url, model="espeak", levels=(1,), requests_per_level=2, duration=None, warmup=0
+    )
+    settings = Settings.model_validate({"engines": ["espeak"], "default_engine": "espeak"})
+    report = run_bench(
+        config, InProcessConfig(settings, seconds=0.1, processes=1), Console(file=io.StringIO())
+    )
+    assert report.levels[0].completed == 2
+    assert report.in_process is not None
+    assert report.in_process.ceiling.concurrency == 1
+    assert report.in_process.ceiling.completed >= 2  # one run before the load, one after
+    assert report.in_process.comparison.gateway_overhead_ms is not None
