@@ -128,3 +128,20 @@ def test_an_engine_that_cannot_load_fails_the_start() -> None:
         run_with_pool(
             scenario, config=EngineConfig("piper", options={"model": "/nonexistent.onnx"})
         )
+
+
+def test_a_slow_consumer_pauses_the_worker_instead_of_buffering_everything() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        chunks = pool.synthesize(LONG, PCM)
+        first = await anext(chunks)
+        # espeak speaks all of LONG in well under a second when nothing holds it back; with
+        # nobody reading, the worker must stay paused with only a few chunks buffered.
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await until(lambda: pool.stats().jobs["completed"] == 1)
+        assert pool.stats().in_flight == 1
+        rest = [chunk async for chunk in chunks]
+        assert pool.stats().jobs["completed"] == 1
+        assert sum(c.audio_seconds for c in [first, *rest]) > 60  # all of it, in the end
+
+    run_with_pool(scenario, workers=1)

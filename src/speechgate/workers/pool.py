@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 _CONTEXT = multiprocessing.get_context("spawn")
 
 _MAX_BACKOFF = 30.0
+# Chunks (a segment's audio each, at most) buffered per job before the worker is paused.
+_INBOX_CHUNKS = 4
 _CRASH_LOOP = 3  # consecutive start-up failures after which /readyz reports a crash loop
 
 
@@ -69,9 +71,33 @@ class _Job:
     started: float
     audio_seconds: float = 0.0
     inbox: asyncio.Queue[FromWorker | SpeechgateError] = field(default_factory=asyncio.Queue)
+    # Set while the inbox has room. The worker's reader waits for it, which stops reading
+    # the socket, which blocks the worker's sends: a slow listener slows synthesis down
+    # instead of growing the gateway's memory.
+    room: asyncio.Event = field(default_factory=asyncio.Event)
     ended: bool = False
+    abandoned: bool = False  # the consumer left; whatever still comes is dropped
     error: SpeechgateError | None = None  # what to report if the worker is killed
     timer: asyncio.TimerHandle | None = None
+
+    def __post_init__(self) -> None:
+        self.room.set()
+
+    def deliver(self, message: FromWorker | SpeechgateError) -> None:
+        if not self.abandoned:
+            self.inbox.put_nowait(message)
+            if self.inbox.qsize() >= _INBOX_CHUNKS:
+                self.room.clear()
+
+    async def next(self) -> FromWorker | SpeechgateError:
+        message = await self.inbox.get()
+        if self.inbox.qsize() < _INBOX_CHUNKS:
+            self.room.set()
+        return message
+
+    def abandon(self) -> None:
+        self.abandoned = True
+        self.room.set()
 
 
 @dataclass(eq=False)
@@ -202,7 +228,7 @@ class WorkerPool:
         worker.send(Job(job.job_id, request, output))
         try:
             while True:
-                message = await job.inbox.get()
+                message = await job.next()
                 if isinstance(message, Chunk):
                     yield message.audio
                 elif isinstance(message, Done):
@@ -212,6 +238,7 @@ class WorkerPool:
                 elif isinstance(message, SpeechgateError):
                     raise message
         finally:
+            job.abandon()
             if not job.ended and worker.job is job:
                 # The worker answers with Done(cancelled) and is released then.
                 worker.send(Cancel(job.job_id))
@@ -266,6 +293,8 @@ class WorkerPool:
         reader, worker.writer = await asyncio.open_unix_connection(sock=sock)
         try:
             while True:
+                if worker.job is not None:
+                    await worker.job.room.wait()
                 self._dispatch(worker, await wire.read_message(reader))  # type: ignore[arg-type]
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -286,7 +315,7 @@ class WorkerPool:
                 worker.ready.set_exception(StartupError(message.message))
         elif worker.job is not None and message.job_id == worker.job.job_id:
             job = worker.job
-            job.inbox.put_nowait(message)
+            job.deliver(message)
             if isinstance(message, Chunk):
                 job.audio_seconds += message.audio.audio_seconds
             if isinstance(message, Done | Failed):
@@ -331,7 +360,7 @@ class WorkerPool:
             job = worker.job
             self._end_job(worker, job)
             self._outcomes["lost"] += 1
-            job.inbox.put_nowait(job.error or WorkerLost())
+            job.deliver(job.error or WorkerLost())
         if self._closing:
             worker.state = WorkerState.STOPPED
             return
