@@ -145,3 +145,63 @@ class WorkerLost(SpeechgateError):
 class NotReady(SpeechgateError):
     status_code = 503
     default_code = "not_ready"
+
+
+# --- the LLM upstream (the chat relay) ----------------------------------------------------
+
+
+class NotConfigured(NotFound):
+    """A route whose backing service is not configured.
+
+    404 rather than 501: OpenAI's SDKs retry every 5xx (501 included) with backoff, which
+    cannot help until an operator changes a setting, while a 404 fails at once, and clients
+    such as Open WebUI read it as "this server does not offer that endpoint".
+    """
+
+    default_code = "not_configured"
+
+
+class UpstreamError(SpeechgateError):
+    """The LLM upstream failed us: 502 (bad gateway) unless a subclass says otherwise."""
+
+    status_code = 502
+    default_code = "upstream_error"
+
+
+class UpstreamUnavailable(UpstreamError):
+    """The upstream could not be reached, or dropped the connection."""
+
+    default_code = "upstream_unavailable"
+
+
+class UpstreamTimeout(UpstreamError):
+    status_code = 504
+    default_code = "upstream_timeout"
+
+
+class UpstreamBadResponse(UpstreamError):
+    """The upstream answered outside OpenAI's protocol (an HTML error page, a 200 that is not
+    JSON, a stream that is not server-sent events)."""
+
+    default_code = "upstream_bad_response"
+
+
+class UpstreamRejected(UpstreamError):
+    """The upstream answered an OpenAI error. It is relayed with the upstream's own status,
+    type, param and code, so that clients see what they would have seen calling it directly."""
+
+    def __init__(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        error_type: str,
+        param: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, param=param, headers=headers)
+        self.status_code = status_code
+        self.error_type = error_type
+        # The upstream's code as it was, even when it had none.
+        self.code = code

@@ -7,12 +7,17 @@ spread over the workers' cores, and the gateway only relays bytes), or in-proces
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from speechgate.audio.encoders import StreamEncoder
 from speechgate.audio.formats import AudioFormat
+from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import Engine, SynthesisRequest
+from speechgate.text.segment import segment
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,27 @@ class EncodedChunk:
     audio_seconds: float
 
 
+# Between segments: the pause of a sentence end, which engines speaking one segment at a time
+# no longer add themselves.
+SEGMENT_PAUSE = 0.15
+
+
+def speak_segments(engine: Engine, request: SynthesisRequest) -> Generator[PcmChunk]:
+    """The engine's PCM for `request`, segment by segment (see `speechgate.text.segment`).
+
+    The first segment is short, so the first audio comes early; later ones are sentences, so a
+    long input streams steadily and a cancelled job stops at the next segment at the latest.
+    """
+    pause = PcmChunk(
+        np.zeros(round(SEGMENT_PAUSE * engine.sample_rate), np.int16), engine.sample_rate
+    )
+    for index, text in enumerate(segment(request.text)):
+        if index:
+            yield pause
+        # `yield from` hands a close() of this generator on to the engine's.
+        yield from engine.synthesize(replace(request, text=text))
+
+
 def render(
     engine: Engine, request: SynthesisRequest, output: OutputSpec
 ) -> Generator[EncodedChunk]:
@@ -39,13 +65,10 @@ def render(
     Closing the iterator early stops the engine at its next chunk.
     """
     encoder = StreamEncoder(output.format, engine.sample_rate, output.sample_rate)
-    pcm_chunks = engine.synthesize(request)
     try:
-        for pcm in pcm_chunks:
-            yield EncodedChunk(encoder.encode(pcm), pcm.duration)
+        with contextlib.closing(speak_segments(engine, request)) as pcm_chunks:
+            for pcm in pcm_chunks:
+                yield EncodedChunk(encoder.encode(pcm), pcm.duration)
         yield EncodedChunk(encoder.finish(), 0.0)
     finally:
-        close = getattr(pcm_chunks, "close", None)
-        if close is not None:
-            close()
         encoder.close()

@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 
-from speechgate.api.schemas import SpeechRequest
+from speechgate.api.schemas import SpeechOptions, SpeechRequest
 from speechgate.catalog import Catalog
 from speechgate.engines.base import SynthesisRequest
 from speechgate.errors import InvalidRequest
@@ -25,6 +25,7 @@ class SpeechPlan:
     """A validated speech request, ready to run."""
 
     engine: str
+    engine_rate: int
     request: SynthesisRequest
     output: OutputSpec
     stream_format: str
@@ -101,23 +102,32 @@ class SpeechService:
             )
         if not body.input.strip():
             raise InvalidRequest("Input must contain text to speak.", param="input")
-        model = self._catalog.model(body.model)
-        engine = model.engine
-        voice = self._catalog.voice(engine.name, body.voice_name)
-        rate = body.sample_rate or self._settings.default_sample_rate
+        return self.plan_options(body, body.input, body.stream_format)
+
+    def plan_options(
+        self, options: SpeechOptions, text: str = "", stream_format: str = "audio"
+    ) -> SpeechPlan:
+        """Resolve model, voice and output format; a streaming session plans with no text."""
+        engine = self._catalog.model(options.model).engine
+        voice = self._catalog.voice(engine.name, options.voice_name)
+        rate = options.sample_rate or self._settings.default_sample_rate
         try:
-            body.response_format.check_sample_rate(rate)
+            options.response_format.check_sample_rate(rate)
         except ValueError as error:
             raise InvalidRequest(str(error), param="sample_rate") from None
         return SpeechPlan(
             engine=engine.name,
+            engine_rate=engine.sample_rate,
             request=SynthesisRequest(
-                text=body.input, voice=voice, speed=body.speed, instructions=body.instructions
+                text=text, voice=voice, speed=options.speed, instructions=options.instructions
             ),
-            output=OutputSpec(body.response_format, rate),
-            stream_format=body.stream_format,
-            instructions_ignored=bool(body.instructions) and not engine.supports_instructions,
+            output=OutputSpec(options.response_format, rate),
+            stream_format=stream_format,
+            instructions_ignored=bool(options.instructions) and not engine.supports_instructions,
         )
+
+    def pool(self, engine: str) -> WorkerPool:
+        return self._pools[engine]
 
     async def open(self, plan: SpeechPlan) -> SpeechStream:
         """Admit the job and wait for its first audio (or its first error)."""

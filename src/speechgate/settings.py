@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, FilePath, SecretStr, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -115,6 +115,22 @@ class Settings(BaseSettings):
     data_dir: Path = Path.home() / ".local" / "share" / "speechgate"
     """Where speechgate keeps its state."""
 
+    llm_base_url: str | None = None
+    """Base URL of an OpenAI-compatible LLM server that `POST /v1/chat/completions` is relayed
+    to, e.g. "http://127.0.0.1:11434/v1" (Ollama). Unset, that route answers 404."""
+
+    llm_api_key: SecretStr | None = None
+    """Sent to the LLM server as `Authorization: Bearer <key>`; never logged. Clients' own keys
+    are never forwarded."""
+
+    llm_ca_bundle: FilePath | None = None
+    """PEM file of the CA certificates that verify the LLM server's TLS certificate (a private
+    CA, say), trusted instead of httpx's default bundle."""
+
+    llm_timeout: float = Field(default=120.0, gt=0)
+    """Seconds to wait for the LLM server to connect or to send its next bytes. A streamed
+    completion may take longer in all, as long as tokens keep coming."""
+
     @model_validator(mode="before")
     @classmethod
     def _split_lists(cls, data: object) -> object:
@@ -138,6 +154,15 @@ class Settings(BaseSettings):
         bad_targets = {m: e for m, e in self.model_aliases.items() if e not in self.engines}
         if bad_targets:
             raise ValueError(f"model_aliases point at engines that are not loaded: {bad_targets}")
+        return self
+
+    @model_validator(mode="after")
+    def _check_llm(self) -> Self:
+        if self.llm_base_url is None:
+            if self.llm_api_key is not None or self.llm_ca_bundle is not None:
+                raise ValueError("llm_api_key and llm_ca_bundle need llm_base_url")
+        elif not self.llm_base_url.startswith(("http://", "https://")):
+            raise ValueError(f"llm_base_url must be an http(s) URL, not {self.llm_base_url!r}")
         return self
 
     @property

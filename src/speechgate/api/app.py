@@ -8,13 +8,14 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from speechgate import __version__
-from speechgate.api import catalog, ops, speech
+from speechgate.api import catalog, chat, ops, speech, stream
 from speechgate.api.errors import install_error_handlers
 from speechgate.api.middleware import (
     BodyLimitMiddleware,
     RequestIdMiddleware,
     ResponseMetricsMiddleware,
 )
+from speechgate.llm import LlmRelay
 from speechgate.metrics import Metrics
 from speechgate.runtime import Runtime
 from speechgate.settings import Settings
@@ -27,9 +28,12 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = await Runtime.start(settings, metrics)
         app.state.runtime = runtime
+        app.state.llm = llm = LlmRelay.from_settings(settings)
         try:
             yield
         finally:
+            if llm is not None:
+                await llm.aclose()
             await runtime.close()
 
     app = FastAPI(
@@ -43,8 +47,10 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.metrics = metrics
     install_error_handlers(app)
     app.include_router(speech.router)
+    app.include_router(stream.router)
     app.include_router(catalog.router)
     app.include_router(ops.router)
+    app.include_router(chat.router)
     # Added innermost first: request ids and response counts see every response, 413s included.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(ResponseMetricsMiddleware, metrics=metrics)

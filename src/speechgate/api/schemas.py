@@ -16,19 +16,14 @@ class VoiceRef(BaseModel):
     id: str = Field(min_length=1)
 
 
-class SpeechRequest(BaseModel):
-    """Body of `POST /v1/audio/speech`, as OpenAI defines it, plus `sample_rate`."""
+class SpeechOptions(BaseModel):
+    """How to speak: what `POST /v1/audio/speech` and a streaming session share."""
 
     # Unknown fields are accepted and ignored: SDKs add new ones before servers know them.
     model_config = ConfigDict(extra="ignore")
 
     model: str = Field(
         min_length=1, description="A model id from GET /v1/models.", examples=["tts-1", "espeak"]
-    )
-    input: str = Field(
-        min_length=1,
-        description="The text to speak (4096 characters at most, a server setting).",
-        examples=["Hello! How can I help you today?"],
     )
     voice: str | VoiceRef = Field(
         description='A voice name from GET /v1/audio/voices, or `{"id": ...}`.',
@@ -39,7 +34,6 @@ class SpeechRequest(BaseModel):
     instructions: str | None = Field(
         default=None, description="Accepted; engines that cannot use it say so in a header."
     )
-    stream_format: Literal["audio", "sse"] = "audio"
     sample_rate: int | None = Field(
         default=None,
         ge=8000,
@@ -50,6 +44,17 @@ class SpeechRequest(BaseModel):
     @property
     def voice_name(self) -> str:
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
+
+
+class SpeechRequest(SpeechOptions):
+    """Body of `POST /v1/audio/speech`, as OpenAI defines it, plus `sample_rate`."""
+
+    input: str = Field(
+        min_length=1,
+        description="The text to speak (4096 characters at most, a server setting).",
+        examples=["Hello! How can I help you today?"],
+    )
+    stream_format: Literal["audio", "sse"] = "audio"
 
 
 class ErrorDetail(BaseModel):

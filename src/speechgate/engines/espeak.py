@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import re
 import threading
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 from speechgate.audio.pcm import PcmChunk, Samples
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.text.segment import segment
 
 # Constants from espeak-ng's speak_lib.h.
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
@@ -41,17 +41,10 @@ _NORMAL_WPM = 175
 _MIN_WPM = 80
 _MAX_WPM = 4 * _NORMAL_WPM
 
+
 # Latin end punctuation (with an optional closing quote or bracket) must be followed by
 # whitespace, so "3.14" and "example.com" stay whole; CJK full stops and marks (U+3002, U+FF01,
 # U+FF1F) need none; a blank line ends a paragraph. Escapes keep look-alike characters visible.
-_SENTENCE_BREAK = re.compile(
-    r"(?<=[.!?\u2026])\s+"
-    r"|(?<=[.!?\u2026][\"'\u201d\u2019)\]])\s+"
-    r"|(?<=[\u3002\uff01\uff1f])\s*"
-    r"|\n\s*\n"
-)
-
-
 class _EspeakVoice(ctypes.Structure):
     # `languages` is not a C string: it is (priority byte, NUL-terminated code) pairs, so it is
     # read by hand from the raw address.
@@ -104,11 +97,6 @@ def _load_library() -> ctypes.CDLL:
     lib.espeak_Terminate.argtypes = ()
     lib.espeak_Terminate.restype = ctypes.c_int
     return lib
-
-
-def _split_sentences(text: str) -> list[str]:
-    """A deliberately simple splitter; abbreviations like "Dr." cost only an early pause."""
-    return [part.strip() for part in _SENTENCE_BREAK.split(text) if part.strip()]
 
 
 def _languages(address: int) -> Iterator[tuple[int, str]]:
@@ -214,7 +202,7 @@ class EspeakEngine:
             raise ValueError(f"unknown espeak voice {request.voice!r}")
         espeak_voice = self._identifiers[code][0] + plus + variant
         rate = _rate(request.speed)
-        spoken = self._speak(_split_sentences(request.text), espeak_voice, rate)
+        spoken = self._speak(segment(request.text), espeak_voice, rate)
         # Below espeak's slowest rate, the rest of the slow-down is a pitch-preserving stretch.
         residual = request.speed * _NORMAL_WPM / rate if rate == _MIN_WPM else 1.0
         return stretch(spoken, self.sample_rate, residual)

@@ -1,0 +1,159 @@
+"""`WS /v1/audio/speech/stream`: speak text while it is being written (protocol in README)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from speechgate.api.errors import error_body
+from speechgate.api.schemas import SpeechOptions
+from speechgate.errors import InvalidRequest, QueueFull, QueueTimeout, SpeechgateError
+from speechgate.service import SpeechService
+from speechgate.sessions import SegmentDone, SegmentStarted, SpeechSession
+
+router = APIRouter()
+
+# Close codes (RFC 6455): a bad message, a server failure, "try again later".
+_POLICY_VIOLATION = 1008
+_INTERNAL_ERROR = 1011
+_TRY_AGAIN_LATER = 1013
+
+
+class SessionUpdate(BaseModel):
+    type: Literal["session.update"]
+    session: SpeechOptions
+
+
+class TextDelta(BaseModel):
+    type: Literal["input_text.delta"]
+    delta: str
+
+
+class TextControl(BaseModel):
+    type: Literal["input_text.flush", "input_text.done"]
+
+
+async def _fail(websocket: WebSocket, error: SpeechgateError, code: int) -> None:
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+        await websocket.send_json({"type": "error", **error_body(error)})
+        await websocket.close(code)
+
+
+ClientMessage = SessionUpdate | TextDelta | TextControl
+_MESSAGES: TypeAdapter[ClientMessage] = TypeAdapter(
+    Annotated[ClientMessage, Field(discriminator="type")]
+)
+
+
+def _parse(raw: str) -> ClientMessage:
+    try:
+        return _MESSAGES.validate_json(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        param = ".".join(str(part) for part in first["loc"]) or None
+        raise InvalidRequest(f"Invalid message: {first['msg']}.", param=param) from None
+
+
+async def _feed(websocket: WebSocket, session: SpeechSession) -> None:
+    """Pass the client's text to the session. Returns only when the client leaves (or raises
+    on a bad message). It never stops reading, not even after `input_text.done`: uvicorn
+    reads no further frames (a close included) until the app takes the last one, so this is
+    how a client leaving mid-speech is noticed."""
+    finished = False
+    while True:
+        message = _parse(await websocket.receive_text())
+        if isinstance(message, SessionUpdate):
+            raise InvalidRequest("The session is already configured.", param="type")
+        if finished:
+            raise InvalidRequest("No text is accepted after input_text.done.", param="type")
+        if isinstance(message, TextDelta):
+            session.add_text(message.delta)
+        elif message.type == "input_text.flush":
+            session.flush()
+        else:
+            session.finish()
+            finished = True
+
+
+@router.websocket("/v1/audio/speech/stream")
+async def speech_stream(websocket: WebSocket) -> None:
+    await websocket.accept()
+    service: SpeechService = websocket.app.state.runtime.service
+    try:
+        update = _parse(await websocket.receive_text())
+        if not isinstance(update, SessionUpdate):
+            raise InvalidRequest("The first message must be session.update.", param="type")
+        plan = service.plan_options(update.session)
+    except SpeechgateError as error:
+        await _fail(websocket, error, _POLICY_VIOLATION)
+        return
+    except WebSocketDisconnect:
+        return
+    session = SpeechSession(service, plan)
+    await websocket.send_json(
+        {
+            "type": "session.created",
+            "session": {
+                "model": update.session.model,
+                "engine": plan.engine,
+                "voice": plan.request.voice,
+                "response_format": plan.output.format.value,
+                "content_type": plan.output.format.content_type,
+                "sample_rate": plan.output.sample_rate,
+            },
+        }
+    )
+    feeder = asyncio.create_task(_feed(websocket, session))
+    speaker = asyncio.create_task(_speak(websocket, session))
+    # Whichever ends first decides: the speech ending (done or failed) stops the listening;
+    # the client leaving or sending garbage stops the speech, and the job in its worker.
+    _, pending = await asyncio.wait({feeder, speaker}, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(feeder, speaker, return_exceptions=True)
+    for task in (feeder, speaker):
+        failure = task.exception() if not task.cancelled() else None
+        if isinstance(failure, QueueFull | QueueTimeout):
+            await _fail(websocket, failure, _TRY_AGAIN_LATER)
+        elif isinstance(failure, InvalidRequest):
+            await _fail(websocket, failure, _POLICY_VIOLATION)
+        elif isinstance(failure, SpeechgateError):
+            await _fail(websocket, failure, _INTERNAL_ERROR)
+
+
+async def _speak(websocket: WebSocket, session: SpeechSession) -> None:
+    async for item in session.speak():
+        if isinstance(item, bytes):
+            await websocket.send_bytes(item)
+        elif isinstance(item, SegmentStarted):
+            await websocket.send_json(
+                {
+                    "type": "segment.started",
+                    "segment": item.index,
+                    "text": item.text,
+                    "audio_start": round(item.audio_start, 3),
+                }
+            )
+        elif isinstance(item, SegmentDone):
+            await websocket.send_json(
+                {
+                    "type": "segment.done",
+                    "segment": item.index,
+                    "audio_start": round(item.audio_start, 3),
+                    "audio_end": round(item.audio_end, 3),
+                }
+            )
+    await websocket.send_json(
+        {
+            "type": "session.done",
+            "usage": {
+                "input_characters": session.characters,
+                "audio_seconds": round(session.audio_seconds, 3),
+            },
+        }
+    )
+    await websocket.close()

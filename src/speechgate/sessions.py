@@ -1,0 +1,125 @@
+"""Speaking text while it is still being written: one streaming session.
+
+Text arrives in pieces of any size (an LLM's tokens, even single characters). Each segment is
+spoken as soon as it is complete, in order, and all of them are encoded into one continuous
+audio stream. Every segment is a job of its own through admission, so a session holds a worker
+only while it has something to say, never while it waits for text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from speechgate.audio.encoders import StreamEncoder
+from speechgate.audio.formats import AudioFormat
+from speechgate.audio.pcm import PcmChunk
+from speechgate.errors import InvalidRequest
+from speechgate.pipeline import SEGMENT_PAUSE, OutputSpec
+from speechgate.service import SpeechPlan, SpeechService
+from speechgate.text.segment import Segmenter
+
+
+@dataclass(frozen=True)
+class SegmentStarted:
+    """Audio for `text` follows; it starts `audio_start` seconds into the stream."""
+
+    index: int
+    text: str
+    audio_start: float
+
+
+@dataclass(frozen=True)
+class SegmentDone:
+    index: int
+    audio_start: float
+    audio_end: float
+
+
+SessionOutput = SegmentStarted | SegmentDone | bytes
+
+
+class SpeechSession:
+    """Use from one event loop: one task feeds text (`add_text`, `flush`, `finish`), another
+    iterates `speak()`.
+
+    Feeding never waits, so the feeder can always be reading its client (and notice it
+    leave); text not yet spoken is capped at `max_pending_chars` instead. Audio has real
+    backpressure: `speak()` produces only as fast as it is consumed, and the worker pauses."""
+
+    def __init__(
+        self, service: SpeechService, plan: SpeechPlan, max_pending_chars: int = 65536
+    ) -> None:
+        self._pool = service.pool(plan.engine)
+        self._plan = plan
+        self._segmenter = Segmenter()
+        self._pending: asyncio.Queue[str | None] = asyncio.Queue()
+        self._pending_chars = 0
+        self._max_pending_chars = max_pending_chars
+        # Workers send raw PCM at the engine's rate; one encoder here keeps the container
+        # continuous across segments (one MP3 stream, one Ogg stream...).
+        self._raw = OutputSpec(AudioFormat.PCM, plan.engine_rate)
+        self._encoder = StreamEncoder(plan.output.format, plan.engine_rate, plan.output.sample_rate)
+        self.characters = 0
+        self.audio_seconds = 0.0
+
+    def add_text(self, delta: str) -> None:
+        """Raises InvalidRequest when more than `max_pending_chars` wait to be spoken."""
+        self.characters += len(delta)
+        self._pending_chars += len(delta)
+        if self._pending_chars > self._max_pending_chars:
+            raise InvalidRequest(
+                f"More than {self._max_pending_chars} characters are waiting to be spoken; "
+                "send text no faster than the audio is read.",
+                param="delta",
+                code="too_much_pending_text",
+            )
+        for segment in self._segmenter.feed(delta):
+            self._pending.put_nowait(segment)
+
+    def flush(self) -> None:
+        """Speak what has been written so far, even mid-sentence."""
+        for segment in self._segmenter.flush():
+            self._pending.put_nowait(segment)
+
+    def finish(self) -> None:
+        """No more text: speak the rest, then end the stream."""
+        self.flush()
+        self._pending.put_nowait(None)
+
+    async def speak(self) -> AsyncIterator[SessionOutput]:
+        """Alignment events and encoded audio, in order. Leaving early cancels the segment
+        being synthesized inside its worker."""
+        try:
+            index = 0
+            while (text := await self._pending.get()) is not None:
+                self._pending_chars -= len(text)
+                if index and (pause := self._encode(self._silence())):
+                    yield pause
+                start = self.audio_seconds
+                yield SegmentStarted(index, text, start)
+                chunks = self._pool.synthesize(replace(self._plan.request, text=text), self._raw)
+                try:
+                    async for chunk in chunks:
+                        samples = np.frombuffer(chunk.data, dtype="<i2").astype(np.int16)
+                        if data := self._encode(PcmChunk(samples, self._plan.engine_rate)):
+                            yield data
+                finally:
+                    await chunks.aclose()
+                yield SegmentDone(index, start, self.audio_seconds)
+                index += 1
+            if tail := self._encoder.finish():
+                yield tail
+        finally:
+            self._encoder.close()
+
+    def _silence(self) -> PcmChunk:
+        rate = self._plan.engine_rate
+        return PcmChunk(np.zeros(round(SEGMENT_PAUSE * rate), np.int16), rate)
+
+    def _encode(self, pcm: PcmChunk) -> bytes:
+        self.audio_seconds += pcm.duration
+        return self._encoder.encode(pcm)

@@ -1,0 +1,1 @@
+"""Text handling: splitting input into segments an engine can speak one after another."""

@@ -1,0 +1,123 @@
+"""Split text into speakable segments: sentences, with a short first one and no overlong ones.
+
+Segments are what the streaming pipeline synthesizes one after another, so their boundaries
+decide how early the first audio comes and where pauses fall. A bad split ("Dr." ending a
+sentence, "3." before "14") puts a pause in the middle of a phrase, so each candidate boundary
+is checked against abbreviations, initials and the word that follows.
+
+`Segmenter` works incrementally (text arriving as an LLM writes it); `segment()` applies the
+same rules to a whole text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+# Lower-cased, without their final period.
+_ABBREVIATIONS = frozenset(
+    (  # noqa: SIM905 - a word list reads best as words
+        "mr mrs ms mx dr prof sr jr st mt ft vs etc e.g i.e cf al approx dept est fig figs "
+        "inc ltd co corp no nos vol vols p pp ch sec gen col lt sgt capt cmdr rev hon gov pres "
+        "rep sen jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed thu fri sat sun "
+        "u.s u.k u.n a.m p.m ph.d b.a m.a"
+    ).split()
+)
+
+# Typographic quotes and dashes, spelled as escapes so they cannot be misread for ASCII ones.
+_CLOSERS = "\"'\u201d\u2019)\\]"  # straight quotes, right double and single quote, ) ]
+_OPENERS = "\"'\u201c\u2018(["  # straight quotes, left double and single quote, ( [
+_DASHES = "\u2014\u2013"  # em dash, en dash
+_CJK_ENDS = "\u3002\uff01\uff1f"  # ideographic full stop, fullwidth ! and ?: no space follows
+
+# A sentence ends at . ! ? or an ellipsis (possibly repeated, possibly followed by closing
+# quotes or brackets) before whitespace, at a CJK sentence end, or at a blank line.
+_END = re.compile(rf"[.!?\u2026]+[{_CLOSERS}]*(?=\s)|[{_CJK_ENDS}]+[{_CLOSERS}]*|\n\s*\n")
+# Where a sentence that is too long may be cut: after clause punctuation or around a dash.
+_CLAUSE = re.compile(rf"[,;:{_DASHES}][{_CLOSERS}]*\s|\s[{_DASHES}-]\s")
+_LAST_WORD = re.compile(rf"(\S+?)[.!?\u2026]+[{_CLOSERS}]*$")
+
+
+@dataclass(frozen=True)
+class SegmentLimits:
+    """`first` bounds the first segment (short, so the first audio comes early); `longest`
+    bounds every other one (about what an engine speaks well in one go)."""
+
+    first: int = 100
+    longest: int = 400
+    shortest_clause: int = 24  # a forced cut never leaves a piece shorter than this
+
+
+def _ends_sentence(text: str, end: re.Match[str]) -> bool | None:
+    """Whether `end` closes a sentence; None while that depends on text not yet seen."""
+    if not end.group().strip():  # a paragraph break
+        return True
+    following = text[end.end() :].lstrip()
+    if not following:
+        return None  # the next word decides: "e.g. this" vs "fine. This"
+    if end.group()[0] == ".":
+        last = _LAST_WORD.search(text[: end.end()])
+        word = last.group(1).lower().lstrip(_OPENERS) if last else ""
+        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):  # "Dr.", "J. R."
+            return False
+    return not following[0].islower()
+
+
+class Segmenter:
+    """Collects text as it arrives and releases each segment as soon as it is complete."""
+
+    def __init__(self, limits: SegmentLimits | None = None) -> None:
+        self._limits = limits or SegmentLimits()
+        self._buffer = ""
+        self._released = 0
+
+    def feed(self, delta: str) -> Iterator[str]:
+        """Add text; yield the segments it completes."""
+        self._buffer += delta
+        yield from self._release(final=False)
+
+    def flush(self) -> Iterator[str]:
+        """The text so far is complete (or must be spoken now): yield what is left."""
+        yield from self._release(final=True)
+
+    def _release(self, final: bool) -> Iterator[str]:
+        while (cut := self._next_cut(final)) is not None:
+            segment, self._buffer = self._buffer[:cut].strip(), self._buffer[cut:]
+            if segment:
+                self._released += 1
+                yield segment
+        if final:
+            self._buffer = ""
+
+    def _next_cut(self, final: bool) -> int | None:
+        text = self._buffer
+        limit = self._limits.first if self._released == 0 else self._limits.longest
+        for end in _END.finditer(text):
+            if end.end() > limit:
+                break
+            verdict = _ends_sentence(text, end)
+            if verdict is None and not final:
+                return None  # wait for the next word
+            if verdict is not False:
+                return end.end()
+        if len(text.strip()) > limit:
+            return self._forced_cut(text, limit)
+        return len(text) if final and text.strip() else None
+
+    def _forced_cut(self, text: str, limit: int) -> int:
+        """Cut a too-long sentence at its last clause break within the limit, else at its
+        last space, else (one unbroken token) at the limit itself."""
+        window = text[: limit + 1]
+        shortest = self._limits.shortest_clause
+        clauses = [m.end() for m in _CLAUSE.finditer(window) if m.end() >= shortest]
+        if clauses:
+            return clauses[-1]
+        space = window.rfind(" ", shortest)
+        return space + 1 if space > 0 else limit
+
+
+def segment(text: str, limits: SegmentLimits | None = None) -> list[str]:
+    """Split a whole text at once."""
+    segmenter = Segmenter(limits)
+    return [*segmenter.feed(text), *segmenter.flush()]

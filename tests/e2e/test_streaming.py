@@ -1,0 +1,164 @@
+"""Long input streamed completely and early; text spoken while it is being written."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from speechgate.audio.formats import AudioFormat
+from speechgate.text.segment import segment
+from tests.helpers.audio import DecodedAudio, decode_audio
+from tests.helpers.server import RunningServer
+from tests.helpers.waiting import wait_for
+
+pytestmark = pytest.mark.slow
+
+SENTENCES = [
+    f"Paragraph {n} begins here, and it carries on for a while with ordinary words."
+    for n in range(40)
+]
+LAST = "The very last sentence ends the story."
+LONG = " ".join([*SENTENCES, LAST])  # about 3,000 characters
+
+
+def speech(server: RunningServer, text: str, fmt: str, model: str = "espeak") -> bytes:
+    body = {"model": model, "voice": "alloy", "input": text, "response_format": fmt}
+    response = httpx.post(f"{server.url}/v1/audio/speech", json=body, timeout=300)
+    assert response.status_code == 200, response.text
+    return response.content
+
+
+def tail_rms(audio: DecodedAudio, seconds: float) -> float:
+    tail = audio.samples[-round(seconds * audio.sample_rate) :]
+    return float(np.sqrt(np.mean(np.square(tail))))
+
+
+@pytest.fixture(scope="module")
+def reference(server: RunningServer) -> DecodedAudio:
+    """The long text as raw PCM, and its last sentence alone, from the same engine."""
+    return decode_audio(speech(server, LONG, "pcm"), "pcm")
+
+
+@pytest.mark.parametrize("fmt", list(AudioFormat))
+def test_long_input_streams_completely_in_every_format(
+    server: RunningServer, reference: DecodedAudio, fmt: AudioFormat
+) -> None:
+    assert len(LONG) > 3000
+    body = {"model": "espeak", "voice": "alloy", "input": LONG, "response_format": fmt.value}
+    with httpx.stream("POST", f"{server.url}/v1/audio/speech", json=body, timeout=300) as response:
+        parts = list(response.iter_bytes())
+    assert len(parts) > len(segment(LONG)) // 2  # it really arrived in pieces
+    audio = decode_audio(b"".join(parts), fmt.value)
+    # One codec frame of slack per segment (mp3's 1152 samples is the largest here).
+    slack = len(segment(LONG)) * 1152 / 24000
+    assert abs(audio.duration - reference.duration) <= slack
+    last_alone = decode_audio(speech(server, LAST, "pcm"), "pcm").duration
+    assert tail_rms(audio, last_alone * 0.8) > 0.02  # the last sentence is spoken, not cut
+
+
+def test_first_audio_arrives_long_before_the_whole_text_is_done(server: RunningServer) -> None:
+    body = {"model": "piper", "voice": "alloy", "input": LONG, "response_format": "mp3"}
+    sent = time.monotonic()
+    first: float | None = None
+    with httpx.stream("POST", f"{server.url}/v1/audio/speech", json=body, timeout=300) as response:
+        for _ in response.iter_bytes():
+            first = first or time.monotonic() - sent
+    total = time.monotonic() - sent
+    assert first is not None
+    assert first < 0.25 * total
+
+
+def _events(ws: ClientConnection) -> tuple[list[dict[str, Any]], bytes]:
+    events: list[dict[str, Any]] = []
+    audio = bytearray()
+    while True:
+        message = ws.recv(timeout=120)
+        if isinstance(message, bytes):
+            audio += message
+            continue
+        event = json.loads(message)
+        events.append(event)
+        if event["type"] in ("session.done", "error"):
+            return events, bytes(audio)
+
+
+@contextmanager
+def speech_session(server: RunningServer, **session: Any) -> Iterator[ClientConnection]:
+    options = {"model": "espeak", "voice": "alloy", "response_format": "wav", **session}
+    with connect(server.url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
+        ws.send(json.dumps({"type": "session.update", "session": options}))
+        created = json.loads(ws.recv(timeout=30))
+        assert created["type"] == "session.created"
+        yield ws
+
+
+def test_text_sent_one_character_at_a_time_is_spoken_sentence_by_sentence(
+    server: RunningServer,
+) -> None:
+    text = "Hello there. This is a streaming test! Does it work? It does."
+    with speech_session(server, response_format="pcm") as ws:
+        for char in text:
+            ws.send(json.dumps({"type": "input_text.delta", "delta": char}))
+        ws.send(json.dumps({"type": "input_text.done"}))
+        events, audio = _events(ws)
+    started = [e for e in events if e["type"] == "segment.started"]
+    done = [e for e in events if e["type"] == "segment.done"]
+    assert [e["text"] for e in started] == segment(text)
+    assert [e["segment"] for e in done] == list(range(len(started)))
+    for before, after in itertools.pairwise(done):
+        assert before["audio_end"] < after["audio_start"]  # in order, a pause between
+    decoded = decode_audio(audio, "pcm")
+    assert decoded.duration == pytest.approx(events[-1]["usage"]["audio_seconds"], abs=0.01)
+    assert decoded.duration == pytest.approx(done[-1]["audio_end"], abs=0.01)
+    assert decoded.rms > 0.01
+
+
+def test_closing_mid_session_stops_synthesis(server: RunningServer) -> None:
+    pool = server.runtime.pools["piper"]
+
+    def jobs_run() -> int:
+        jobs = pool.stats().jobs
+        return jobs["completed"] + jobs["cancelled"]
+
+    before = jobs_run()
+    with speech_session(server, model="piper", response_format="mp3") as ws:
+        ws.send(json.dumps({"type": "input_text.delta", "delta": LONG}))
+        ws.send(json.dumps({"type": "input_text.done"}))
+        while isinstance(ws.recv(timeout=60), str):
+            pass  # until the first audio
+    wait_for(lambda: pool.stats().in_flight == 0 and pool.stats().queued == 0)
+    # Each segment is a job: the session stopped after the one or two it had started,
+    # out of the 41 that LONG holds.
+    assert 1 <= jobs_run() - before <= 3 < len(segment(LONG))
+
+
+@pytest.mark.parametrize(
+    ("first", "code"),
+    [
+        ({"type": "input_text.delta", "delta": "hi"}, 1008),
+        ({"type": "session.update", "session": {"model": "nope", "voice": "alloy"}}, 1008),
+        ({"type": "session.update", "session": {"model": "espeak", "voice": "nobody"}}, 1008),
+        ({"type": "bogus"}, 1008),
+    ],
+)
+def test_bad_session_messages_get_an_error_event_and_close(
+    server: RunningServer, first: dict[str, Any], code: int
+) -> None:
+    with connect(server.url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
+        ws.send(json.dumps(first))
+        event = json.loads(ws.recv(timeout=30))
+        assert event["type"] == "error"
+        assert set(event["error"]) == {"message", "type", "param", "code"}
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=30)
+        assert ws.close_code == code

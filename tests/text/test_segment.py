@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import pytest
+
+from speechgate.text.segment import Segmenter, SegmentLimits, segment
+
+# Each text must come out as exactly these sentences: no split inside an abbreviation, an
+# initial, a number, a URL or a quotation, and a split at every real sentence end.
+CORPUS = [
+    (
+        "Dr. Smith met Mr. J. R. R. Tolkien at 3.14 p.m. yesterday. It was fun!",
+        ["Dr. Smith met Mr. J. R. R. Tolkien at 3.14 p.m. yesterday.", "It was fun!"],
+    ),
+    (
+        "Visit example.com/path?x=1.5 for details. Prices rose 3.5% to $1,000.50 today.",
+        ["Visit example.com/path?x=1.5 for details.", "Prices rose 3.5% to $1,000.50 today."],
+    ),
+    (
+        "\u201cHello there.\u201d She smiled. (It was late.) Then tea was served.",
+        ["\u201cHello there.\u201d", "She smiled.", "(It was late.)", "Then tea was served."],
+    ),
+    (
+        "We had e.g. apples, i.e. fruit, etc. and more. Then we left.",
+        ["We had e.g. apples, i.e. fruit, etc. and more.", "Then we left."],
+    ),
+    (
+        "The U.S. economy grew. The U.K. did not... Really? Yes!",
+        ["The U.S. economy grew.", "The U.K. did not...", "Really?", "Yes!"],
+    ),
+    (
+        "Version 2.0.1 shipped on Jan. 5 at 10 a.m. sharp.",
+        ["Version 2.0.1 shipped on Jan. 5 at 10 a.m. sharp."],
+    ),
+    (
+        "Call 555.123.4567 now! Or email a.b@example.org.",
+        ["Call 555.123.4567 now!", "Or email a.b@example.org."],
+    ),
+    (
+        "First paragraph without a stop\n\nSecond paragraph.",
+        ["First paragraph without a stop", "Second paragraph."],
+    ),
+    (
+        "Wait\u2026 what? \u00a1Hola! \u00bfQu\u00e9 tal?",
+        ["Wait\u2026 what?", "\u00a1Hola!", "\u00bfQu\u00e9 tal?"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CORPUS)
+def test_tricky_sentences_split_where_a_reader_pauses(text: str, expected: list[str]) -> None:
+    assert segment(text, SegmentLimits(first=1000, longest=1000)) == expected
+
+
+def test_nothing_is_lost_or_reordered() -> None:
+    text = " ".join(sentence for _, sentences in CORPUS for sentence in sentences)
+    assert " ".join(segment(text)).split() == text.split()
+
+
+def test_first_segment_is_short_and_cut_at_a_clause() -> None:
+    text = (
+        "When the long awaited report finally arrived on Monday morning, the whole team gathered "
+        "around the table, and nobody said a word for quite a while. Then they read it."
+    )
+    first, *rest = segment(text, SegmentLimits(first=100, longest=400))
+    assert len(first) <= 100
+    assert first.endswith(",")
+    assert rest[-1] == "Then they read it."
+
+
+def test_overlong_sentences_are_cut_at_the_limit() -> None:
+    words = "word " * 300
+    pieces = segment(words.strip(), SegmentLimits(first=50, longest=120))
+    assert all(len(piece) <= 120 for piece in pieces)
+    assert " ".join(pieces).split() == words.split()
+
+
+def test_an_unbroken_token_is_cut_at_the_limit() -> None:
+    pieces = segment("x" * 250, SegmentLimits(first=100, longest=100))
+    assert [len(piece) for piece in pieces] == [100, 100, 50]
+
+
+def test_incremental_feeding_matches_whole_text_one_character_at_a_time() -> None:
+    text = " ".join(sentence for _, sentences in CORPUS for sentence in sentences)
+    segmenter = Segmenter()
+    pieces = [piece for char in text for piece in segmenter.feed(char)]
+    pieces += segmenter.flush()
+    assert pieces == segment(text)
+
+
+def test_a_sentence_is_released_as_soon_as_the_next_one_starts() -> None:
+    segmenter = Segmenter()
+    assert list(segmenter.feed("Hello there.")) == []  # "there. next" could still follow
+    assert list(segmenter.feed(" ")) == []
+    assert list(segmenter.feed("H")) == ["Hello there."]
+    assert list(segmenter.feed("ow are you")) == []
+    assert list(segmenter.flush()) == ["How are you"]
+    assert list(segmenter.flush()) == []
+
+
+def test_whitespace_only_yields_nothing() -> None:
+    assert segment("  \n\n  ") == []
