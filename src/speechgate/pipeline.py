@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from speechgate.audio.encoders import StreamEncoder
+from speechgate.audio.fade import fade_edges
 from speechgate.audio.formats import AudioFormat
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import Engine, SynthesisRequest
@@ -53,8 +54,8 @@ def speak_segments(engine: Engine, request: SynthesisRequest) -> Generator[PcmCh
     for index, text in enumerate(segment(request.text)):
         if index:
             yield pause
-        # `yield from` hands a close() of this generator on to the engine's.
-        yield from engine.synthesize(replace(request, text=text))
+        # Faded edges: the join with the pause is silent. Closing this closes the engine's.
+        yield from fade_edges(engine.synthesize(replace(request, text=text)))
 
 
 def render(

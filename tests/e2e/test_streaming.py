@@ -121,6 +121,11 @@ def test_text_sent_one_character_at_a_time_is_spoken_sentence_by_sentence(
     assert decoded.duration == pytest.approx(events[-1]["usage"]["audio_seconds"], abs=0.01)
     assert decoded.duration == pytest.approx(done[-1]["audio_end"], abs=0.01)
     assert decoded.rms > 0.01
+    for event in done[:-1]:
+        # Each join (segment end, pause) is silent: no step, which would be heard as a click.
+        end = round(event["audio_end"] * decoded.sample_rate)
+        around = decoded.samples[end - 24 : end + 24]
+        assert np.max(np.abs(around)) < 0.02
 
 
 def test_closing_mid_session_stops_synthesis(server: RunningServer) -> None:
