@@ -60,6 +60,7 @@ class Runtime:
         await asyncio.gather(*(pool.close() for pool in self.pools.values()))
 
     def readiness(self) -> Readiness:
+        """Ready when every engine has a worker that can take a job."""
         engines = {}
         for name, pool in self.pools.items():
             stats = pool.stats()
@@ -68,9 +69,6 @@ class Runtime:
                 "queued": stats.queued,
                 "restarts": stats.restarts,
                 "crash_looping": stats.crash_looping,
+                "live": stats.workers[WorkerState.IDLE] + stats.workers[WorkerState.BUSY],
             }
-        ready = all(
-            pool.stats().workers[WorkerState.IDLE] + pool.stats().workers[WorkerState.BUSY] > 0
-            for pool in self.pools.values()
-        )
-        return Readiness(ready=ready, engines=engines)
+        return Readiness(ready=all(e["live"] for e in engines.values()), engines=engines)

@@ -30,23 +30,30 @@ class RunningServer:
 
 
 @contextmanager
-def running_server(settings: Settings) -> Iterator[RunningServer]:
-    """Serve `create_app(settings)` on a free loopback port until the block ends."""
-    app = create_app(settings)
+def serving(app: FastAPI, name: str, lifespan: str = "on") -> Iterator[str]:
+    """Serve `app` with uvicorn on a free loopback port in a thread; yields its base URL."""
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan)
     )
-    thread = threading.Thread(target=server.run, name="speechgate-test-server", daemon=True)
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
     deadline = time.monotonic() + _START_TIMEOUT
-    # Polls uvicorn's own flag: start-up spawns engine processes, which takes a few seconds.
+    # Polls uvicorn's own flag: start-up may spawn engine processes, which takes seconds.
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
+            raise RuntimeError(f"{name} did not start")
         time.sleep(0.02)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield RunningServer(f"http://127.0.0.1:{port}", app)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@contextmanager
+def running_server(settings: Settings) -> Iterator[RunningServer]:
+    """Serve `create_app(settings)` on a free loopback port until the block ends."""
+    app = create_app(settings)
+    with serving(app, "speechgate-test-server") as url:
+        yield RunningServer(url, app)

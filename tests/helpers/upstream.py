@@ -11,17 +11,16 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-_START_TIMEOUT = 30.0
+from tests.helpers.server import serving
+
 # A held stream gives up after this long, so that a failed test cannot hang the server.
 _HOLD_TIMEOUT = 30.0
 _POLL = 0.01
@@ -182,22 +181,9 @@ def _app(upstream: FakeUpstream) -> FastAPI:
 def running_upstream(upstream: FakeUpstream | None = None) -> Iterator[FakeUpstream]:
     """Serve a `FakeUpstream` on a free loopback port until the block ends."""
     upstream = upstream or FakeUpstream()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            _app(upstream), host="127.0.0.1", port=0, log_level="critical", lifespan="off"
-        )
-    )
-    thread = threading.Thread(target=server.run, name="fake-llm-upstream", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + _START_TIMEOUT
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the fake upstream did not start")
-        time.sleep(_POLL)
-    upstream.url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}/v1"
-    try:
-        yield upstream
-    finally:
-        upstream.release()
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serving(_app(upstream), "fake-llm-upstream", lifespan="off") as url:
+        upstream.url = f"{url}/v1"
+        try:
+            yield upstream
+        finally:
+            upstream.release()

@@ -113,16 +113,11 @@ async def create_speech(
         return StreamingResponse(
             _sse(stream, len(body.input)), media_type="text/event-stream", headers=headers
         )
+    # Headers go out now: a later error can only cut the body short, which clients see as
+    # an incomplete chunked response (SSE gets an error event instead).
     return StreamingResponse(
-        _audio(stream), media_type=plan.output.format.content_type, headers=headers
+        stream.chunks(), media_type=plan.output.format.content_type, headers=headers
     )
-
-
-async def _audio(stream: SpeechStream) -> AsyncIterator[bytes]:
-    # Headers are out: an error can only end the stream early, which clients see as a
-    # truncated body (and h11 as an incomplete chunked response).
-    async for data in stream.chunks():
-        yield data
 
 
 def _event(event: SpeechEvent) -> bytes:
