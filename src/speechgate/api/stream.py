@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -16,6 +17,7 @@ from speechgate.service import SpeechService
 from speechgate.sessions import SegmentDone, SegmentStarted, SpeechSession
 
 router = APIRouter()
+log = logging.getLogger(__name__)
 
 # Close codes (RFC 6455): a bad message, a server failure, "try again later".
 _POLICY_VIOLATION = 1008
@@ -123,6 +125,11 @@ async def speech_stream(websocket: WebSocket) -> None:
             await _fail(websocket, failure, _POLICY_VIOLATION)
         elif isinstance(failure, SpeechgateError):
             await _fail(websocket, failure, _INTERNAL_ERROR)
+        elif failure is not None and not isinstance(failure, WebSocketDisconnect | OSError):
+            # A bug, not the client leaving (a send to a closed socket is an OSError).
+            log.error("speech session failed", exc_info=failure)
+            unexpected = SpeechgateError("The server had an error speaking this session.")
+            await _fail(websocket, unexpected, _INTERNAL_ERROR)
 
 
 async def _speak(websocket: WebSocket, session: SpeechSession) -> None:
