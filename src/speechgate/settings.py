@@ -29,19 +29,37 @@ OPENAI_VOICES = (
     "marin",
     "cedar",
 )
-KNOWN_ENGINES = ("piper", "espeak")
+KNOWN_ENGINES = ("piper", "espeak", "kokoro")
 
 
 def _default_voice_aliases() -> dict[str, dict[str, str]]:
     # Piper's embedded voice has one speaker, so every OpenAI name speaks as Joe. espeak-ng
     # gets distinct variants so that clients switching voices hear a difference.
     espeak_variants = ("f3", "m3", "m1", "f2", "m2", "m4", "f4", "m7", "m5", "f1", "m6", "f5", "f3")
+    # Kokoro's embedded model ships four female voices and one male: the names OpenAI's own
+    # voices suggest are male (ash, echo, onyx, verse, cedar) share jm_kumo, the rest take turns.
+    kokoro = {
+        "alloy": "jf_alpha",
+        "ash": "jm_kumo",
+        "ballad": "jf_gongitsune",
+        "coral": "jf_nezumi",
+        "echo": "jm_kumo",
+        "fable": "jf_tebukuro",
+        "nova": "jf_alpha",
+        "onyx": "jm_kumo",
+        "sage": "jf_gongitsune",
+        "shimmer": "jf_nezumi",
+        "verse": "jm_kumo",
+        "marin": "jf_tebukuro",
+        "cedar": "jm_kumo",
+    }
     return {
         "piper": dict.fromkeys(OPENAI_VOICES, "en_US-joe-medium"),
         "espeak": {
             voice: f"en-us+{variant}"
             for voice, variant in zip(OPENAI_VOICES, espeak_variants, strict=True)
         },
+        "kokoro": kokoro,
     }
 
 

@@ -19,6 +19,7 @@ __all__ = [
 _ENGINES = {
     "piper": ("speechgate.engines.piper", "PiperEngine", "piper"),
     "espeak": ("speechgate.engines.espeak", "EspeakEngine", "espeak"),
+    "kokoro": ("speechgate.engines.kokoro", "KokoroEngine", "kokoro"),
 }
 
 

