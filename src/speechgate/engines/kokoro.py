@@ -27,13 +27,13 @@ import fcntl
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 
-import onnxruntime
 from kokoro_onnx import Kokoro
 from kokoro_onnx.config import SAMPLE_RATE
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.engines.onnx_session import pinned_session
 
 DEFAULT_LANG = "en-us"
 
@@ -79,16 +79,7 @@ class KokoroEngine:
     def __init__(
         self, model_path: Path, voices_path: Path, threads: int = 1, lang: str = DEFAULT_LANG
     ) -> None:
-        options = onnxruntime.SessionOptions()
-        # Kokoro() would build a session on every core; a pinned worker must use exactly its own.
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        # Idle pool threads would otherwise spin on a pinned worker's cores after every
-        # sentence, stealing them from the next job (and from other workers sharing them).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = onnxruntime.InferenceSession(
-            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        session = pinned_session(model_path, threads)
         self._kokoro = Kokoro.from_session(session, str(voices_path))
         self._lang = lang
         self._voices = [

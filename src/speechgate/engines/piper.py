@@ -10,12 +10,12 @@ import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import onnxruntime
 from piper import PiperConfig, PiperVoice, SynthesisConfig
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.engines.onnx_session import pinned_session
 
 
 def _embedded_model() -> Path:
@@ -34,16 +34,7 @@ class PiperEngine:
         config = PiperConfig.from_dict(
             json.loads(Path(f"{model_path}.json").read_text(encoding="utf-8"))
         )
-        options = onnxruntime.SessionOptions()
-        # PiperVoice.load would use every core; a pinned worker must use exactly its own.
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        # Idle pool threads would otherwise spin on a pinned worker's cores after every
-        # sentence, stealing them from the next job (and from other workers sharing them).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = onnxruntime.InferenceSession(
-            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        session = pinned_session(model_path, threads)
         self._voice = PiperVoice(session=session, config=config)
         self._speakers: dict[str, int | None] = (
             {name: sid for name, sid in config.speaker_id_map.items()}
