@@ -29,7 +29,7 @@ OPENAI_VOICES = (
     "marin",
     "cedar",
 )
-KNOWN_ENGINES = ("piper", "espeak", "kokoro")
+KNOWN_ENGINES = ("piper", "espeak", "kokoro", "pocket")
 
 
 def _default_voice_aliases() -> dict[str, dict[str, str]]:
@@ -53,6 +53,23 @@ def _default_voice_aliases() -> dict[str, dict[str, str]]:
         "marin": "jf_tebukuro",
         "cedar": "jm_kumo",
     }
+    # pocket-tts' built-in voices (only a packaged language config has them); names OpenAI's
+    # voices suggest are male take male speakers.
+    pocket = {
+        "alloy": "alba",
+        "ash": "marius",
+        "ballad": "cosette",
+        "coral": "fantine",
+        "echo": "jean",
+        "fable": "eponine",
+        "nova": "azelma",
+        "onyx": "javert",
+        "sage": "anna",
+        "shimmer": "vera",
+        "verse": "charles",
+        "marin": "mary",
+        "cedar": "george",
+    }
     return {
         "piper": dict.fromkeys(OPENAI_VOICES, "en_US-joe-medium"),
         "espeak": {
@@ -60,6 +77,7 @@ def _default_voice_aliases() -> dict[str, dict[str, str]]:
             for voice, variant in zip(OPENAI_VOICES, espeak_variants, strict=True)
         },
         "kokoro": kokoro,
+        "pocket": pocket,
     }
 
 

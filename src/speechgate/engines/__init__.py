@@ -20,6 +20,7 @@ _ENGINES = {
     "piper": ("speechgate.engines.piper", "PiperEngine", "piper"),
     "espeak": ("speechgate.engines.espeak", "EspeakEngine", "espeak"),
     "kokoro": ("speechgate.engines.kokoro", "KokoroEngine", "kokoro"),
+    "pocket": ("speechgate.engines.pocket", "PocketEngine", "pocket"),
 }
 
 
