@@ -26,6 +26,7 @@ def test_environment_is_read_with_the_prefix(monkeypatch: pytest.MonkeyPatch) ->
         {"engines": ["espeak"], "default_engine": "piper"},
         {"engines": []},
         {"model_aliases": {"tts-1": "kokoro"}},
+        {"engine_options": {"festival": {"model": "x"}}},
         {"workers": 0},
         {"port": 70000},
     ],

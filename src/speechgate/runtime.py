@@ -15,10 +15,11 @@ from speechgate.workers.pool import WorkerPool, WorkerState
 
 
 def engine_config(settings: Settings, name: str) -> EngineConfig:
-    options = (
-        {"model": str(settings.piper_model)} if name == "piper" and settings.piper_model else {}
+    return EngineConfig(
+        name=name,
+        threads=settings.cores_per_worker,
+        options=dict(settings.engine_options.get(name, {})),
     )
-    return EngineConfig(name=name, threads=settings.cores_per_worker, options=options)
 
 
 @dataclass

@@ -145,8 +145,11 @@ class Settings(BaseSettings):
     default_sample_rate: int = Field(default=24000, ge=8000, le=48000)
     """Output rate when a request does not ask for one (OpenAI clients assume 24 kHz)."""
 
-    piper_model: Path | None = None
-    """A Piper .onnx voice (with its .onnx.json beside it) instead of the embedded one."""
+    engine_options: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Per engine, options passed to it when it loads (JSON in the environment), e.g.
+    `{"piper": {"model": "/voices/en_GB-alan.onnx"}, "pocket": {"config": "/m/pocket.yaml",
+    "quantize": "true"}, "kokoro": {"model": "...", "voices": "..."}}`. Each engine module's
+    docstring lists its options."""
 
     data_dir: Path = Path.home() / ".local" / "share" / "speechgate"
     """Where speechgate keeps its state."""
@@ -187,6 +190,9 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"default_engine {self.default_engine!r} is not in engines {self.engines}"
             )
+        unknown_options = set(self.engine_options) - set(KNOWN_ENGINES)
+        if unknown_options:
+            raise ValueError(f"engine_options name unknown engines: {sorted(unknown_options)}")
         bad_targets = {m: e for m, e in self.model_aliases.items() if e not in self.engines}
         if bad_targets:
             raise ValueError(f"model_aliases point at engines that are not loaded: {bad_targets}")

