@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import openai
 import pytest
@@ -10,11 +13,25 @@ import pytest
 from speechgate.settings import Settings
 from tests.helpers.server import RunningServer, running_server
 
+# One throw-away data directory for the whole run (engines may assemble models into it).
+_DATA_DIR = Path(tempfile.mkdtemp(prefix="speechgate-tests-"))
+
 
 def make_settings(**overrides: object) -> Settings:
     """Settings for tests: never the developer's environment, a throw-away data dir."""
-    values: dict[str, object] = {"engines": ["piper", "espeak"], "workers": 2, **overrides}
+    values: dict[str, object] = {
+        "engines": ["piper", "espeak"],
+        "workers": 2,
+        "data_dir": _DATA_DIR,
+        **overrides,
+    }
     return Settings.model_validate(values)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_data_dir() -> Iterator[None]:
+    yield
+    shutil.rmtree(_DATA_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ def engine_config(settings: Settings, name: str) -> EngineConfig:
         name=name,
         threads=settings.cores_per_worker,
         options=dict(settings.engine_options.get(name, {})),
+        data_dir=str(settings.data_dir / "engines" / name),
     )
 
 

