@@ -11,12 +11,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from speechgate.errors import ModelNotFound, VoiceNotFound
+from speechgate.settings import Settings
 from speechgate.workers.messages import EngineInfo
 
 
 def normalize(name: str) -> str:
     """The form names are compared in: "en-US_Joe" and "en_us-joe" are the same voice."""
     return name.strip().casefold().replace("-", "_")
+
+
+def engine_for_model(settings: Settings, model: str) -> str:
+    """The engine a model name means, from settings alone (without loading any engine)."""
+    aliases = settings.resolved_model_aliases()
+    name = {normalize(alias): engine for alias, engine in aliases.items()}.get(
+        normalize(model), normalize(model)
+    )
+    if name not in settings.engines:
+        raise ModelNotFound(model, [*settings.engines, *aliases])
+    return name
 
 
 @dataclass(frozen=True)

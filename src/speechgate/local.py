@@ -6,9 +6,8 @@ from pathlib import Path
 
 from speechgate.api.schemas import SpeechRequest
 from speechgate.audio.formats import AudioFormat
-from speechgate.catalog import Catalog, normalize
+from speechgate.catalog import Catalog, engine_for_model
 from speechgate.engines import Engine, load_engine
-from speechgate.errors import ModelNotFound
 from speechgate.pipeline import render
 from speechgate.runtime import engine_config
 from speechgate.service import SpeechService
@@ -18,17 +17,9 @@ from speechgate.workers.messages import EngineInfo
 
 def load_catalog(settings: Settings, model: str) -> tuple[Catalog, Engine]:
     """Load only the engine that `model` names, and a catalog that knows just it."""
-    aliases = {
-        normalize(alias): engine for alias, engine in settings.resolved_model_aliases().items()
-    }
-    name = aliases.get(normalize(model), normalize(model))
-    if name not in settings.engines:
-        raise ModelNotFound(model, [*settings.engines, *settings.resolved_model_aliases()])
+    name = engine_for_model(settings, model)
     engine = load_engine(engine_config(settings, name))
-    info = EngineInfo(
-        engine.name, engine.sample_rate, engine.supports_instructions, tuple(engine.voices())
-    )
-    catalog = Catalog({name: info}, {model: name}, settings.voice_aliases)
+    catalog = Catalog({name: EngineInfo.of(engine)}, {model: name}, settings.voice_aliases)
     return catalog, engine
 
 

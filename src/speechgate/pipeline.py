@@ -11,8 +11,6 @@ import contextlib
 from collections.abc import Generator
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from speechgate.audio.encoders import StreamEncoder
 from speechgate.audio.fade import fade_edges
 from speechgate.audio.formats import AudioFormat
@@ -48,9 +46,7 @@ def speak_segments(engine: Engine, request: SynthesisRequest) -> Generator[PcmCh
     The first segment is short, so the first audio comes early; later ones are sentences, so a
     long input streams steadily and a cancelled job stops at the next segment at the latest.
     """
-    pause = PcmChunk(
-        np.zeros(round(SEGMENT_PAUSE * engine.sample_rate), np.int16), engine.sample_rate
-    )
+    pause = PcmChunk.silence(SEGMENT_PAUSE, engine.sample_rate)
     for index, text in enumerate(segment(request.text)):
         if index:
             yield pause

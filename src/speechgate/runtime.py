@@ -11,7 +11,7 @@ from speechgate.engines.base import EngineConfig
 from speechgate.metrics import Metrics
 from speechgate.service import SpeechService
 from speechgate.settings import Settings
-from speechgate.workers.pool import WorkerPool, WorkerState
+from speechgate.workers.pool import WorkerPool
 
 
 def engine_config(settings: Settings, name: str) -> EngineConfig:
@@ -71,6 +71,6 @@ class Runtime:
                 "queued": stats.queued,
                 "restarts": stats.restarts,
                 "crash_looping": stats.crash_looping,
-                "live": stats.workers[WorkerState.IDLE] + stats.workers[WorkerState.BUSY],
+                "live": stats.live,
             }
         return Readiness(ready=all(e["live"] for e in engines.values()), engines=engines)

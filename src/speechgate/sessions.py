@@ -93,12 +93,13 @@ class SpeechSession:
     async def speak(self) -> AsyncIterator[SessionOutput]:
         """Alignment events and encoded audio, in order. Leaving early cancels the segment
         being synthesized inside its worker."""
+        pause = PcmChunk.silence(SEGMENT_PAUSE, self._plan.engine_rate)
         try:
             index = 0
             while (text := await self._pending.get()) is not None:
                 self._pending_chars -= len(text)
-                if index and (pause := self._encode(self._silence())):
-                    yield pause
+                if index and (silence := self._encode(pause)):
+                    yield silence
                 start = self.audio_seconds
                 yield SegmentStarted(index, text, start)
                 chunks = self._pool.synthesize(replace(self._plan.request, text=text), self._raw)
@@ -115,10 +116,6 @@ class SpeechSession:
                 yield tail
         finally:
             self._encoder.close()
-
-    def _silence(self) -> PcmChunk:
-        rate = self._plan.engine_rate
-        return PcmChunk(np.zeros(round(SEGMENT_PAUSE * rate), np.int16), rate)
 
     def _encode(self, pcm: PcmChunk) -> bytes:
         self.audio_seconds += pcm.duration

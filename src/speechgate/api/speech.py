@@ -111,7 +111,7 @@ async def create_speech(
         headers["x-speechgate-instructions"] = "ignored"
     if plan.stream_format == "sse":
         return StreamingResponse(
-            _sse(stream, len(body.input)), media_type="text/event-stream", headers=headers
+            _sse(stream, plan.characters), media_type="text/event-stream", headers=headers
         )
     # Headers go out now: a later error can only cut the body short, which clients see as
     # an incomplete chunked response (SSE gets an error event instead).

@@ -27,6 +27,10 @@ class PcmChunk:
         clipped = np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0)
         return cls(np.round(clipped * 32767.0).astype(np.int16), sample_rate)
 
+    @classmethod
+    def silence(cls, seconds: float, sample_rate: int) -> PcmChunk:
+        return cls(np.zeros(round(seconds * sample_rate), np.int16), sample_rate)
+
     @property
     def num_samples(self) -> int:
         return int(self.samples.shape[0])

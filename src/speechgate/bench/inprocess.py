@@ -83,10 +83,8 @@ def load_pinned(job: EngineJob) -> tuple[Engine, str]:
     from speechgate.workers.messages import EngineInfo
 
     engine = load_engine(job.engine)
-    info = EngineInfo(
-        engine.name, engine.sample_rate, engine.supports_instructions, tuple(engine.voices())
-    )
-    voice = Catalog({engine.name: info}, {}, job.voice_aliases).voice(engine.name, job.voice)
+    catalog = Catalog({engine.name: EngineInfo.of(engine)}, {}, job.voice_aliases)
+    voice = catalog.voice(engine.name, job.voice)
     for _ in render(engine, SynthesisRequest(job.texts[0].text, voice), job.output):
         pass
     return engine, voice

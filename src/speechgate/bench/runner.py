@@ -16,8 +16,7 @@ from speechgate.bench.load import LevelRun, LoadConfig, run_load
 from speechgate.bench.overhead import measure_overhead
 from speechgate.bench.report import BenchReport, InProcessResult
 from speechgate.bench.stats import Sample, compare, summarize
-from speechgate.catalog import normalize
-from speechgate.errors import ModelNotFound
+from speechgate.catalog import engine_for_model
 from speechgate.pipeline import OutputSpec
 from speechgate.runtime import engine_config
 from speechgate.settings import Settings
@@ -64,14 +63,6 @@ def _load_with_progress(config: LoadConfig, console: Console) -> list[LevelRun]:
     return runs
 
 
-def _engine_name(settings: Settings, model: str) -> str:
-    aliases = {normalize(a): e for a, e in settings.resolved_model_aliases().items()}
-    name = aliases.get(normalize(model), normalize(model))
-    if name not in settings.engines:
-        raise ModelNotFound(model, [*settings.engines, *settings.resolved_model_aliases()])
-    return name
-
-
 def run_bench(
     config: LoadConfig, in_process: InProcessConfig | None, console: Console
 ) -> BenchReport:
@@ -82,7 +73,7 @@ def run_bench(
         runs = _load_with_progress(config, console)
         return _report(config, runs, None)
     settings = in_process.settings
-    engine = engine_config(settings, _engine_name(settings, config.model))
+    engine = engine_config(settings, engine_for_model(settings, config.model))
     voice, aliases, seconds = config.voice, settings.voice_aliases, in_process.seconds
     # The server's format at its default 24 kHz, so both sides encode the same.
     output = OutputSpec(config.format, 24000)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from speechgate.engines.base import SynthesisRequest, Voice
+from speechgate.engines.base import Engine, SynthesisRequest, Voice
 from speechgate.pipeline import EncodedChunk, OutputSpec
 
 
@@ -22,6 +22,12 @@ class EngineInfo:
     sample_rate: int
     supports_instructions: bool
     voices: tuple[Voice, ...]
+
+    @classmethod
+    def of(cls, engine: Engine) -> EngineInfo:
+        return cls(
+            engine.name, engine.sample_rate, engine.supports_instructions, tuple(engine.voices())
+        )
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,7 @@ class PoolStats:
     workers: dict[WorkerState, int]
     queued: int
     in_flight: int
+    live: int  # workers that can take a job (idle or busy)
     restarts: int
     crash_looping: bool
     jobs: dict[str, int]  # ended jobs by outcome: completed, cancelled, failed, lost
@@ -253,6 +254,7 @@ class WorkerPool:
             workers=states,
             queued=self._admission.queued,
             in_flight=states[WorkerState.BUSY],
+            live=self._live_workers(),
             restarts=self._restarts,
             crash_looping=any(w.failures >= _CRASH_LOOP for w in self._workers),
             jobs=dict(self._outcomes),
@@ -261,9 +263,6 @@ class WorkerPool:
 
     def worker_pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if w.process and w.process.pid]
-
-    def retry_after(self) -> float:
-        return self._admission.retry_after(self._admission.queued + 1)
 
     # --- supervision ---------------------------------------------------------------------------
 

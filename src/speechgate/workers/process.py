@@ -42,17 +42,7 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
     except Exception as error:
         wire.send(conn, StartupFailed(f"{type(error).__name__}: {error}"))
         return
-    wire.send(
-        conn,
-        Ready(
-            EngineInfo(
-                name=engine.name,
-                sample_rate=engine.sample_rate,
-                supports_instructions=engine.supports_instructions,
-                voices=tuple(engine.voices()),
-            )
-        ),
-    )
+    wire.send(conn, Ready(EngineInfo.of(engine)))
     try:
         while True:
             message = wire.receive(conn)
