@@ -4,7 +4,7 @@ import pytest
 
 from speechgate.catalog import Catalog, normalize
 from speechgate.engines.base import Voice
-from speechgate.errors import ModelNotFound, VoiceNotFound
+from speechgate.errors import InvalidRequest, ModelNotFound, VoiceNotFound
 from speechgate.workers.messages import EngineInfo
 
 PIPER = EngineInfo("piper", 22050, False, (Voice("en_US-joe-medium", "Joe"),))
@@ -56,3 +56,21 @@ def test_unknown_voice_is_400_on_voice_and_lists_the_valid_ones(catalog: Catalog
         catalog.voice("piper", "echo")
     assert (error.value.status_code, error.value.param) == (400, "voice")
     assert "en_US-joe-medium, alloy" in error.value.message
+
+
+def test_blends_resolve_each_voice_on_engines_that_blend() -> None:
+    kokoro = EngineInfo(
+        "kokoro", 24000, False, (Voice("jf_alpha", "a"), Voice("jm_kumo", "k")), blends_voices=True
+    )
+    catalog = Catalog({"kokoro": kokoro}, {}, {"kokoro": {"alloy": "jf_alpha"}})
+    assert catalog.voice("kokoro", "alloy(2) + JM-kumo") == "jf_alpha(2)+jm_kumo(1)"
+    with pytest.raises(VoiceNotFound):
+        catalog.voice("kokoro", "alloy(2)+nobody(1)")
+    with pytest.raises(InvalidRequest, match="malformed voice blend") as raised:
+        catalog.voice("kokoro", "alloy(0)+jm_kumo")
+    assert raised.value.param == "voice"
+
+
+def test_engines_that_do_not_blend_take_a_blend_as_one_unknown_name(catalog: Catalog) -> None:
+    with pytest.raises(VoiceNotFound):
+        catalog.voice("espeak", "alloy(1)+en-us(1)")

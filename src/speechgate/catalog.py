@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from speechgate.errors import ModelNotFound, VoiceNotFound
+from speechgate.engines import blend
+from speechgate.errors import InvalidRequest, ModelNotFound, VoiceNotFound
 from speechgate.settings import Settings
 from speechgate.workers.messages import EngineInfo
 
@@ -68,9 +69,14 @@ class Catalog:
         return found
 
     def voice(self, engine: str, name: str) -> str:
-        """The engine's own id for voice `name`."""
-        table = self._voices[engine]
-        found = table.get(normalize(name))
+        """The engine's own id for voice `name` (a canonical blend, for a blend of voices)."""
+        if self.engines[engine].blends_voices and blend.is_blend(name):
+            try:
+                parts = blend.parse(name)
+            except ValueError as error:
+                raise InvalidRequest(str(error), param="voice") from None
+            return blend.spell([(self.voice(engine, part), weight) for part, weight in parts])
+        found = self._voices[engine].get(normalize(name))
         if found is None:
             raise VoiceNotFound(name, self.voice_names(engine))
         return found

@@ -73,6 +73,11 @@ class NotFound(InvalidRequest):
     default_code = "not_found"
 
 
+class Conflict(InvalidRequest):
+    status_code = 409
+    default_code = "conflict"
+
+
 class MethodNotAllowed(InvalidRequest):
     status_code = 405
     default_code = "method_not_allowed"

@@ -11,6 +11,8 @@ from speechgate.engines.base import EngineConfig
 from speechgate.metrics import Metrics
 from speechgate.service import SpeechService
 from speechgate.settings import Settings
+from speechgate.voices.cloning import VoiceCloning
+from speechgate.voices.library import VoiceLibrary
 from speechgate.workers.pool import WorkerPool
 
 
@@ -29,6 +31,7 @@ class Runtime:
     pools: dict[str, WorkerPool]
     catalog: Catalog
     service: SpeechService
+    voices: VoiceCloning
 
     @classmethod
     async def start(cls, settings: Settings, metrics: Metrics | None = None) -> Runtime:
@@ -56,7 +59,10 @@ class Runtime:
         )
         if metrics is not None:
             metrics.watch(pools)
-        return cls(settings, pools, catalog, SpeechService(settings, catalog, pools, metrics))
+        library = await asyncio.to_thread(VoiceLibrary, settings.voices_dir)
+        voices = VoiceCloning(catalog, pools, library, settings.clone_min_speech_seconds)
+        service = SpeechService(settings, catalog, pools, metrics, voices=voices)
+        return cls(settings, pools, catalog, service, voices)
 
     async def close(self) -> None:
         await asyncio.gather(*(pool.close() for pool in self.pools.values()))

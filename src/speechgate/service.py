@@ -6,6 +6,10 @@ and waits for its first audio, so that errors up to that point can still be a JS
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
+import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -17,6 +21,8 @@ from speechgate.errors import InvalidRequest
 from speechgate.metrics import Metrics
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
+from speechgate.voices.cloning import VoiceCloning
+from speechgate.workers.messages import EngineInfo
 from speechgate.workers.pool import WorkerPool
 
 
@@ -30,6 +36,7 @@ class SpeechPlan:
     output: OutputSpec
     stream_format: str
     instructions_ignored: bool
+    reference_audio: bytes | None = None  # an audio file, decoded into a prompt by `open`
 
     @property
     def characters(self) -> int:
@@ -84,12 +91,14 @@ class SpeechService:
         pools: Mapping[str, WorkerPool],
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        voices: VoiceCloning | None = None,
     ) -> None:
         self._settings = settings
         self._catalog = catalog
         self._pools = pools
         self._metrics = metrics
         self._clock = clock
+        self._voices = voices
 
     def plan(self, body: SpeechRequest) -> SpeechPlan:
         """Check the request against the catalog and the limits; raises InvalidRequest."""
@@ -109,7 +118,16 @@ class SpeechService:
     ) -> SpeechPlan:
         """Resolve model, voice and output format; a streaming session plans with no text."""
         engine = self._catalog.model(options.model).engine
-        voice = self._catalog.voice(engine.name, options.voice_name)
+        reference = self._reference_audio(options, engine)
+        # A one-off voice prompt replaces the voice, whatever it names.
+        voice = "" if reference is not None else self._voice(engine, options.voice_name)
+        if options.seed is not None and not engine.supports_seed:
+            raise InvalidRequest(
+                f"The model {options.model!r} ({engine.name}) cannot repeat its output for a "
+                "seed; leave `seed` out.",
+                param="seed",
+                code="seed_unsupported",
+            )
         rate = options.sample_rate or self._settings.default_sample_rate
         try:
             options.response_format.check_sample_rate(rate)
@@ -119,12 +137,41 @@ class SpeechService:
             engine=engine.name,
             engine_rate=engine.sample_rate,
             request=SynthesisRequest(
-                text=text, voice=voice, speed=options.speed, instructions=options.instructions
+                text=text,
+                voice=voice,
+                speed=options.speed,
+                instructions=options.instructions,
+                seed=options.seed,
             ),
             output=OutputSpec(options.response_format, rate),
             stream_format=stream_format,
             instructions_ignored=bool(options.instructions) and not engine.supports_instructions,
+            reference_audio=reference,
         )
+
+    def _voice(self, engine: EngineInfo, name: str) -> str:
+        """The engine's voice id, or the state file of a voice in the library."""
+        stored = self._voices.resolve(engine, name) if self._voices else None
+        return stored or self._catalog.voice(engine.name, name)
+
+    def _reference_audio(self, options: SpeechOptions, engine: EngineInfo) -> bytes | None:
+        if options.reference_audio is None:
+            return None
+        if self._voices is None or not engine.can_clone:
+            raise InvalidRequest(
+                f"The model {options.model!r} ({engine.name}) cannot clone voices, so it cannot "
+                "use `reference_audio`.",
+                param="reference_audio",
+                code="cloning_unsupported",
+            )
+        try:
+            return base64.b64decode(options.reference_audio, validate=True)
+        except binascii.Error:
+            raise InvalidRequest(
+                "`reference_audio` must be a base64-encoded audio file.",
+                param="reference_audio",
+                code="invalid_audio",
+            ) from None
 
     def pool(self, engine: str) -> WorkerPool:
         return self._pools[engine]
@@ -132,7 +179,14 @@ class SpeechService:
     async def open(self, plan: SpeechPlan) -> SpeechStream:
         """Admit the job and wait for its first audio (or its first error)."""
         started = self._clock()
-        chunks = self._pools[plan.engine].synthesize(plan.request, plan.output)
+        request = plan.request
+        if plan.reference_audio is not None and self._voices is not None:
+            engine = self._catalog.engines[plan.engine]
+            prompt = await asyncio.to_thread(
+                self._voices.prompt, plan.reference_audio, engine, "reference_audio"
+            )
+            request = dataclasses.replace(request, reference=prompt)
+        chunks = self._pools[plan.engine].synthesize(request, plan.output)
         try:
             first: EncodedChunk | None = await anext(chunks)
         except StopAsyncIteration:

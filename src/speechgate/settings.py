@@ -152,7 +152,16 @@ class Settings(BaseSettings):
     docstring lists its options."""
 
     data_dir: Path = Path.home() / ".local" / "share" / "speechgate"
-    """Where speechgate keeps its state."""
+    """Where speechgate keeps its state (cloned voices in `voices/`, assembled models in
+    `engines/`)."""
+
+    # --- voice cloning ---
+
+    clone_min_speech_seconds: float = Field(default=3.0, ge=0.5)
+    """Seconds of speech (20 ms frames louder than -40 dBFS) a clip needs to be cloned."""
+
+    clone_max_upload_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    """Largest audio file `POST /v1/audio/voices` accepts (OpenAI's limit is 10 MiB)."""
 
     llm_base_url: str | None = None
     """Base URL of an OpenAI-compatible LLM server that `POST /v1/chat/completions` is relayed
@@ -206,6 +215,10 @@ class Settings(BaseSettings):
         elif not self.llm_base_url.startswith(("http://", "https://")):
             raise ValueError(f"llm_base_url must be an http(s) URL, not {self.llm_base_url!r}")
         return self
+
+    @property
+    def voices_dir(self) -> Path:
+        return self.data_dir / "voices"
 
     @property
     def worker_count(self) -> int:

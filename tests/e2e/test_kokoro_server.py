@@ -24,7 +24,15 @@ def test_openai_voice_names_speak_through_kokoro() -> None:
         body = client.audio.speech.create(
             model="kokoro", voice="alloy", input="Hello.", response_format="wav"
         ).content
-    audio = decode_audio(body, "wav")
-    assert audio.sample_rate == 24000
-    assert audio.rms > 0.01
-    assert 0.3 < audio.duration < 2.0
+        # OpenAI names in a Kokoro blend, as Kokoro-FastAPI users write them.
+        blended = client.audio.speech.create(
+            model="kokoro", voice="alloy(2)+onyx(1)", input="Hello.", response_format="wav"
+        ).content
+        with pytest.raises(openai.BadRequestError, match="malformed voice blend"):
+            client.audio.speech.create(model="kokoro", voice="alloy(0)+onyx", input="Hello.")
+    for data in (body, blended):
+        audio = decode_audio(data, "wav")
+        assert audio.sample_rate == 24000
+        assert audio.rms > 0.01
+        assert 0.3 < audio.duration < 2.0
+    assert blended != body

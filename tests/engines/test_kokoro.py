@@ -87,6 +87,18 @@ def test_blank_text_yields_nothing(engine: KokoroEngine, text: str) -> None:
     assert speak(engine, text) == []
 
 
+def test_a_blend_is_the_weighted_mean_of_its_voices(
+    engine: KokoroEngine, normal: list[PcmChunk]
+) -> None:
+    # Doubling then halving a style vector is exact, so a voice blended with itself is itself.
+    assert np.array_equal(joined(speak(engine, TEXT, "jf_alpha(1)+jf_alpha(1)")), joined(normal))
+    mixed = joined(speak(engine, TEXT, "jf_alpha(1)+jm_kumo(1)"))
+    assert not np.array_equal(mixed, joined(normal))
+    assert not np.array_equal(mixed, joined(speak(engine, TEXT, "jm_kumo")))
+    with pytest.raises(ValueError, match="unknown kokoro voice 'nobody'"):
+        engine.synthesize(SynthesisRequest(text=TEXT, voice="jf_alpha(1)+nobody(2)"))
+
+
 def test_half_given_local_model_is_refused() -> None:
     with pytest.raises(ValueError, match="both"):
         KokoroEngine.from_config(EngineConfig("kokoro", options={"model": "/nowhere.onnx"}))

@@ -1,14 +1,8 @@
-"""The pocket-tts engine on a tiny random-weight model, loaded through pocket-tts' real loader.
-
-The released weights come from the (gated) Hugging Face hub, which tests cannot reach. So the
-module builds its own model: a small config in pocket-tts' schema, a character tokenizer, random
-weights saved as safetensors, then `load_engine` loads it all back like any custom model. The
-audio is noise, but its shape, length, streaming and voice conditioning are real.
-"""
+"""The pocket-tts engine on a tiny random-weight model, loaded through pocket-tts' real loader
+(see tests/helpers/pocket.py)."""
 
 from __future__ import annotations
 
-import string
 import threading
 import wave
 from collections.abc import Generator, Iterator
@@ -21,8 +15,6 @@ import pytest
 pytest.importorskip("pocket_tts")
 
 import huggingface_hub.constants
-import safetensors.torch
-import tokenizers
 import torch
 from pocket_tts import TTSModel, export_model_state
 from pocket_tts.utils.config import CONFIGS_DIR
@@ -31,99 +23,19 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.engines.pocket import PocketEngine
+from tests.helpers.pocket import RATE, build_tiny_model
 
 pytestmark = pytest.mark.slow
 
 TEXT = "Hello world."
-RATE = 24000
 # One Mimi frame: 24 kHz at 12.5 frames per second.
 FRAME = 1920
-
-# Character-level: BPE without merges splits text into the single characters of its vocabulary.
-_VOCAB = ["<unk>", *string.printable[:95]]
-
-# Tiny dimensions everywhere (~50 k parameters), keeping the shipped codec's 24 kHz and
-# 12.5 Hz frame rate (ratios 6*5*4 then x16), so timing and chunking are those of the real one.
-_CONFIG = """\
-flow_lm:
-  dtype: float32
-  insert_bos_before_voice: true
-  flow: {{depth: 1, dim: 16}}
-  transformer: {{d_model: 32, hidden_scale: 2, max_period: 10000, num_heads: 2, num_layers: 1}}
-  lookup_table:
-    dim: 32
-    n_bins: {n_bins}
-    tokenizer: tokenizers
-    tokenizer_path: {tokenizer}
-mimi:
-  dtype: float32
-  sample_rate: 24000
-  channels: 1
-  frame_rate: 12.5
-  inner_dim: 8
-  outer_dim: 16
-  seanet:
-    dimension: 16
-    channels: 1
-    n_filters: 4
-    n_residual_layers: 1
-    ratios: [6, 5, 4]
-    kernel_size: 3
-    residual_kernel_size: 3
-    last_kernel_size: 3
-    dilation_base: 2
-    pad_mode: constant
-    compress: 2
-  transformer:
-    d_model: 16
-    num_heads: 2
-    num_layers: 1
-    layer_scale: 0.01
-    context: 50
-    dim_feedforward: 32
-    input_dimension: 16
-    output_dimensions: [16]
-  quantizer: {{dimension: 8, output_dimension: 16}}
-"""
-
-
-def _write_wav(path: Path, samples: np.ndarray[Any, np.dtype[np.float64]]) -> Path:
-    with wave.open(str(path), "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(RATE)
-        wav.writeframes((samples * 32767).astype("<i2").tobytes())
-    return path
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny model (config.yaml, tokenizer.json, model.safetensors) and two voices."""
-    root = tmp_path_factory.mktemp("pocket")
-    tokenizer = tokenizers.Tokenizer(
-        tokenizers.models.BPE(
-            vocab={piece: i for i, piece in enumerate(_VOCAB)}, merges=[], unk_token="<unk>"
-        )
-    )
-    tokenizer.save(str(root / "tokenizer.json"))
-    config = _CONFIG.format(n_bins=len(_VOCAB), tokenizer=root / "tokenizer.json")
-    # Without weights_path the loader initialises the model at random.
-    (root / "random.yaml").write_text(config)
-    # Seeded, so every run tests the same weights (see the voice test for why that matters).
-    torch.manual_seed(2)
-    model = TTSModel.load_model(config=root / "random.yaml")
-    # It starts at zeros (the released weights overwrite it): every voice would sound the same.
-    torch.nn.init.normal_(
-        model.flow_lm.speaker_proj_weight, generator=torch.Generator().manual_seed(0)
-    )
-    safetensors.torch.save_file(model.state_dict(), str(root / "model.safetensors"))
-    (root / "config.yaml").write_text(f"{config}weights_path: {root / 'model.safetensors'}\n")
-
-    seconds = np.arange(3 * RATE) / RATE
-    _write_wav(root / "low.wav", 0.3 * np.sin(2 * np.pi * 150 * seconds))
-    noise = np.random.default_rng(0).uniform(-0.3, 0.3, seconds.size)
-    _write_wav(root / "noise.wav", noise)
-    return root
+    return build_tiny_model(tmp_path_factory.mktemp("pocket"))
 
 
 @pytest.fixture(scope="module")
@@ -297,3 +209,74 @@ def test_quantized_model_speaks(model_dir: Path) -> None:
 def test_bad_options_are_refused(options: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         load_engine(EngineConfig("pocket", options=options))
+
+
+def read_prompt(path: Path) -> PcmChunk:
+    with wave.open(str(path), "rb") as wav:
+        return PcmChunk(np.frombuffer(wav.readframes(wav.getnframes()), "<i2"), wav.getframerate())
+
+
+def test_a_seed_repeats_the_output_bit_for_bit(engine: Engine, model_dir: Path) -> None:
+    voice = str(model_dir / "low.wav")
+
+    def seeded(seed: int) -> np.ndarray:
+        request = SynthesisRequest(text=TEXT, voice=voice, seed=seed)
+        return np.concatenate([chunk.samples for chunk in engine.synthesize(request)])
+
+    first = seeded(7)
+    assert np.array_equal(seeded(7), first)
+    assert not np.array_equal(seeded(8), first)
+
+
+def test_a_reference_prompt_speaks_like_its_wav(engine: Engine, model_dir: Path) -> None:
+    prompt = read_prompt(model_dir / "low.wav")
+    by_reference = SynthesisRequest(text=TEXT, voice="", seed=1, reference=prompt)
+    by_path = SynthesisRequest(text=TEXT, voice=str(model_dir / "low.wav"), seed=1)
+    # Not bit for bit: pocket-tts reads a file to float its own way (~1e-5 apart).
+    assert (
+        difference(
+            np.concatenate([c.samples for c in engine.synthesize(by_reference)]),
+            np.concatenate([c.samples for c in engine.synthesize(by_path)]),
+        )
+        < 1e-3
+    )
+
+
+def test_a_cloned_state_speaks_like_its_prompt(
+    engine: PocketEngine, model_dir: Path, tmp_path: Path
+) -> None:
+    assert engine.can_clone
+    prompt = read_prompt(model_dir / "noise.wav")
+    state = tmp_path / "voice.safetensors"
+    state.write_bytes(engine.clone(prompt))
+    stored = SynthesisRequest(text=TEXT, voice=str(state), seed=3)
+    direct = SynthesisRequest(text=TEXT, voice="", seed=3, reference=prompt)
+    assert np.array_equal(
+        np.concatenate([c.samples for c in engine.synthesize(stored)]),
+        np.concatenate([c.samples for c in engine.synthesize(direct)]),
+    )
+
+
+def test_a_model_without_cloning_weights_refuses_to_clone(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pocket-tts falls back to `weights_path_without_voice_cloning` when `weights_path` cannot be
+    # downloaded, as the gated release cannot be without an accepted licence (nor offline).
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    config = (model_dir / "random.yaml").read_text()
+    (tmp_path / "config.yaml").write_text(
+        f"{config}weights_path: hf://kyutai/pocket-tts/gated.safetensors\n"
+        f"weights_path_without_voice_cloning: {model_dir / 'model.safetensors'}\n"
+    )
+    engine = load_engine(EngineConfig("pocket", options={"config": str(tmp_path / "config.yaml")}))
+    try:
+        assert isinstance(engine, PocketEngine)
+        assert not engine.can_clone
+        prompt = read_prompt(model_dir / "low.wav")
+        with pytest.raises(ValueError, match="no voice-cloning weights"):
+            engine.clone(prompt)
+        with pytest.raises(ValueError, match="no voice-cloning weights"):
+            engine.synthesize(SynthesisRequest(text=TEXT, voice="", reference=prompt))
+    finally:
+        engine.close()

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from speechgate import __version__
-from speechgate.api import catalog, chat, ops, speech, stream
+from speechgate.api import catalog, chat, ops, speech, stream, voices
 from speechgate.api.errors import install_error_handlers
 from speechgate.api.middleware import (
     BodyLimitMiddleware,
@@ -49,10 +49,16 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(speech.router)
     app.include_router(stream.router)
     app.include_router(catalog.router)
+    app.include_router(voices.router)
     app.include_router(ops.router)
     app.include_router(chat.router)
     # Added innermost first: request ids and response counts see every response, 413s included.
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        # An upload's multipart framing and form fields come on top of the file itself.
+        max_bytes_by_path={"/v1/audio/voices": settings.clone_max_upload_bytes + 65536},
+    )
     app.add_middleware(ResponseMetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
     return app

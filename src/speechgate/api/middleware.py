@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -68,16 +69,20 @@ class BodyLimitMiddleware:
     (which would turn any error raised there into a 400).
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, max_bytes_by_path: Mapping[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_bytes_by_path = dict(max_bytes_by_path or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.max_bytes_by_path.get(scope["path"], self.max_bytes)
         declared = Headers(scope=scope).get("content-length")
-        too_large = declared is not None and declared.isdigit() and int(declared) > self.max_bytes
+        too_large = declared is not None and declared.isdigit() and int(declared) > limit
         body = bytearray()
         more = not too_large
         while more:
@@ -86,7 +91,7 @@ class BodyLimitMiddleware:
                 return
             body += message.get("body", b"")
             more = message.get("more_body", False)
-            too_large = len(body) > self.max_bytes
+            too_large = len(body) > limit
             if too_large:
                 break
         if too_large:
@@ -94,7 +99,7 @@ class BodyLimitMiddleware:
             # closes sees a broken pipe instead of our 413.
             while (await receive()).get("more_body", False):
                 pass
-            error = PayloadTooLarge(f"Request body too large: the limit is {self.max_bytes} bytes.")
+            error = PayloadTooLarge(f"Request body too large: the limit is {limit} bytes.")
             await error_response(error)(scope, receive, send)
             return
 

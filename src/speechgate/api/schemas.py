@@ -40,6 +40,18 @@ class SpeechOptions(BaseModel):
         le=48000,
         description="speechgate extension: output sample rate (default 24000, as OpenAI).",
     )
+    seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**63 - 1,
+        description="speechgate extension: the same seed, input and voice give the same audio "
+        "(for models that can; others answer 400).",
+    )
+    reference_audio: str | None = Field(
+        default=None,
+        description="speechgate extension: a base64 audio file (a few seconds of someone "
+        "speaking) to clone for this request only, instead of `voice`; for models that clone.",
+    )
 
     @property
     def voice_name(self) -> str:
@@ -137,6 +149,9 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str
+    cloning: bool = Field(
+        default=False, description="speechgate extension: POST /v1/audio/voices can clone for it."
+    )
 
 
 class ModelList(BaseModel):
@@ -149,6 +164,27 @@ class VoiceCard(BaseModel):
     name: str
     model: str
     language: str | None = None
+    type: Literal["builtin", "audio_sample"] = Field(
+        default="builtin", description="An engine's own voice, or one cloned from a clip."
+    )
+    created_at: int | None = None
+
+
+class StoredVoiceCard(BaseModel):
+    """OpenAI's custom voice object, for a voice cloned here."""
+
+    id: str
+    object: Literal["audio.voice"] = "audio.voice"
+    name: str
+    created_at: int
+    type: Literal["audio_sample"] = "audio_sample"
+    model: str = Field(description="speechgate extension: the model the voice speaks on.")
+
+
+class VoiceDeleted(BaseModel):
+    id: str
+    object: Literal["audio.voice.deleted"] = "audio.voice.deleted"
+    deleted: bool = True
 
 
 class VoiceList(BaseModel):

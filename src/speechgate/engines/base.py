@@ -24,12 +24,19 @@ class Voice:
 
 @dataclass(frozen=True)
 class SynthesisRequest:
-    """What an engine is asked to say. `voice` is already resolved to one of the engine's ids."""
+    """What an engine is asked to say. `voice` is already resolved to one of the engine's ids.
+
+    `reference`, for an engine that clones, is a one-off voice prompt that replaces `voice`.
+    `seed`, for an engine that `supports_seed`, makes the output repeatable: the same seed,
+    text and voice give the same PCM.
+    """
 
     text: str
     voice: str
     speed: float = 1.0
     instructions: str | None = None
+    seed: int | None = None
+    reference: PcmChunk | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,16 @@ class Engine(Protocol):
         """Whether `SynthesisRequest.instructions` changes the output."""
         ...
 
+    @property
+    def supports_seed(self) -> bool:
+        """Whether `SynthesisRequest.seed` makes the output repeatable."""
+        ...
+
+    @property
+    def blends_voices(self) -> bool:
+        """Whether `SynthesisRequest.voice` may be a blend of its voices (see `blend`)."""
+        ...
+
     def voices(self) -> Sequence[Voice]:
         """The voices this engine can speak with."""
         ...
@@ -81,4 +98,24 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Release the engine's resources."""
+        ...
+
+
+@runtime_checkable
+class VoiceCloner(Protocol):
+    """An engine that can speak in a voice it is shown: a few seconds of someone speaking."""
+
+    @property
+    def can_clone(self) -> bool:
+        """Whether this model has the weights that cloning needs (some releases do not)."""
+        ...
+
+    @property
+    def max_prompt_seconds(self) -> float:
+        """The longest voice prompt worth giving; longer ones are trimmed before cloning."""
+        ...
+
+    def clone(self, prompt: PcmChunk) -> bytes:
+        """The voice in `prompt` (mono, at `sample_rate`), as a state file's bytes that
+        `SynthesisRequest.voice` may name once stored on disk."""
         ...

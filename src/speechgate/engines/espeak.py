@@ -129,6 +129,9 @@ class EspeakEngine:
 
     name = "espeak"
     supports_instructions = False
+    # espeak-ng varies its output run to run (measured: no two runs of a sentence equal).
+    supports_seed = False
+    blends_voices = False
 
     def __init__(self) -> None:
         global _owner

@@ -35,6 +35,7 @@ from kokoro_onnx.config import SAMPLE_RATE
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
+from speechgate.engines import blend
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
 from speechgate.engines.onnx_session import pinned_session
 
@@ -107,6 +108,9 @@ class KokoroEngine:
 
     name = "kokoro"
     supports_instructions = False
+    # Kokoro samples nothing: the same text and voice always give the same PCM.
+    supports_seed = True
+    blends_voices = True
 
     def __init__(
         self, model_path: Path, voices_path: Path, threads: int = 1, lang: str = DEFAULT_LANG
@@ -148,18 +152,28 @@ class KokoroEngine:
     def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
         """Say `request.text` (speechgate sends one segment, a sentence at most, per call).
 
-        The voice is checked here, before any audio, so a bad one raises at the call.
+        The voice (or blend, "a(2)+b(1)") is checked here, before any audio, so a bad one raises
+        at the call.
         """
-        if request.voice not in self._voice_ids:
-            raise ValueError(f"unknown kokoro voice {request.voice!r}")
+        parts = (
+            blend.parse(request.voice) if blend.is_blend(request.voice) else [(request.voice, 1.0)]
+        )
+        for voice, _ in parts:
+            if voice not in self._voice_ids:
+                raise ValueError(f"unknown kokoro voice {voice!r}")
         # Kokoro's own speed is far from proportional on short segments, which speechgate's first
         # segment deliberately is (measured, trimmed: "Hello." at speed 2 -> 0.71x the duration,
         # at 0.5 -> 2.1x; only a long sentence gives 0.50x / 1.99x). So speed is a
         # pitch-preserving time stretch, which keeps OpenAI's "2.0 = half the duration".
-        return stretch(self._speak(request.text, request.voice), self.sample_rate, request.speed)
+        return stretch(self._speak(request.text, parts), self.sample_rate, request.speed)
 
-    def _speak(self, text: str, voice: str) -> Generator[PcmChunk]:
-        japanese = _voice_language(voice) == "ja"
+    def _speak(self, text: str, parts: list[tuple[str, float]]) -> Generator[PcmChunk]:
+        # A blend speaks with the weighted mean of its voices' style vectors, in the language of
+        # its first voice.
+        style = sum(weight * self._kokoro.get_voice_style(name) for name, weight in parts) / sum(
+            weight for _, weight in parts
+        )
+        japanese = _voice_language(parts[0][0]) == "ja"
         lang = DEFAULT_LANG if self._lang == "ja" and not japanese else self._lang
         phonemes = self._kokoro.tokenizer.phonemize(text, lang)
         # Blank or unpronounceable text has no phonemes; Kokoro would raise instead of saying
@@ -169,7 +183,7 @@ class KokoroEngine:
         # One call: Kokoro splits only past 510 phonemes, and the segment is a sentence already.
         # Its own trim cuts the model's leading and trailing silence; speechgate adds the pause
         # between segments.
-        audio, sample_rate = self._kokoro.create(phonemes, voice, lang=lang, is_phonemes=True)
+        audio, sample_rate = self._kokoro.create(phonemes, style, lang=lang, is_phonemes=True)
         yield PcmChunk.from_float(audio, sample_rate)
 
     def close(self) -> None:

@@ -29,6 +29,9 @@ class PiperEngine:
 
     name = "piper"
     supports_instructions = False
+    # VITS samples noise inside the ONNX graph, unseeded: no two runs of a sentence equal.
+    supports_seed = False
+    blends_voices = False
 
     def __init__(self, model_path: Path, threads: int = 1) -> None:
         config = PiperConfig.from_dict(

@@ -11,7 +11,11 @@ Two ways to load a model, both through pocket-tts' own loader, `TTSModel.load_mo
   weights), so that engine lists none.
 
 Either way a voice may also be a path to a local `.wav` to clone, or to a `.safetensors` state
-exported with `pocket_tts.export_model_state`.
+exported with `pocket_tts.export_model_state` (what `clone` returns, and what speechgate's voice
+library stores), or a request may carry its own voice prompt (`SynthesisRequest.reference`).
+Cloning needs the weights with voice cloning: a model loaded without them (pocket-tts falls
+back to those when the gated ones cannot be had) refuses to clone instead of speaking in some
+other voice.
 
 Other options: `quantize` ("true": dynamic int8 on the language model, ~1.5x faster) and
 `eos_threshold` (default: the config's; a very high value never ends speech early).
@@ -19,6 +23,8 @@ Other options: `quantize` ("true": dynamic int8 on the language model, ~1.5x fas
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -26,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pocket_tts import TTSModel
+from pocket_tts import TTSModel, export_model_state
 
 # Private, but it is the one list of the built-in voice names pocket-tts accepts.
 from pocket_tts.utils.utils import _ORIGINS_OF_PREDEFINED_VOICES
@@ -40,6 +46,8 @@ DEFAULT_LANGUAGE = "english"
 _VOICE_FILE_SUFFIXES = (".wav", ".safetensors")
 # A voice state is a KV cache of the voice prompt: ~1-10 MB each for the shipped models.
 _STATE_CACHE_SIZE = 16
+# pocket-tts' own cap on a voice prompt (`get_state_for_audio_prompt(truncate=True)`).
+_MAX_PROMPT_SECONDS = 30.0
 
 
 def _flag(value: str) -> bool:
@@ -53,6 +61,9 @@ class PocketEngine:
 
     name = "pocket"
     supports_instructions = False
+    supports_seed = True
+    blends_voices = False
+    max_prompt_seconds = _MAX_PROMPT_SECONDS
 
     def __init__(self, model: TTSModel, language: str | None) -> None:
         self._model = model
@@ -89,21 +100,49 @@ class PocketEngine:
     def voices(self) -> Sequence[Voice]:
         return self._voices
 
+    @property
+    def can_clone(self) -> bool:
+        return bool(self._model.has_voice_cloning)
+
+    def clone(self, prompt: PcmChunk) -> bytes:
+        """The voice state of `prompt`, as the safetensors bytes `export_model_state` writes."""
+        state = self._prompt_state(prompt)
+        with tempfile.TemporaryDirectory(prefix="speechgate-pocket-") as directory:
+            path = Path(directory) / "voice.safetensors"
+            export_model_state(state, path)
+            return path.read_bytes()
+
     def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
         """Say `request.text`, streaming ~80 ms frames as the model makes them.
 
         The voice is resolved here, before any audio, so a bad one raises at the call.
         """
-        state = self._state(request.voice)
+        if request.reference is not None:
+            key = hashlib.blake2b(request.reference.samples.tobytes(), digest_size=16)
+            reference = request.reference
+            state = self._cached(
+                (f"prompt:{key.hexdigest()}", 0), lambda: self._prompt_state(reference)
+            )
+        else:
+            state = self._state(request.voice)
+        frames = self._speak(request.text, state, request.seed)
         # pocket-tts has no speed control of its own: a pitch-preserving time stretch keeps
         # OpenAI's "2.0 = half the duration".
-        return stretch(self._speak(request.text, state), self.sample_rate, request.speed)
+        return stretch(frames, self.sample_rate, request.speed)
 
-    def _speak(self, text: str, state: Any) -> Generator[PcmChunk]:
+    def _speak(self, text: str, state: Any, seed: int | None) -> Generator[PcmChunk]:
         # pocket-tts raises on text with nothing to say.
         if not text.strip():
             return
         stop = threading.Event()
+        batching = self._model.max_decoder_frames_per_call
+        if seed is not None:
+            # Sampling draws from torch's global generator, in pocket-tts' one generation thread.
+            torch.manual_seed(seed)
+            # The decoder otherwise takes as many frames per call as are ready, a number that
+            # depends on thread timing and moves the float rounding: one frame per call is
+            # what makes a seeded output repeat bit for bit.
+            self._model.max_decoder_frames_per_call = 1
         # Generation runs in pocket-tts' own threads, ahead of this generator; the event is how
         # they learn that the consumer left (closing this generator lands in `finally`).
         frames = self._model.generate_audio_stream(state, text, stop=stop)
@@ -116,6 +155,17 @@ class PocketEngine:
             # then ends, so none of this job's threads still uses the model in the next job.
             for _ in frames:
                 pass
+            self._model.max_decoder_frames_per_call = batching
+
+    def _prompt_state(self, prompt: PcmChunk) -> Any:
+        if not self.can_clone:
+            # pocket-tts checks this for files only; a tensor prompt would run on weights that
+            # ignore it, and speak in no particular voice.
+            raise ValueError("this pocket-tts model has no voice-cloning weights")
+        if prompt.sample_rate != self.sample_rate:
+            raise ValueError(f"voice prompt at {prompt.sample_rate} Hz, not {self.sample_rate}")
+        audio = torch.from_numpy(prompt.samples.astype("float32") / 32768.0)
+        return self._model.get_state_for_audio_prompt(audio.unsqueeze(0))
 
     def _state(self, voice: str) -> Any:
         """The model state for `voice`, computed once (a .wav costs a pass of the codec)."""

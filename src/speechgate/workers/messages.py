@@ -1,16 +1,18 @@
 """Typed messages on the pipe between the gateway and one worker process.
 
-Gateway -> worker: `Job`, `Cancel`, `Shutdown`.
+Gateway -> worker: `Job` or `CloneJob`, `Cancel`, `Shutdown`.
 Worker -> gateway: `Ready` or `StartupFailed` once, then for every `Job` any number of
-`Chunk`s and exactly one terminal `Done` or `Failed`. A worker is free again only when the
-terminal message of its job has arrived, so the gateway never has two jobs on one worker.
+`Chunk`s (for a `CloneJob`, one `Cloned`) and exactly one terminal `Done` or `Failed`. A
+worker is free again only when the terminal message of its job has arrived, so the gateway
+never has two jobs on one worker.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from speechgate.engines.base import Engine, SynthesisRequest, Voice
+from speechgate.audio.pcm import PcmChunk
+from speechgate.engines.base import Engine, SynthesisRequest, Voice, VoiceCloner
 from speechgate.pipeline import EncodedChunk, OutputSpec
 
 
@@ -22,11 +24,23 @@ class EngineInfo:
     sample_rate: int
     supports_instructions: bool
     voices: tuple[Voice, ...]
+    supports_seed: bool = False
+    blends_voices: bool = False
+    can_clone: bool = False
+    max_prompt_seconds: float = 0.0
 
     @classmethod
     def of(cls, engine: Engine) -> EngineInfo:
+        cloner = engine if isinstance(engine, VoiceCloner) and engine.can_clone else None
         return cls(
-            engine.name, engine.sample_rate, engine.supports_instructions, tuple(engine.voices())
+            engine.name,
+            engine.sample_rate,
+            engine.supports_instructions,
+            tuple(engine.voices()),
+            supports_seed=engine.supports_seed,
+            blends_voices=engine.blends_voices,
+            can_clone=cloner is not None,
+            max_prompt_seconds=cloner.max_prompt_seconds if cloner else 0.0,
         )
 
 
@@ -35,6 +49,14 @@ class Job:
     job_id: int
     request: SynthesisRequest
     output: OutputSpec
+
+
+@dataclass(frozen=True)
+class CloneJob:
+    """Compute the voice state of `prompt` (mono, at the engine's rate)."""
+
+    job_id: int
+    prompt: PcmChunk
 
 
 @dataclass(frozen=True)
@@ -64,6 +86,12 @@ class Chunk:
 
 
 @dataclass(frozen=True)
+class Cloned:
+    job_id: int
+    state: bytes
+
+
+@dataclass(frozen=True)
 class Done:
     job_id: int
     cancelled: bool = False
@@ -75,5 +103,5 @@ class Failed:
     message: str
 
 
-ToWorker = Job | Cancel | Shutdown
-FromWorker = Ready | StartupFailed | Chunk | Done | Failed
+ToWorker = Job | CloneJob | Cancel | Shutdown
+FromWorker = Ready | StartupFailed | Chunk | Cloned | Done | Failed

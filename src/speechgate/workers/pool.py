@@ -9,6 +9,7 @@ starting); a job whose worker dies ends with `WorkerLost`, never a hang.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import multiprocessing
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from multiprocessing.process import BaseProcess
 
+from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.errors import EngineFailed, NotReady, SpeechgateError, WorkerLost
 from speechgate.pipeline import EncodedChunk, OutputSpec
@@ -28,6 +30,8 @@ from speechgate.workers.admission import Admission, ServiceTimes
 from speechgate.workers.messages import (
     Cancel,
     Chunk,
+    Cloned,
+    CloneJob,
     Done,
     EngineInfo,
     Failed,
@@ -139,7 +143,8 @@ def assign_cpus(workers: int, cores_per_worker: int, cores: Sequence[int]) -> li
 
 
 class WorkerPool:
-    """Worker processes for one engine. Use from one event loop: `start`, `synthesize`, `close`."""
+    """Worker processes for one engine. Use from one event loop: `start`, `synthesize` or
+    `clone`, `close`."""
 
     def __init__(
         self,
@@ -208,7 +213,7 @@ class WorkerPool:
                 await asyncio.gather(worker.reader, return_exceptions=True)
             worker.state = WorkerState.STOPPED
 
-    # --- the one operation ---------------------------------------------------------------------
+    # --- the operations --------------------------------------------------------------------
 
     async def synthesize(
         self, request: SynthesisRequest, output: OutputSpec
@@ -217,6 +222,24 @@ class WorkerPool:
 
         Closing the iterator early (client gone) cancels the job inside the worker.
         """
+        async with contextlib.aclosing(
+            self._run(lambda job_id: Job(job_id, request, output))
+        ) as messages:
+            async for message in messages:
+                if isinstance(message, Chunk):
+                    yield message.audio
+
+    async def clone(self, prompt: PcmChunk) -> bytes:
+        """Admit a cloning job, like a speech job, and return the voice state it computes."""
+        state = b""
+        async with contextlib.aclosing(self._run(lambda job_id: CloneJob(job_id, prompt))) as run:
+            async for message in run:
+                if isinstance(message, Cloned):
+                    state = message.state
+        return state
+
+    async def _run(self, job_message: Callable[[int], ToWorker]) -> AsyncGenerator[FromWorker]:
+        """Admit a job, send it to a worker and yield what it answers until the job ends."""
         if not self._live_workers():
             raise NotReady(f"no {self.config.name} worker is running")
         worker = await self._admission.acquire()
@@ -226,18 +249,17 @@ class WorkerPool:
         job.timer = asyncio.get_running_loop().call_later(
             self._job_timeout, self._time_out, worker, job
         )
-        worker.send(Job(job.job_id, request, output))
+        worker.send(job_message(job.job_id))
         try:
             while True:
                 message = await job.next()
-                if isinstance(message, Chunk):
-                    yield message.audio
-                elif isinstance(message, Done):
+                if isinstance(message, Done):
                     return
-                elif isinstance(message, Failed):
-                    raise EngineFailed(f"synthesis failed: {message.message}")
-                elif isinstance(message, SpeechgateError):
+                if isinstance(message, Failed):
+                    raise EngineFailed(f"{self.config.name} job failed: {message.message}")
+                if isinstance(message, SpeechgateError):
                     raise message
+                yield message
         finally:
             job.abandon()
             if not job.ended and worker.job is job:
@@ -325,7 +347,8 @@ class WorkerPool:
                     self._outcomes["cancelled"] += 1
                 else:
                     self._outcomes["completed"] += 1
-                    self.service_times.record(self._clock() - job.started, job.audio_seconds)
+                    if job.audio_seconds:  # a speech job, not a cloning one
+                        self.service_times.record(self._clock() - job.started, job.audio_seconds)
                 self._release(worker)
 
     def _release(self, worker: _Worker) -> None:

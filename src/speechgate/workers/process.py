@@ -8,11 +8,13 @@ import signal
 import socket
 from collections.abc import Sequence
 
-from speechgate.engines.base import Engine, EngineConfig
+from speechgate.engines.base import Engine, EngineConfig, VoiceCloner
 from speechgate.pipeline import render
 from speechgate.workers import wire
 from speechgate.workers.messages import (
     Chunk,
+    Cloned,
+    CloneJob,
     Done,
     EngineInfo,
     Failed,
@@ -51,6 +53,8 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
             # A Cancel for a job that already ended needs nothing.
             if isinstance(message, Job) and not _run(engine, message, conn):
                 return
+            if isinstance(message, CloneJob):
+                _clone(engine, message, conn)
     except (EOFError, OSError):
         return  # the gateway is gone
     finally:
@@ -77,3 +81,16 @@ def _run(engine: Engine, job: Job, conn: socket.socket) -> bool:
         chunks.close()
     wire.send(conn, Done(job.job_id))
     return True
+
+
+def _clone(engine: Engine, job: CloneJob, conn: socket.socket) -> None:
+    """Compute a voice state: one step, so a Cancel sent meanwhile finds the job ended."""
+    try:
+        if not isinstance(engine, VoiceCloner):
+            raise ValueError(f"engine {engine.name!r} cannot clone voices")
+        state = engine.clone(job.prompt)
+    except Exception as error:
+        wire.send(conn, Failed(job.job_id, f"{type(error).__name__}: {error}"))
+        return
+    wire.send(conn, Cloned(job.job_id, state))
+    wire.send(conn, Done(job.job_id))

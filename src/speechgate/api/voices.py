@@ -1,0 +1,107 @@
+"""Voice routes: list every voice, and clone, read and delete stored ones (OpenAI's shapes)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
+
+from speechgate.api.catalog import get_catalog
+from speechgate.api.schemas import (
+    StoredVoiceCard,
+    VoiceCard,
+    VoiceDeleted,
+    VoiceList,
+    error_responses,
+)
+from speechgate.catalog import Catalog
+from speechgate.errors import PayloadTooLarge
+from speechgate.runtime import Runtime
+from speechgate.voices.cloning import VoiceCloning
+from speechgate.voices.library import StoredVoice
+
+router = APIRouter()
+
+
+async def get_voices(request: Request) -> VoiceCloning:
+    runtime: Runtime = request.app.state.runtime
+    return runtime.voices
+
+
+@router.get("/v1/audio/voices", response_model=VoiceList, responses=error_responses(404))
+async def list_voices(
+    catalog: Annotated[Catalog, Depends(get_catalog)],
+    voices: Annotated[VoiceCloning, Depends(get_voices)],
+    model: Annotated[str | None, Query(description="Only this model's voices.")] = None,
+) -> VoiceList:
+    """Every voice, built-in and cloned, with `id` and `name` (Open WebUI needs both)."""
+    engines = [catalog.model(model).engine] if model else list(catalog.engines.values())
+    names = {engine.name for engine in engines}
+    builtin = [
+        VoiceCard(id=voice.id, name=voice.name, model=engine.name, language=voice.language)
+        for engine in engines
+        for voice in engine.voices
+    ]
+    stored = [
+        VoiceCard(
+            id=voice.id,
+            name=voice.name,
+            model=voice.engine,
+            type="audio_sample",
+            created_at=voice.created_at,
+        )
+        for voice in voices.library.list()
+        if voice.engine in names
+    ]
+    return VoiceList(voices=builtin + stored)
+
+
+@router.post(
+    "/v1/audio/voices",
+    response_model=StoredVoiceCard,
+    summary="Clone a voice from an audio sample (OpenAI's multipart shape)",
+    responses=error_responses(400, 404, 409, 413, 429, 503),
+)
+async def create_voice(
+    request: Request,
+    voices: Annotated[VoiceCloning, Depends(get_voices)],
+    name: Annotated[str, Form(description="The new voice's name, unique.")],
+    audio_sample: Annotated[
+        UploadFile, File(description="A few seconds (3+) of one person speaking; 10 MiB at most.")
+    ],
+    consent: Annotated[str | None, Form(description="Accepted, as OpenAI's; not checked.")] = None,
+    model: Annotated[
+        str | None, Form(description="speechgate extension: the model to clone for.")
+    ] = None,
+) -> StoredVoiceCard:
+    limit: int = request.app.state.settings.clone_max_upload_bytes
+    data = await audio_sample.read(limit + 1)
+    if len(data) > limit:
+        raise PayloadTooLarge(
+            f"The audio sample is over the {limit}-byte limit.", param="audio_sample"
+        )
+    return _stored_card(await voices.create(name, data, model))
+
+
+@router.get(
+    "/v1/audio/voices/{voice_id}", response_model=StoredVoiceCard, responses=error_responses(404)
+)
+async def get_voice(
+    voice_id: str, voices: Annotated[VoiceCloning, Depends(get_voices)]
+) -> StoredVoiceCard:
+    return _stored_card(voices.library.get(voice_id))
+
+
+@router.delete(
+    "/v1/audio/voices/{voice_id}", response_model=VoiceDeleted, responses=error_responses(404)
+)
+async def delete_voice(
+    voice_id: str, voices: Annotated[VoiceCloning, Depends(get_voices)]
+) -> VoiceDeleted:
+    return VoiceDeleted(id=(await voices.delete(voice_id)).id)
+
+
+def _stored_card(voice: StoredVoice) -> StoredVoiceCard:
+    return StoredVoiceCard(
+        id=voice.id, name=voice.name, created_at=voice.created_at, model=voice.engine
+    )

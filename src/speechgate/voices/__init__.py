@@ -1,0 +1,1 @@
+"""Cloned voices: turning an uploaded clip into a voice prompt, and the library that keeps them."""

@@ -1,0 +1,119 @@
+"""Voice cloning: from an uploaded clip to a stored voice, and stored voices back to engines.
+
+A clip becomes a voice prompt here (decoded, checked for enough speech, trimmed); the engine's
+worker turns the prompt into a speaker state, through the same admission queue as speech; the
+library keeps the state. A model that cannot clone is refused with a 400 naming why, never
+answered in some other voice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from speechgate.audio.clip import UndecodableAudio, decode_clip, trim
+from speechgate.audio.pcm import PcmChunk
+from speechgate.catalog import Catalog
+from speechgate.errors import Conflict, InvalidRequest, VoiceNotFound
+from speechgate.voices.library import StoredVoice, VoiceLibrary
+from speechgate.workers.messages import EngineInfo
+from speechgate.workers.pool import WorkerPool
+
+MAX_NAME_CHARS = 64
+
+
+class CloningUnsupported(InvalidRequest):
+    default_code = "cloning_unsupported"
+
+
+class VoiceCloning:
+    def __init__(
+        self,
+        catalog: Catalog,
+        pools: Mapping[str, WorkerPool],
+        library: VoiceLibrary,
+        min_speech_seconds: float,
+    ) -> None:
+        self._catalog = catalog
+        self._pools = pools
+        self.library = library
+        self._min_speech = min_speech_seconds
+
+    def engine(self, model: str | None) -> EngineInfo:
+        """The engine that clones for `model`, or the first loaded one that can clone."""
+        if model:
+            engine = self._catalog.model(model).engine
+            if not engine.can_clone:
+                raise CloningUnsupported(
+                    f"The model {model!r} ({engine.name}) cannot clone voices"
+                    + (
+                        ": it was loaded without voice-cloning weights."
+                        if engine.name == "pocket"
+                        else "."
+                    ),
+                    param="model",
+                )
+            return engine
+        for engine in self._catalog.engines.values():
+            if engine.can_clone:
+                return engine
+        raise CloningUnsupported(
+            "No loaded model can clone voices (pocket-tts with its voice-cloning weights can).",
+            param="model",
+        )
+
+    def prompt(self, data: bytes, engine: EngineInfo, param: str) -> PcmChunk:
+        """The voice prompt in `data`, an audio file: CPU work, run it off the event loop."""
+        if not data:
+            raise InvalidRequest("The audio sample is empty.", param=param, code="empty_file")
+        try:
+            clip = decode_clip(data, engine.sample_rate)
+        except UndecodableAudio as error:
+            raise InvalidRequest(
+                f"The audio sample could not be decoded ({error}); send WAV, MP3, Ogg/Opus, "
+                "FLAC, M4A or WebM audio.",
+                param=param,
+                code="invalid_audio",
+            ) from None
+        if clip.speech_seconds < self._min_speech:
+            raise InvalidRequest(
+                f"The audio sample holds {clip.speech_seconds:.1f} s of speech "
+                f"({clip.pcm.duration:.1f} s in all); cloning needs at least "
+                f"{self._min_speech:g} s of someone speaking.",
+                param=param,
+                code="audio_too_short",
+            )
+        return trim(clip.pcm, engine.max_prompt_seconds)
+
+    async def create(self, name: str, data: bytes, model: str | None) -> StoredVoice:
+        name = name.strip()
+        if not 0 < len(name) <= MAX_NAME_CHARS:
+            raise InvalidRequest(f"A voice name is 1 to {MAX_NAME_CHARS} characters.", param="name")
+        engine = self.engine(model)
+        try:
+            self._catalog.voice(engine.name, name)
+        except VoiceNotFound:
+            pass
+        else:
+            raise Conflict(f"{name!r} already names a built-in voice.", param="name")
+        prompt = await asyncio.to_thread(self.prompt, data, engine, "audio_sample")
+        state = await self._pools[engine.name].clone(prompt)
+        return await asyncio.to_thread(self.library.add, name, engine.name, state, prompt.duration)
+
+    async def delete(self, voice_id: str) -> StoredVoice:
+        return await asyncio.to_thread(self.library.delete, voice_id)
+
+    def resolve(self, engine: EngineInfo, name: str) -> str | None:
+        """The state file a stored voice named `name` (or with that id) speaks with on
+        `engine`, or None when no stored voice has that name."""
+        voice = self.library.find(name)
+        if voice is None:
+            return None
+        if voice.engine != engine.name:
+            raise InvalidRequest(
+                f"The voice {name!r} was cloned for the model {voice.engine!r}; "
+                f"it cannot speak on {engine.name!r}.",
+                param="voice",
+                code="voice_model_mismatch",
+            )
+        return str(self.library.state_path(voice))

@@ -1,0 +1,330 @@
+"""pocket-tts behind a real server: cloning through HTTP, every format, streaming, cancellation,
+seeds, a library that survives a restart, and uploads that must be refused.
+
+The model is the tiny random-weight one of tests/helpers/pocket.py, loaded by the workers
+through pocket-tts' real loader. Its EOS threshold is out of reach, so every output runs to the
+length pocket-tts allows for its text, and lengths are predictable.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+pytest.importorskip("pocket_tts")
+
+from openai.types.audio import Voice as SdkVoice
+
+from speechgate.audio.formats import AudioFormat
+from speechgate.settings import Settings
+from tests.conftest import make_settings, sdk_client
+from tests.helpers.audio import decode_audio
+from tests.helpers.pocket import RATE, build_tiny_model
+from tests.helpers.server import RunningServer, running_server
+from tests.helpers.waiting import wait_for
+
+pytestmark = pytest.mark.slow
+
+TEXT = "Hello world."
+# pocket-tts' cap for TEXT: (22 tokens / 3 + 2) s at 12.5 frames per second, 117 frames.
+SECONDS = 117 * 1920 / RATE
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("pocket-model"))
+
+
+def pocket_settings(model_dir: Path, data_dir: Path, **overrides: Any) -> Settings:
+    options = {"config": str(model_dir / "config.yaml"), "eos_threshold": "1e9"}
+    values: dict[str, Any] = {
+        "engines": ["pocket", "espeak"],
+        "default_engine": "pocket",
+        "workers": 1,
+        "engine_options": {"pocket": options},
+        "data_dir": data_dir,
+        **overrides,
+    }
+    return make_settings(**values)
+
+
+@pytest.fixture(scope="module")
+def pocket_server(
+    model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    with running_server(pocket_settings(model_dir, tmp_path_factory.mktemp("data"))) as server:
+        yield server
+
+
+@pytest.fixture
+def sdk(pocket_server: RunningServer) -> Iterator[openai.OpenAI]:
+    with sdk_client(pocket_server) as client:
+        yield client
+
+
+def clone(sdk: openai.OpenAI, name: str, data: bytes, **extra: Any) -> SdkVoice:
+    return sdk.audio.voices.create(
+        name=name,
+        audio_sample=(f"{name}.wav", data, "audio/wav"),
+        consent="cons_test",
+        extra_body=extra or None,
+    )
+
+
+@pytest.fixture(scope="module")
+def voice(pocket_server: RunningServer, model_dir: Path) -> SdkVoice:
+    with sdk_client(pocket_server) as client:
+        return clone(client, "low", (model_dir / "low.wav").read_bytes())
+
+
+def speak(server: RunningServer, **body: Any) -> httpx.Response:
+    body = {"model": "pocket", "input": TEXT, "response_format": "pcm", **body}
+    return httpx.post(f"{server.url}/v1/audio/speech", json=body, timeout=120)
+
+
+def error_code(response: httpx.Response) -> str:
+    return str(response.json()["error"]["code"])
+
+
+def wav_bytes(samples: np.ndarray, rate: int, channels: int = 1) -> bytes:
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(channels)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
+    return out.getvalue()
+
+
+def tone(seconds: float, rate: int, channels: int = 1) -> bytes:
+    t = np.arange(round(seconds * rate)) / rate
+    mono = 0.3 * np.sin(2 * np.pi * 180 * t) * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t))
+    return wav_bytes(np.repeat(mono, channels), rate, channels)
+
+
+# --- cloning and speaking -------------------------------------------------------------------
+
+
+def test_a_clone_is_an_openai_voice_object(voice: SdkVoice) -> None:
+    assert voice.object == "audio.voice"
+    assert voice.id.startswith("voice_")
+    assert voice.name == "low"
+    assert voice.type == "audio_sample"
+    assert voice.created_at > 0
+
+
+@pytest.mark.parametrize("fmt", list(AudioFormat))
+def test_a_cloned_voice_speaks_every_format(
+    sdk: openai.OpenAI, voice: SdkVoice, fmt: AudioFormat
+) -> None:
+    response = sdk.audio.speech.create(
+        model="pocket", voice={"id": voice.id}, input=TEXT, response_format=fmt.value
+    )
+    audio = decode_audio(response.content, fmt.value)
+    assert audio.sample_rate == (48000 if fmt is AudioFormat.OPUS else 24000)
+    # Lossy codecs pad a little at the edges.
+    assert audio.duration == pytest.approx(SECONDS, abs=0.1)
+    assert audio.rms > 0.01
+
+
+def test_voices_are_listed_read_and_deleted(
+    pocket_server: RunningServer, sdk: openai.OpenAI, voice: SdkVoice, model_dir: Path
+) -> None:
+    url = f"{pocket_server.url}/v1/audio/voices"
+    listed = httpx.get(url).json()["voices"]
+    assert {"id": voice.id, "name": "low", "model": "pocket", "type": "audio_sample"}.items() <= (
+        next(card for card in listed if card["id"] == voice.id).items()
+    )
+    assert any(card["model"] == "espeak" and card["type"] == "builtin" for card in listed)
+    assert httpx.get(f"{url}/{voice.id}").json()["name"] == "low"
+    models = {
+        card["id"]: card["cloning"]
+        for card in httpx.get(f"{pocket_server.url}/v1/models").json()["data"]
+    }
+    assert models["pocket"] is True
+    assert models["espeak"] is False
+
+    doomed = clone(sdk, "doomed", (model_dir / "noise.wav").read_bytes())
+    assert speak(pocket_server, voice="doomed").status_code == 200
+    deleted = sdk.audio.voices.delete(doomed.id)
+    assert (deleted.id, deleted.deleted, deleted.object) == (doomed.id, True, "audio.voice.deleted")
+    assert httpx.get(f"{url}/{doomed.id}").status_code == 404
+    assert httpx.delete(f"{url}/{doomed.id}").status_code == 404
+    gone = speak(pocket_server, voice={"id": doomed.id})
+    assert gone.status_code == 400
+    assert error_code(gone) == "voice_not_found"
+    assert doomed.id not in {card["id"] for card in httpx.get(url).json()["voices"]}
+
+
+def test_sse_streams_in_pieces(pocket_server: RunningServer, voice: SdkVoice) -> None:
+    body = {
+        "model": "pocket",
+        "voice": voice.name,
+        "input": TEXT,
+        "response_format": "pcm",
+        "stream_format": "sse",
+    }
+    with httpx.stream("POST", f"{pocket_server.url}/v1/audio/speech", json=body, timeout=60) as r:
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+    deltas = [event for event in events if event["type"] == "speech.audio.delta"]
+    assert len(deltas) > 1
+    assert events[-1]["type"] == "speech.audio.done"
+    pcm = b"".join(base64.b64decode(event["audio"]) for event in deltas)
+    assert len(pcm) // 2 == pytest.approx(SECONDS * RATE, abs=RATE * 0.05)
+
+
+def test_a_client_that_leaves_stops_generation(
+    pocket_server: RunningServer, voice: SdkVoice
+) -> None:
+    pool = pocket_server.runtime.pools["pocket"]
+    before = pool.stats().jobs["cancelled"]
+    long_text = " ".join(f"Sentence number {n} goes on for a while." for n in range(30))
+    body = {"model": "pocket", "voice": voice.name, "input": long_text, "response_format": "pcm"}
+    with httpx.stream("POST", f"{pocket_server.url}/v1/audio/speech", json=body, timeout=60) as r:
+        assert r.status_code == 200
+        next(r.iter_raw())
+    wait_for(lambda: pool.stats().jobs["cancelled"] == before + 1)
+    wait_for(lambda: pool.stats().in_flight == 0)
+    assert speak(pocket_server, voice=voice.name).status_code == 200
+
+
+# --- seeds and one-off prompts --------------------------------------------------------------
+
+
+def test_a_seed_repeats_the_audio_exactly(pocket_server: RunningServer, voice: SdkVoice) -> None:
+    first = speak(pocket_server, voice={"id": voice.id}, seed=5)
+    assert first.status_code == 200
+    assert speak(pocket_server, voice={"id": voice.id}, seed=5).content == first.content
+    assert speak(pocket_server, voice={"id": voice.id}, seed=6).content != first.content
+
+
+def test_a_reference_clip_speaks_like_the_voice_cloned_from_it(
+    pocket_server: RunningServer, voice: SdkVoice, model_dir: Path
+) -> None:
+    reference = base64.b64encode((model_dir / "low.wav").read_bytes()).decode()
+    one_off = speak(pocket_server, voice="anything", reference_audio=reference, seed=2)
+    assert one_off.status_code == 200, one_off.text
+    assert one_off.content == speak(pocket_server, voice={"id": voice.id}, seed=2).content
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "code"),
+    [
+        ({"model": "espeak", "voice": "alloy", "seed": 1}, "seed", "seed_unsupported"),
+        (
+            {"model": "espeak", "voice": "alloy", "reference_audio": "AAAA"},
+            "reference_audio",
+            "cloning_unsupported",
+        ),
+        ({"voice": "x", "reference_audio": "not base64!"}, "reference_audio", "invalid_audio"),
+        ({"voice": "x", "reference_audio": ""}, "reference_audio", "empty_file"),
+        ({"voice": "nobody"}, "voice", "voice_not_found"),
+    ],
+)
+def test_bad_speech_extensions_are_refused(
+    pocket_server: RunningServer, body: dict[str, Any], param: str, code: str
+) -> None:
+    response = speak(pocket_server, **body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == param
+    assert error_code(response) == code
+
+
+# --- uploads --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "status", "code"),
+    [
+        (b"", 400, "empty_file"),
+        (b"This is a text file, not audio." * 50, 400, "invalid_audio"),
+        (tone(1.0, 24000), 400, "audio_too_short"),
+        (wav_bytes(np.zeros(5 * 24000), 24000), 400, "audio_too_short"),
+        (np.random.default_rng(1).bytes(11 * 1024 * 1024), 413, "payload_too_large"),
+    ],
+    ids=["empty", "not-audio", "one-second", "silence", "11-MiB"],
+)
+def test_bad_uploads_are_refused_and_nothing_is_stored(
+    pocket_server: RunningServer, sdk: openai.OpenAI, data: bytes, status: int, code: str
+) -> None:
+    before = httpx.get(f"{pocket_server.url}/v1/audio/voices").json()["voices"]
+    with pytest.raises(openai.APIStatusError) as raised:
+        clone(sdk, "refused", data)
+    assert raised.value.status_code == status
+    assert raised.value.body["code"] == code  # type: ignore[index]
+    assert httpx.get(f"{pocket_server.url}/v1/audio/voices").json()["voices"] == before
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [("stereo-48k", tone(4.0, 48000, channels=2)), ("mono-8k", tone(4.0, 8000))],
+)
+def test_stereo_and_narrowband_uploads_are_accepted(
+    pocket_server: RunningServer, sdk: openai.OpenAI, name: str, data: bytes
+) -> None:
+    voice = clone(sdk, name, data)
+    assert speak(pocket_server, voice={"id": voice.id}).status_code == 200
+
+
+def test_names_are_unique_and_cloning_needs_a_cloning_model(
+    sdk: openai.OpenAI, voice: SdkVoice, model_dir: Path
+) -> None:
+    data = (model_dir / "noise.wav").read_bytes()
+    with pytest.raises(openai.ConflictError):
+        clone(sdk, "low", data)
+    with pytest.raises(openai.BadRequestError) as raised:
+        clone(sdk, "espeak voice", data, model="espeak")
+    assert raised.value.body["code"] == "cloning_unsupported"  # type: ignore[index]
+
+
+# --- the library outlives the server ------------------------------------------------------
+
+
+def test_the_library_survives_a_restart(model_dir: Path, tmp_path: Path) -> None:
+    settings = pocket_settings(model_dir, tmp_path, engines=["pocket"])
+    with running_server(settings) as first, sdk_client(first) as sdk:
+        created = clone(sdk, "keeper", (model_dir / "noise.wav").read_bytes())
+        before = speak(first, voice="keeper", seed=9).content
+    with running_server(settings) as second:
+        listed = httpx.get(f"{second.url}/v1/audio/voices").json()["voices"]
+        assert [(card["id"], card["name"]) for card in listed] == [(created.id, "keeper")]
+        assert speak(second, voice={"id": created.id}, seed=9).content == before
+
+
+def test_a_model_without_cloning_weights_says_so(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gated weights cannot be downloaded (offline here), so pocket-tts loads the ones
+    # without cloning (see tests/engines/test_pocket.py); the workers inherit the environment.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    config = (model_dir / "random.yaml").read_text()
+    (tmp_path / "config.yaml").write_text(
+        f"{config}weights_path: hf://kyutai/pocket-tts/gated.safetensors\n"
+        f"weights_path_without_voice_cloning: {model_dir / 'model.safetensors'}\n"
+    )
+    settings = pocket_settings(
+        model_dir,
+        tmp_path,
+        engines=["pocket"],
+        engine_options={"pocket": {"config": str(tmp_path / "config.yaml")}},
+    )
+    with running_server(settings) as server, sdk_client(server) as sdk:
+        with pytest.raises(openai.BadRequestError) as raised:
+            clone(sdk, "refused", (model_dir / "low.wav").read_bytes())
+        assert raised.value.body["code"] == "cloning_unsupported"  # type: ignore[index]
+        assert "voice-cloning weights" in raised.value.message
+        reference = base64.b64encode((model_dir / "low.wav").read_bytes()).decode()
+        response = speak(server, voice="x", reference_audio=reference)
+        assert response.status_code == 400
+        assert error_code(response) == "cloning_unsupported"

@@ -1,0 +1,66 @@
+"""The voice library on disk: ids, names, restarts, and no way out of its directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from speechgate.errors import Conflict, NotFound
+from speechgate.voices.library import VoiceLibrary
+
+
+def test_a_voice_is_stored_found_and_deleted(tmp_path: Path) -> None:
+    library = VoiceLibrary(tmp_path / "voices")
+    voice = library.add("Ada Lovelace", "pocket", b"state", 4.2)
+    assert voice.id.startswith("voice_") and len(voice.id) == 30
+    assert library.get(voice.id) == voice
+    assert library.find(voice.id) == voice
+    # Names compare like catalog names: case and - vs _ do not matter.
+    assert library.find("ada lovelace") == voice
+    assert library.state_path(voice).read_bytes() == b"state"
+    assert library.list() == [voice]
+
+    assert library.delete(voice.id) == voice
+    assert library.list() == []
+    assert library.find("Ada Lovelace") is None
+    assert sorted(p.name for p in (tmp_path / "voices").iterdir()) == []
+
+
+def test_voices_survive_a_restart(tmp_path: Path) -> None:
+    first = VoiceLibrary(tmp_path)
+    kept = first.add("kept", "pocket", b"a", 3.0)
+    second = first.add("second", "pocket", b"b", 3.0)
+    assert VoiceLibrary(tmp_path).list() == [kept, second]
+
+
+def test_names_are_unique(tmp_path: Path) -> None:
+    library = VoiceLibrary(tmp_path)
+    library.add("Ada", "pocket", b"a", 3.0)
+    with pytest.raises(Conflict):
+        library.add("ADA", "pocket", b"b", 3.0)
+    assert len(library.list()) == 1
+
+
+@pytest.mark.parametrize(
+    "voice_id",
+    ["../voices/x", "voice_../../etc/passwd", "/etc/passwd", "voice_" + "0" * 24, "", "VOICE_x"],
+)
+def test_unknown_or_malformed_ids_are_not_found(tmp_path: Path, voice_id: str) -> None:
+    library = VoiceLibrary(tmp_path / "voices")
+    library.add("Ada", "pocket", b"a", 3.0)
+    (tmp_path / "passwd").write_text("secret")
+    with pytest.raises(NotFound):
+        library.get(voice_id)
+    with pytest.raises(NotFound):
+        library.delete(voice_id)
+    assert len(library.list()) == 1
+
+
+def test_incomplete_or_broken_entries_are_skipped(tmp_path: Path) -> None:
+    library = VoiceLibrary(tmp_path)
+    good = library.add("good", "pocket", b"a", 3.0)
+    orphan = library.add("orphan", "pocket", b"b", 3.0)
+    library.state_path(orphan).unlink()  # as if a crash came between the two writes
+    (tmp_path / ("voice_" + "1" * 24 + ".json")).write_text("{not json")
+    assert VoiceLibrary(tmp_path).list() == [good]
