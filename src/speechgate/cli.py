@@ -132,6 +132,13 @@ def bench(
     ceiling_processes: Annotated[
         int | None, typer.Option(min=1, help="Ceiling processes [default: usable cores].")
     ] = None,
+    texts: Annotated[
+        str,
+        typer.Option(
+            help="Text set: all (short and medium interleaved), short or medium. One kind alone "
+            "keeps service times even, as a bound on queueing delay assumes."
+        ),
+    ] = "all",
     json_out: Annotated[Path | None, typer.Option("--json", help="Write all results here.")] = None,
     plot: Annotated[
         Path | None, typer.Option(help="Write a PNG plot here (needs [bench]).")
@@ -139,6 +146,7 @@ def bench(
 ) -> None:
     """Load a running server at rising concurrency; optionally compare with the bare engine."""
     from speechgate.bench import (
+        TEXTS,
         InProcessConfig,
         LoadConfig,
         render_report,
@@ -151,6 +159,8 @@ def bench(
         level_list = tuple(int(part) for part in levels.split(",") if part.strip())
         if requests_per_level is not None and duration is not None:
             raise ValueError("give --requests-per-level or --duration, not both")
+        if texts not in ("all", "short", "medium"):
+            raise ValueError(f"--texts is all, short or medium, not {texts!r}")
         config = LoadConfig(
             url=url,
             model=model,
@@ -161,6 +171,7 @@ def bench(
             duration=None if requests_per_level else (duration or 10.0),
             api_key=api_key,
             server_pid=server_pid,
+            texts=tuple(text for text in TEXTS if texts in ("all", text.kind)),
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None

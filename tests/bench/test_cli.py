@@ -18,6 +18,7 @@ from tests.helpers.server import RunningServer
         ["--requests-per-level", "2", "--duration", "1"],
         ["--levels", "1,x"],
         ["--levels", "0,1"],
+        ["--texts", "long"],
     ],
 )
 def test_bad_arguments_fail_before_any_request(args: list[str]) -> None:
@@ -28,7 +29,7 @@ def test_bad_arguments_fail_before_any_request(args: list[str]) -> None:
 @pytest.mark.slow
 def test_bench_command(server: RunningServer, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    args = ["--url", server.url, "--model", "espeak", "--levels", "1,2"]
+    args = ["--url", server.url, "--model", "espeak", "--levels", "1,2", "--texts", "short"]
     args += ["--requests-per-level", "2", "--json", str(tmp_path / "r.json")]
     args += ["--plot", str(tmp_path / "r.png")]
     result = CliRunner().invoke(app, ["bench", *args])
@@ -36,4 +37,6 @@ def test_bench_command(server: RunningServer, tmp_path: Path) -> None:
     assert "model=espeak" in result.output
     levels = json.loads((tmp_path / "r.json").read_text())["levels"]
     assert [(level["concurrency"], level["completed"]) for level in levels] == [(1, 2), (2, 2)]
+    samples = json.loads((tmp_path / "r.json").read_text())["samples"]
+    assert {sample["kind"] for level in samples for sample in level} == {"short"}
     assert (tmp_path / "r.png").stat().st_size > 0
