@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +50,40 @@ def test_voices_lists_the_embedded_voice() -> None:
     assert result.returncode == 0, result.stderr
     assert "en_US-joe-medium" in result.stdout
     assert "alloy" in result.stdout
+
+
+def test_say_and_voices_use_stored_voices_and_seeds(tmp_path: Path) -> None:
+    pytest.importorskip("pocket_tts")
+    from speechgate.engines import load_engine
+    from speechgate.engines.base import EngineConfig
+    from speechgate.voices.library import VoiceLibrary
+    from tests.helpers.pocket import build_tiny_model, read_wav
+
+    model = build_tiny_model(tmp_path)
+    options = {"config": str(model / "config.yaml"), "eos_threshold": "1e9"}
+    engine = load_engine(EngineConfig("pocket", options=options))
+    try:
+        state = engine.clone(read_wav(model / "low.wav"))  # type: ignore[attr-defined]
+    finally:
+        engine.close()
+    VoiceLibrary(tmp_path / "data" / "voices").add("keeper", "pocket", state, 3.0)
+    env = {
+        **os.environ,
+        "SPEECHGATE_ENGINES": "pocket",
+        "SPEECHGATE_DEFAULT_ENGINE": "pocket",
+        "SPEECHGATE_ENGINE_OPTIONS": json.dumps({"pocket": options}),
+        "SPEECHGATE_DATA_DIR": str(tmp_path / "data"),
+    }
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [*SPEECHGATE, *args], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert result.returncode == 0, result.stderr
+        return result
+
+    assert "keeper" in run("voices", "--model", "pocket").stdout
+    for name in ("a.wav", "b.wav"):
+        run("say", "Hi there.", "-o", str(tmp_path / name), "--voice", "keeper", "--seed", "3")
+    assert (tmp_path / "a.wav").read_bytes() == (tmp_path / "b.wav").read_bytes()
+    assert decode_audio((tmp_path / "a.wav").read_bytes(), "wav").rms > 0.01

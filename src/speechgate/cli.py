@@ -62,8 +62,11 @@ def say(
     ] = None,
     speed: Annotated[float, typer.Option(min=0.25, max=4.0)] = 1.0,
     model: Annotated[str, typer.Option(help="Model or engine id.")] = "tts-1",
+    seed: Annotated[
+        int | None, typer.Option(min=0, help="Repeatable output, on models that can.")
+    ] = None,
 ) -> None:
-    """Synthesize to a file in-process, without a server."""
+    """Synthesize to a file in-process, without a server (built-in or stored voices)."""
     from speechgate.local import synthesize_to_file
 
     try:
@@ -74,7 +77,7 @@ def say(
         ) from None
     try:
         seconds = synthesize_to_file(
-            _settings(), text, output, model=model, voice=voice, fmt=fmt, speed=speed
+            _settings(), text, output, model=model, voice=voice, fmt=fmt, speed=speed, seed=seed
         )
     except SpeechgateError as error:
         console.print(f"[red]error:[/red] {error.message}")
@@ -86,13 +89,17 @@ def say(
 def voices(
     model: Annotated[str, typer.Option(help="Model or engine id.")] = "tts-1",
 ) -> None:
-    """List the voices a model offers, with their aliases."""
-    from speechgate.local import load_catalog
+    """List the voices a model offers: its own, the cloned ones, and aliases."""
+    from speechgate.local import load_catalog, stored_voices
 
-    catalog, engine = load_catalog(_settings(), model)
+    settings = _settings()
+    catalog, engine = load_catalog(settings, model)
     table = Table("voice", "name", "language")
     for voice in engine.voices():
         table.add_row(voice.id, voice.name, voice.language or "")
+    for stored in stored_voices(settings).list():
+        if stored.engine == engine.name:
+            table.add_row(stored.id, stored.name, "cloned")
     console.print(table)
     aliases = [
         name

@@ -12,7 +12,13 @@ from speechgate.pipeline import render
 from speechgate.runtime import engine_config
 from speechgate.service import SpeechService
 from speechgate.settings import Settings
+from speechgate.voices.cloning import VoiceCloning
+from speechgate.voices.library import VoiceLibrary
 from speechgate.workers.messages import EngineInfo
+
+
+def stored_voices(settings: Settings) -> VoiceLibrary:
+    return VoiceLibrary(settings.voices_dir)
 
 
 def load_catalog(settings: Settings, model: str) -> tuple[Catalog, Engine]:
@@ -32,12 +38,20 @@ def synthesize_to_file(
     voice: str,
     fmt: AudioFormat,
     speed: float,
+    seed: int | None = None,
 ) -> float:
-    """Speak `text` into `output`; returns the seconds of audio written."""
+    """Speak `text` into `output` (with a built-in or a stored voice); returns the seconds of
+    audio written."""
     catalog, engine = load_catalog(settings, model)
     try:
-        plan = SpeechService(settings, catalog, pools={}).plan(
-            SpeechRequest(model=model, input=text, voice=voice, response_format=fmt, speed=speed)
+        # Stored voices need no pool: they are files the engine reads.
+        voices = VoiceCloning(
+            catalog, {}, stored_voices(settings), settings.clone_min_speech_seconds
+        )
+        plan = SpeechService(settings, catalog, pools={}, voices=voices).plan(
+            SpeechRequest(
+                model=model, input=text, voice=voice, response_format=fmt, speed=speed, seed=seed
+            )
         )
         seconds = 0.0
         with output.open("wb") as file:

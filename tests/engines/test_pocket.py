@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import threading
-import wave
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.engines.pocket import PocketEngine
-from tests.helpers.pocket import RATE, build_tiny_model
+from tests.helpers.pocket import RATE, build_tiny_model, read_wav
 
 pytestmark = pytest.mark.slow
 
@@ -211,11 +210,6 @@ def test_bad_options_are_refused(options: dict[str, str], message: str) -> None:
         load_engine(EngineConfig("pocket", options=options))
 
 
-def read_prompt(path: Path) -> PcmChunk:
-    with wave.open(str(path), "rb") as wav:
-        return PcmChunk(np.frombuffer(wav.readframes(wav.getnframes()), "<i2"), wav.getframerate())
-
-
 def test_a_seed_repeats_the_output_bit_for_bit(engine: Engine, model_dir: Path) -> None:
     voice = str(model_dir / "low.wav")
 
@@ -229,7 +223,7 @@ def test_a_seed_repeats_the_output_bit_for_bit(engine: Engine, model_dir: Path) 
 
 
 def test_a_reference_prompt_speaks_like_its_wav(engine: Engine, model_dir: Path) -> None:
-    prompt = read_prompt(model_dir / "low.wav")
+    prompt = read_wav(model_dir / "low.wav")
     by_reference = SynthesisRequest(text=TEXT, voice="", seed=1, reference=prompt)
     by_path = SynthesisRequest(text=TEXT, voice=str(model_dir / "low.wav"), seed=1)
     # Not bit for bit: pocket-tts reads a file to float its own way (~1e-5 apart).
@@ -246,7 +240,7 @@ def test_a_cloned_state_speaks_like_its_prompt(
     engine: PocketEngine, model_dir: Path, tmp_path: Path
 ) -> None:
     assert engine.can_clone
-    prompt = read_prompt(model_dir / "noise.wav")
+    prompt = read_wav(model_dir / "noise.wav")
     state = tmp_path / "voice.safetensors"
     state.write_bytes(engine.clone(prompt))
     stored = SynthesisRequest(text=TEXT, voice=str(state), seed=3)
@@ -273,7 +267,7 @@ def test_a_model_without_cloning_weights_refuses_to_clone(
     try:
         assert isinstance(engine, PocketEngine)
         assert not engine.can_clone
-        prompt = read_prompt(model_dir / "low.wav")
+        prompt = read_wav(model_dir / "low.wav")
         with pytest.raises(ValueError, match="no voice-cloning weights"):
             engine.clone(prompt)
         with pytest.raises(ValueError, match="no voice-cloning weights"):

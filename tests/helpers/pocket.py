@@ -19,6 +19,8 @@ import tokenizers
 import torch
 from pocket_tts import TTSModel
 
+from speechgate.audio.pcm import PcmChunk
+
 RATE = 24000
 
 # Character-level: BPE without merges splits text into the single characters of its vocabulary.
@@ -76,6 +78,12 @@ def write_wav(path: Path, samples: np.ndarray[Any, np.dtype[np.float64]]) -> Pat
         wav.setframerate(RATE)
         wav.writeframes((samples * 32767).astype("<i2").tobytes())
     return path
+
+
+def read_wav(path: Path) -> PcmChunk:
+    """A mono 16-bit WAV file as a chunk, as a voice prompt reaches an engine."""
+    with wave.open(str(path), "rb") as wav:
+        return PcmChunk(np.frombuffer(wav.readframes(wav.getnframes()), "<i2"), wav.getframerate())
 
 
 def build_tiny_model(root: Path) -> Path:
