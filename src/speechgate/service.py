@@ -21,7 +21,7 @@ from speechgate.errors import InvalidRequest
 from speechgate.metrics import Metrics
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
-from speechgate.voices.cloning import VoiceCloning
+from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
 from speechgate.workers.messages import EngineInfo
 from speechgate.workers.pool import WorkerPool
 
@@ -158,11 +158,8 @@ class SpeechService:
         if options.reference_audio is None:
             return None
         if self._voices is None or not engine.can_clone:
-            raise InvalidRequest(
-                f"The model {options.model!r} ({engine.name}) cannot clone voices, so it cannot "
-                "use `reference_audio`.",
-                param="reference_audio",
-                code="cloning_unsupported",
+            raise CloningUnsupported(
+                f"The model {options.model!r} ({engine.name})", param="reference_audio"
             )
         try:
             return base64.b64decode(options.reference_audio, validate=True)

@@ -29,6 +29,10 @@ LONG = " ".join(
     f"This is sentence number {n} of a long passage that keeps the worker busy." for n in range(12)
 )
 SHORT = "Short and sweet."
+# For a job that is cancelled: minutes of speech, so that on a loaded machine too it is still
+# running when the next request arrives (the socket and loopback buffers swallow megabytes
+# before a reader that stopped reading holds the worker back).
+ENDLESS = " ".join([LONG] * 4)  # 3,463 characters: ~3 minutes of speech
 
 
 def speech(text: str, **extra: object) -> dict[str, object]:
@@ -179,7 +183,7 @@ def test_a_client_that_leaves_stops_its_job_and_the_next_request_starts(
     async def scenario() -> httpx.Response:
         async with httpx.AsyncClient(timeout=60) as leaver, httpx.AsyncClient(timeout=60) as next_:
             async with leaver.stream(
-                "POST", f"{one_worker.url}/v1/audio/speech", json=speech(LONG)
+                "POST", f"{one_worker.url}/v1/audio/speech", json=speech(ENDLESS)
             ) as response:
                 await anext(response.aiter_bytes())
                 queued = asyncio.create_task(

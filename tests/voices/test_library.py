@@ -31,7 +31,9 @@ def test_voices_survive_a_restart(tmp_path: Path) -> None:
     first = VoiceLibrary(tmp_path)
     kept = first.add("kept", "pocket", b"a", 3.0)
     second = first.add("second", "pocket", b"b", 3.0)
-    assert VoiceLibrary(tmp_path).list() == [kept, second]
+    # Oldest first; within one second (created_at is whole seconds, as OpenAI's), by id.
+    expected = sorted([kept, second], key=lambda voice: (voice.created_at, voice.id))
+    assert VoiceLibrary(tmp_path).list() == expected
 
 
 def test_names_are_unique(tmp_path: Path) -> None:

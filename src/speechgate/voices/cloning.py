@@ -25,6 +25,13 @@ MAX_NAME_CHARS = 64
 class CloningUnsupported(InvalidRequest):
     default_code = "cloning_unsupported"
 
+    def __init__(self, subject: str, param: str) -> None:
+        super().__init__(
+            f"{subject} cannot clone voices: cloning needs pocket-tts loaded with its "
+            "voice-cloning weights.",
+            param=param,
+        )
+
 
 class VoiceCloning:
     def __init__(
@@ -44,23 +51,12 @@ class VoiceCloning:
         if model:
             engine = self._catalog.model(model).engine
             if not engine.can_clone:
-                raise CloningUnsupported(
-                    f"The model {model!r} ({engine.name}) cannot clone voices"
-                    + (
-                        ": it was loaded without voice-cloning weights."
-                        if engine.name == "pocket"
-                        else "."
-                    ),
-                    param="model",
-                )
+                raise CloningUnsupported(f"The model {model!r} ({engine.name})", param="model")
             return engine
         for engine in self._catalog.engines.values():
             if engine.can_clone:
                 return engine
-        raise CloningUnsupported(
-            "No loaded model can clone voices (pocket-tts with its voice-cloning weights can).",
-            param="model",
-        )
+        raise CloningUnsupported("No loaded model", param="model")
 
     def prompt(self, data: bytes, engine: EngineInfo, param: str) -> PcmChunk:
         """The voice prompt in `data`, an audio file: CPU work, run it off the event loop."""
