@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from speechgate.activity import RecentRequests
 from speechgate.api.schemas import Readiness
 from speechgate.catalog import Catalog
 from speechgate.engines.base import EngineConfig
@@ -32,6 +33,7 @@ class Runtime:
     catalog: Catalog
     service: SpeechService
     voices: VoiceCloning
+    recent: RecentRequests  # what the live operator view draws
 
     @classmethod
     async def start(cls, settings: Settings, metrics: Metrics | None = None) -> Runtime:
@@ -61,8 +63,9 @@ class Runtime:
             metrics.watch(pools)
         library = await asyncio.to_thread(VoiceLibrary, settings.voices_dir)
         voices = VoiceCloning(catalog, pools, library, settings.clone_min_speech_seconds)
-        service = SpeechService(settings, catalog, pools, metrics, voices=voices)
-        return cls(settings, pools, catalog, service, voices)
+        recent = RecentRequests()
+        service = SpeechService(settings, catalog, pools, metrics, voices=voices, recent=recent)
+        return cls(settings, pools, catalog, service, voices, recent)
 
     async def close(self) -> None:
         await asyncio.gather(*(pool.close() for pool in self.pools.values()))

@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 
+from speechgate.activity import RecentRequests
 from speechgate.api.schemas import SpeechOptions, SpeechRequest
 from speechgate.catalog import Catalog
 from speechgate.engines.base import SynthesisRequest
@@ -92,11 +93,13 @@ class SpeechService:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.perf_counter,
         voices: VoiceCloning | None = None,
+        recent: RecentRequests | None = None,
     ) -> None:
         self._settings = settings
         self._catalog = catalog
         self._pools = pools
         self._metrics = metrics
+        self._recent = recent
         self._clock = clock
         self._voices = voices
 
@@ -204,6 +207,14 @@ class SpeechService:
             self._metrics.record_speech(
                 plan.engine,
                 plan.characters,
+                stream.time_to_first_audio,
+                stream.elapsed,
+                stream.audio_seconds,
+                completed,
+            )
+        if self._recent is not None:
+            self._recent.record(
+                plan.engine,
                 stream.time_to_first_audio,
                 stream.elapsed,
                 stream.audio_seconds,

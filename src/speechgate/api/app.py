@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from speechgate import __version__
-from speechgate.api import catalog, chat, ops, speech, stream, voices
+from speechgate.api import catalog, chat, ops, speech, status, stream, voices, web
 from speechgate.api.errors import install_error_handlers
 from speechgate.api.middleware import (
     BodyLimitMiddleware,
@@ -52,6 +52,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(voices.router)
     app.include_router(ops.router)
     app.include_router(chat.router)
+    app.include_router(status.router)
+    web.install(app)
     # Added innermost first: request ids and response counts see every response, 413s included.
     app.add_middleware(
         BodyLimitMiddleware,

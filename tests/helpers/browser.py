@@ -1,0 +1,38 @@
+"""Real headless Chromium (Debian's `chromium` package) driven by Playwright.
+
+Never a browser that Playwright downloads: CI installs the distribution's build (`.ci/run`),
+which is what an operator's machine runs too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from playwright.sync_api import Browser, sync_playwright
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+_ARGS = [
+    "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    # Audio starts without a click, and the microphone is a fake device that needs no prompt.
+    "--autoplay-policy=no-user-gesture-required",
+    "--use-fake-device-for-media-stream",
+    "--use-fake-ui-for-media-stream",
+]
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
