@@ -283,7 +283,9 @@ async function speak() {
     const serverTtfa = response.headers.get("x-speechgate-time-to-first-audio-ms");
     const engineRtf = response.headers.get("x-speechgate-real-time-factor");
     if (serverTtfa) $("ttfa-server").textContent = `server ${Number(serverTtfa).toFixed(0)} ms`;
-    $("rtf-engine").textContent = engineRtf ? `engine ${Number(engineRtf).toFixed(1)}× recently` : "";
+    $("rtf-engine").textContent = engineRtf
+      ? `engine ${Number(engineRtf).toFixed(1)}× recently`
+      : "audio ÷ time to receive it";
     for await (const event of sseEvents(response.body)) {
       if (event.type === "speech.audio.delta") {
         player.push(base64Bytes(event.audio));

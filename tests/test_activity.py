@@ -1,0 +1,61 @@
+"""The in-memory log of recent requests behind the live operator view."""
+
+from __future__ import annotations
+
+import pytest
+
+from speechgate.activity import BUCKET_SECONDS, WINDOW_SECONDS, Latency, RecentRequests
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_no_requests_yet() -> None:
+    summary = RecentRequests(Clock()).summary()
+    assert (summary.requests, summary.incomplete, summary.audio_seconds) == (0, 0, 0.0)
+    assert summary.time_to_first_audio_ms is None
+    assert summary.duration_ms is None
+    assert [b.seconds_ago for b in summary.buckets] == list(
+        range(WINDOW_SECONDS, 0, -BUCKET_SECONDS)
+    )
+    assert all(b.requests == 0 and b.time_to_first_audio_ms is None for b in summary.buckets)
+
+
+def test_requests_land_in_the_bucket_of_their_age() -> None:
+    clock = Clock()
+    recent = RecentRequests(clock)
+    recent.record("piper", 0.1, 1.0, 3.0, completed=True)
+    clock.now += 25  # that one is now 25 s old: in the bucket that starts 30 s ago
+    recent.record("piper", 0.3, 2.0, 4.0, completed=True)
+    recent.record("espeak", 0.2, 0.5, 0.5, completed=False)
+    summary = recent.summary()
+
+    newest, older = summary.buckets[-1], summary.buckets[-3]
+    assert (newest.seconds_ago, newest.requests, newest.incomplete) == (10, 2, 1)
+    assert newest.audio_seconds == pytest.approx(4.5)
+    assert newest.time_to_first_audio_ms == Latency(250.0, 295.0)
+    assert (older.seconds_ago, older.requests, older.audio_seconds) == (30, 1, 3.0)
+    assert sum(b.requests for b in summary.buckets) == summary.requests == 3
+    assert summary.incomplete == 1
+    assert summary.audio_seconds == pytest.approx(7.5)
+    assert summary.time_to_first_audio_ms == Latency(200.0, 290.0)
+    # Only requests that ran to the end say how long a request takes.
+    assert summary.duration_ms == Latency(1500.0, 1950.0)
+
+
+def test_requests_older_than_the_window_drop_out() -> None:
+    clock = Clock()
+    recent = RecentRequests(clock)
+    recent.record("piper", 0.1, 1.0, 3.0, completed=True)
+    clock.now += WINDOW_SECONDS
+    assert recent.summary().buckets[0].requests == 1  # the oldest bucket, still in the window
+    clock.now += 0.5
+    recent.record("piper", 0.2, 1.0, 2.0, completed=True)
+    summary = recent.summary()
+    assert summary.requests == 1
+    assert summary.audio_seconds == 2.0
