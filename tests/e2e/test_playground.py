@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, Route, expect
+from playwright.sync_api import Browser, Page, Request, Route, expect
 
 from tests.conftest import make_settings
 from tests.helpers.audio import decode_audio
@@ -180,6 +180,42 @@ def test_a_401_is_shown_with_what_to_do(page: Page) -> None:
     expect(error).to_contain_text("Unauthorized (401).")
     expect(error).to_contain_text("Incorrect API key provided.")
     expect(error).to_contain_text("Enter a valid API key")
+
+
+def test_a_recording_is_sent_as_openais_voice_upload(page: Page) -> None:
+    """Records from Chromium's fake microphone and posts it to `POST /v1/audio/voices` in
+    OpenAI's multipart shape; the page then shows what the server answered."""
+    sent: list[tuple[Request, bytes | None]] = []
+
+    def look(route: Route) -> None:
+        # The body is readable here (not on the finished request); it goes on to the server.
+        if route.request.method == "POST":
+            sent.append((route.request, route.request.post_data_buffer))
+        route.continue_()
+
+    page.route("**/v1/audio/voices", look)
+    page.click("#record")
+    expect(page.locator("#clone-state")).to_contain_text("Recording\u2026 1 s")
+    page.click("#record")
+    expect(page.locator("#clone-preview")).to_be_visible()
+    page.fill("#clone-name", "microphone")
+    with page.expect_response(
+        lambda response: (
+            response.url.endswith("/v1/audio/voices") and response.request.method == "POST"
+        )
+    ) as answered:
+        page.click("#clone")
+    answer = answered.value
+    [(request, body)] = sent
+    assert request.headers["content-type"].startswith("multipart/form-data; boundary=")
+    assert body is not None
+    assert b'name="name"\r\n\r\nmicrophone\r\n' in body
+    assert b'name="audio_sample"; filename="recording.webm"' in body
+    assert b"webm" in body  # the recording's own container header
+    if answer.ok:
+        expect(page.locator("#clone-state")).to_contain_text("Created")
+    else:
+        expect(page.locator("#clone-error")).to_contain_text(answer.json()["error"]["message"])
 
 
 @pytest.mark.skip(reason="POST /v1/audio/voices (voice cloning, issue 5) is not on main yet")

@@ -57,12 +57,12 @@ function showError(box, error) {
   const title = document.createElement("strong");
   if (error instanceof ApiError) {
     title.textContent = error.status === 401 ? "Unauthorized (401)." : `Error ${error.status}.`;
-    box.append(title, error.message);
+    box.append(title, " ", error.message);
     if (error.param) box.append(` (field: ${error.param})`);
     if (error.status === 401) box.append(" Enter a valid API key at the top of the page.");
   } else {
     title.textContent = "Error.";
-    box.append(title, String(error.message || error));
+    box.append(title, " ", String(error.message || error));
   }
   box.hidden = false;
 }
@@ -201,9 +201,11 @@ async function loadModels() {
   const current = select.value;
   select.replaceChildren(...data.map((model) => option(model.id, model.id)));
   if (data.some((model) => model.id === current)) select.value = current;
-  // Cloning: show the panel's hint for the engines that say they can clone, if any do.
+  // Cloning: where the server says which models can clone, show the panel only if one can;
+  // where it does not say, show it and let the server's answer speak.
   const cloning = data.filter((model) => model.cloning).map((model) => model.id);
-  if (cloning.length) $("clone-hint").textContent = `Engines that can clone: ${cloning.join(", ")}.`;
+  $("clone-card").hidden = data.some((model) => "cloning" in model) && !cloning.length;
+  if (cloning.length) $("clone-hint").textContent = `Models that can clone: ${cloning.join(", ")}.`;
 }
 
 async function loadVoices(select = null) {
