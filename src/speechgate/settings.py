@@ -179,6 +179,11 @@ class Settings(BaseSettings):
     """Seconds to wait for the LLM server to connect or to send its next bytes. A streamed
     completion may take longer in all, as long as tokens keep coming."""
 
+    # --- web playground ---
+    playground: bool = True
+    """Serve the web playground and live operator view at `/` (its JSON, `GET /v1/status`, is
+    served either way)."""
+
     @model_validator(mode="before")
     @classmethod
     def _split_lists(cls, data: object) -> object:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.helpers.server import RunningServer
+from tests.conftest import make_settings
+from tests.helpers.server import RunningServer, running_server
 
 pytestmark = pytest.mark.slow
 
@@ -32,3 +33,12 @@ def test_the_page_is_not_in_the_api_document(server: RunningServer) -> None:
     paths = httpx.get(f"{server.url}/openapi.json", timeout=10).json()["paths"]
     assert "/" not in paths
     assert "/v1/status" in paths
+
+
+def test_the_page_can_be_turned_off() -> None:
+    with running_server(
+        make_settings(engines=["espeak"], default_engine="espeak", workers=1, playground=False)
+    ) as server:
+        assert httpx.get(f"{server.url}/", timeout=10).status_code == 404
+        assert httpx.get(f"{server.url}/web/playground.js", timeout=10).status_code == 404
+        assert httpx.get(f"{server.url}/v1/status", timeout=10).status_code == 200

@@ -53,7 +53,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(ops.router)
     app.include_router(chat.router)
     app.include_router(status.router)
-    web.install(app)
+    if settings.playground:
+        web.install(app)
     # Added innermost first: request ids and response counts see every response, 413s included.
     app.add_middleware(
         BodyLimitMiddleware,
