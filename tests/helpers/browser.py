@@ -30,6 +30,8 @@ _ARGS = [
 
 @contextmanager
 def chromium() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        raise RuntimeError(f"{CHROMIUM} is missing: `apt-get install chromium` (.ci/run does)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=_ARGS)
         try:

@@ -32,8 +32,8 @@ class Status(BaseModel):
     ready: bool
     engines: list[EngineStatus]
     recent: Summary = Field(
-        description="Speech requests that reached their first audio, over the last minutes; "
-        "`incomplete` ones failed or lost their client mid-stream."
+        description="`POST /v1/audio/speech` requests that reached their first audio, over "
+        "the last minutes; `incomplete` ones failed or lost their client mid-stream."
     )
 
 

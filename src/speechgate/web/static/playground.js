@@ -56,7 +56,9 @@ function showError(box, error) {
   box.replaceChildren();
   const title = document.createElement("strong");
   if (error instanceof ApiError) {
-    title.textContent = error.status === 401 ? "Unauthorized (401)." : `Error ${error.status}.`;
+    if (error.status === 401) title.textContent = "Unauthorized (401).";
+    else if (error.status) title.textContent = `Error ${error.status}.`;
+    else title.textContent = "Synthesis failed.";
     box.append(title, " ", error.message);
     if (error.param) box.append(` (field: ${error.param})`);
     if (error.status === 401) box.append(" Enter a valid API key at the top of the page.");
@@ -275,6 +277,7 @@ async function speak() {
   const started = performance.now();
   let first = null;
   let deltas = 0;
+  let finished = false;
   try {
     const response = await request("/v1/audio/speech", {
       method: "POST",
@@ -299,13 +302,16 @@ async function speak() {
         }
         $("audio-length").textContent = `${player.seconds.toFixed(2)} s`;
       } else if (event.type === "speech.audio.done") {
+        finished = true;
         const elapsed = (performance.now() - started) / 1000;
         $("rtf").textContent = `${(player.seconds / elapsed).toFixed(1)}×`;
         $("audio-usage").textContent = `${event.usage.input_tokens} characters in`;
       } else if (event.type === "error") {
-        throw new ApiError(500, event.error);
+        // The response had started (200), so the failure comes as an event with no status.
+        throw new ApiError(null, event.error);
       }
     }
+    if (!finished) throw new Error("The stream ended before the audio was complete.");
     state.last = { player, body };
     // How the audio arrived, for anyone checking that it really streamed (the browser tests).
     Object.assign($("player").dataset, {
@@ -313,6 +319,8 @@ async function speak() {
       firstAudioMs: first === null ? "" : first.toFixed(1),
       streamMs: (performance.now() - started).toFixed(1),
     });
+    const previous = $("player").src;
+    if (previous.startsWith("blob:")) URL.revokeObjectURL(previous);
     $("player").src = URL.createObjectURL(player.wav());
     $("download").disabled = false;
     $("speak-state").textContent = "Done.";
