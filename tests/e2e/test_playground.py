@@ -35,8 +35,10 @@ TEXT = (
 
 NOTHING_YET = "\u2013"  # what a figure shows before there is one
 
-# The page answers from the server within this, on a busy 2-core machine.
+# The page answers from the server within this, on a busy 2-core machine (actions and
+# `expect` both retry until then; neither sleeps longer than it has to).
 TIMEOUT_MS = 60_000
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def browser() -> Iterator[Browser]:
 
 
 def open_page(browser: Browser, url: str) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    context = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-US")
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
@@ -180,6 +182,37 @@ def test_a_401_is_shown_with_what_to_do(page: Page) -> None:
     expect(error).to_contain_text("Unauthorized (401).")
     expect(error).to_contain_text("Incorrect API key provided.")
     expect(error).to_contain_text("Enter a valid API key")
+
+
+def test_usage_for_the_key_is_shown_when_the_server_reports_it(page: Page) -> None:
+    # This server has no keys; the browser answers `GET /v1/usage` as a server with keys on
+    # does (issue 6's report: `{"start", "end", "total", "lines"}`), to check the panel.
+    total = {
+        "model": "*",
+        "provider": "*",
+        "requests": 12,
+        "errors": 1,
+        "aborted": 0,
+        "characters": 4321,
+        "audio_seconds": 280.5,
+        "cost_usd": 0.0,
+        "cost_per_1k_characters_usd": 0.0,
+        "reference_costs_usd": {"OpenAI tts-1": 0.064815},
+    }
+    report = {"start": "2026-11-01T00:00:00", "end": "2026-11-30T00:00:00", "total": total}
+    page.route(
+        "**/v1/usage?*",
+        lambda route: route.fulfill(content_type="application/json", body=json.dumps(report)),
+    )
+    usage = page.locator("#usage")
+    expect(usage).to_be_hidden()  # no key, no usage
+    page.fill("#api-key", "sk-sg-test")
+    page.click("#key-form button[type=submit]")
+    expect(usage).to_be_visible()
+    expect(usage).to_contain_text("4,321")
+    expect(usage).to_contain_text("280.5 s")
+    expect(usage).to_contain_text("121 failed")
+    expect(usage).to_contain_text("At OpenAI tts-1$0.0648")
 
 
 def test_a_recording_is_sent_as_openais_voice_upload(page: Page) -> None:

@@ -461,14 +461,31 @@ function renderStatus(status) {
   drawChart(recent);
 }
 
-const USAGE_FIELDS = [
-  ["characters", "Characters"],
-  ["input_characters", "Characters"],
-  ["audio_seconds", "Audio seconds"],
-  ["requests", "Requests"],
-  ["errors", "Errors"],
-  ["cost", "Cost"],
-];
+// `GET /v1/usage` (keys on): this key's totals for the month, as `{"total": {...}}`.
+function usageFigures(total) {
+  const figures = [
+    ["Characters", total.characters.toLocaleString("en-US")],
+    ["Audio", `${total.audio_seconds.toFixed(1)} s`],
+    ["Requests", String(total.requests), total.errors ? `${total.errors} failed` : ""],
+    ["Cost", `$${total.cost_usd.toFixed(4)}`],
+  ];
+  // What the same characters would have cost elsewhere, at the server's reference prices.
+  for (const [name, usd] of Object.entries(total.reference_costs_usd ?? {})) {
+    figures.push([`At ${name}`, `$${usd.toFixed(4)}`]);
+  }
+  return figures.map(([label, value, detail = ""]) => {
+    const cell = document.createElement("div");
+    const dt = document.createElement("dt");
+    dt.textContent = label;
+    const dd = document.createElement("dd");
+    dd.textContent = value;
+    const small = document.createElement("small");
+    small.className = "muted";
+    small.textContent = detail;
+    cell.append(dt, dd, small);
+    return cell;
+  });
+}
 
 async function pollUsage() {
   const panel = $("usage");
@@ -477,21 +494,11 @@ async function pollUsage() {
     return;
   }
   try {
-    const usage = await getJSON("/v1/usage?period=current_month");
-    const totals = usage.totals ?? usage;
-    const figures = USAGE_FIELDS.filter(([field]) => typeof totals[field] === "number").map(([field, label]) => {
-      const cell = document.createElement("div");
-      const dt = document.createElement("dt");
-      dt.textContent = label;
-      const dd = document.createElement("dd");
-      dd.textContent = Number.isInteger(totals[field]) ? String(totals[field]) : totals[field].toFixed(2);
-      cell.append(dt, dd);
-      return cell;
-    });
-    $("usage-figures").replaceChildren(...figures);
-    panel.hidden = figures.length === 0;
+    const { total } = await getJSON("/v1/usage?period=current_month");
+    $("usage-figures").replaceChildren(...usageFigures(total));
+    panel.hidden = false;
   } catch {
-    // No usage reports on this server (keys off, or an older server): nothing to show.
+    // No usage reports here (keys off, or a server without them): nothing to show.
     panel.hidden = true;
   }
 }
