@@ -211,7 +211,9 @@ def test_usage_for_the_key_is_shown_when_the_server_reports_it(page: Page) -> No
     expect(usage).to_be_visible()
     expect(usage).to_contain_text("4,321")
     expect(usage).to_contain_text("280.5 s")
-    expect(usage).to_contain_text("121 failed")
+    requests = usage.locator("div").filter(has=page.locator("dt", has_text="Requests"))
+    expect(requests.locator("dd")).to_have_text("12")
+    expect(requests.locator("small")).to_have_text("1 failed")
     expect(usage).to_contain_text("At OpenAI tts-1$0.0648")
 
 
