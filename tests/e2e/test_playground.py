@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -20,9 +19,6 @@ from tests.helpers.server import RunningServer, running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-# A tiny random-weight pocket-tts model (a module-scoped fixture), for the cloning test.
-with contextlib.suppress(pytest.skip.Exception):
-    from tests.engines.test_pocket import model_dir  # noqa: F401
 
 # A stable place for the screenshot of a real synthesis (bench/results/ is not committed;
 # docs/playground.png is a copy of it).
@@ -217,9 +213,76 @@ def test_usage_for_the_key_is_shown_when_the_server_reports_it(page: Page) -> No
     expect(usage).to_contain_text("At OpenAI tts-1$0.0648")
 
 
-def test_a_recording_is_sent_as_openais_voice_upload(page: Page) -> None:
+def test_no_cloning_panel_without_a_model_that_clones(page: Page) -> None:
+    expect(page.locator("#clone-card")).to_be_hidden()
+
+
+@pytest.fixture(scope="module")
+def cloning_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """Piper and pocket-tts (the tiny random-weight model, which can clone), one worker each."""
+    pytest.importorskip("pocket_tts")
+    from tests.helpers.pocket import build_tiny_model
+
+    model = build_tiny_model(tmp_path_factory.mktemp("pocket-model"))
+    options = {"pocket": {"config": str(model / "config.yaml"), "eos_threshold": "1e9"}}
+    settings = make_settings(
+        engines=["piper", "pocket"],
+        workers=1,
+        engine_options=options,
+        data_dir=tmp_path_factory.mktemp("data"),
+    )
+    with running_server(settings) as server:
+        yield server
+
+
+@pytest.fixture
+def cloning_page(browser: Browser, cloning_server: RunningServer) -> Iterator[Page]:
+    yield from open_page(browser, cloning_server.url)
+
+
+def test_clone_a_voice_from_a_clip_and_speak_with_it(
+    cloning_page: Page, cloning_server: RunningServer, tmp_path: Path
+) -> None:
+    page = cloning_page
+    clip = httpx.post(
+        f"{cloning_server.url}/v1/audio/speech",
+        json={"model": "piper", "voice": "alloy", "input": TEXT, "response_format": "wav"},
+        timeout=60,
+    )
+    clip.raise_for_status()
+    (tmp_path / "clip.wav").write_bytes(clip.content)
+
+    expect(page.locator("#clone-card")).to_be_visible()
+    expect(page.locator("#clone-hint")).to_contain_text("new voice for pocket")
+    page.select_option("#model", "pocket")
+    page.fill("#clone-name", "playground-voice")
+    page.set_input_files("#clone-file", str(tmp_path / "clip.wav"))
+    page.click("#clone")
+    expect(page.locator("#clone-state")).to_contain_text("Created \u201cplayground-voice\u201d")
+    expect(page.locator("#clone-error")).to_be_hidden()
+    # Listed by the server, and selected for the model it speaks on.
+    expect(page.locator("#model")).to_have_value("pocket")
+    expect(page.locator("#voice option:checked")).to_have_text("playground-voice \u00b7 cloned")
+    voice_id = page.locator("#voice").input_value()
+    assert voice_id.startswith("voice_")
+    listed = httpx.get(f"{cloning_server.url}/v1/audio/voices?model=pocket", timeout=10).json()
+    assert voice_id in {voice["id"] for voice in listed["voices"]}
+
+    page.fill("#text", "Spoken in the cloned voice.")
+    page.click("#speak")
+    expect(page.locator("#ttfa")).to_have_text(re.compile(r"^\d+ ms$"))
+    page.wait_for_function("document.getElementById('player').duration > 0")
+    expect(page.locator("#speak-error")).to_be_hidden()
+    audio = decode_audio(player_wav(page), "wav")
+    assert audio.duration > 0.5
+    assert audio.rms > 0.001
+    page.screenshot(path=str(SCREENSHOT.with_name("playground-cloning.png")), full_page=True)
+
+
+def test_a_recording_is_sent_as_openais_voice_upload(cloning_page: Page) -> None:
     """Records from Chromium's fake microphone and posts it to `POST /v1/audio/voices` in
     OpenAI's multipart shape; the page then shows what the server answered."""
+    page = cloning_page
     sent: list[tuple[Request, bytes | None]] = []
 
     def look(route: Route) -> None:
@@ -229,6 +292,7 @@ def test_a_recording_is_sent_as_openais_voice_upload(page: Page) -> None:
         route.continue_()
 
     page.route("**/v1/audio/voices", look)
+    page.select_option("#model", "pocket")
     page.click("#record")
     expect(page.locator("#clone-state")).to_contain_text("Recording\u2026 1 s")
     page.click("#record")
@@ -245,40 +309,11 @@ def test_a_recording_is_sent_as_openais_voice_upload(page: Page) -> None:
     assert request.headers["content-type"].startswith("multipart/form-data; boundary=")
     assert body is not None
     assert b'name="name"\r\n\r\nmicrophone\r\n' in body
+    assert b'name="model"\r\n\r\npocket\r\n' in body
     assert b'name="audio_sample"; filename="recording.webm"' in body
     assert b"webm" in body  # the recording's own container header
     if answer.ok:
         expect(page.locator("#clone-state")).to_contain_text("Created")
     else:
+        # About a second of Chromium's fake microphone beeps: too little speech to clone.
         expect(page.locator("#clone-error")).to_contain_text(answer.json()["error"]["message"])
-
-
-@pytest.mark.skip(reason="POST /v1/audio/voices (voice cloning, issue 5) is not on main yet")
-def test_clone_a_voice_through_the_page(
-    browser: Browser,
-    model_dir: Path,
-    tmp_path: Path,
-) -> None:
-    options = {"pocket": {"config": str(model_dir / "config.yaml"), "eos_threshold": "1e9"}}
-    settings = make_settings(engines=["piper", "pocket"], engine_options=options)
-    with running_server(settings) as server:
-        clip = httpx.post(
-            f"{server.url}/v1/audio/speech",
-            json={"model": "piper", "voice": "alloy", "input": TEXT, "response_format": "wav"},
-            timeout=60,
-        )
-        clip.raise_for_status()
-        (tmp_path / "clip.wav").write_bytes(clip.content)
-        for page in open_page(browser, server.url):
-            page.fill("#clone-name", "playground-voice")
-            page.set_input_files("#clone-file", str(tmp_path / "clip.wav"))
-            page.click("#clone")
-            expect(page.locator("#clone-state")).to_contain_text("Created")
-            expect(page.locator("#clone-error")).to_be_hidden()
-            selected = page.locator("#voice").input_value()
-            assert selected.startswith("voice_")
-            expect(page.locator("#model")).to_have_value("pocket")
-            page.fill("#text", "Spoken in the cloned voice.")
-            page.click("#speak")
-            expect(page.locator("#ttfa")).to_have_text(re.compile(r"^\d+ ms$"))
-            page.wait_for_function("document.getElementById('player').duration > 0")

@@ -203,11 +203,16 @@ async function loadModels() {
   const current = select.value;
   select.replaceChildren(...data.map((model) => option(model.id, model.id)));
   if (data.some((model) => model.id === current)) select.value = current;
-  // Cloning: where the server says which models can clone, show the panel only if one can;
-  // where it does not say, show it and let the server's answer speak.
+  // The cloning panel is for servers with a model that can clone (`cloning: true`).
   const cloning = data.filter((model) => model.cloning).map((model) => model.id);
-  $("clone-card").hidden = data.some((model) => "cloning" in model) && !cloning.length;
-  if (cloning.length) $("clone-hint").textContent = `Models that can clone: ${cloning.join(", ")}.`;
+  $("clone-card").hidden = !cloning.length;
+  $("clone-hint").textContent =
+    `A few seconds (3 or more) of one person speaking make a new voice for ${cloning.join(", ")}.`;
+}
+
+function voiceLabel(voice) {
+  if (voice.type === "audio_sample") return `${voice.name} · cloned`;
+  return voice.language && voice.name !== voice.language ? `${voice.name} · ${voice.language}` : voice.name;
 }
 
 async function loadVoices(select = null) {
@@ -217,9 +222,7 @@ async function loadVoices(select = null) {
   const element = $("voice");
   const current = select ?? element.value;
   element.replaceChildren(
-    ...voices.map((voice) =>
-      option(voice.id, voice.language && voice.name !== voice.language ? `${voice.name} · ${voice.language}` : voice.name),
-    ),
+    ...voices.map((voice) => option(voice.id, voiceLabel(voice))),
   );
   if (voices.some((voice) => voice.id === current)) element.value = current;
 }
@@ -581,6 +584,9 @@ async function cloneVoice() {
   const form = new FormData();
   form.append("name", name);
   form.append("audio_sample", sample.blob, sample.filename);
+  // speechgate's extension: clone for the selected model if it can, else the server picks.
+  const selected = state.models.find((model) => model.id === $("model").value);
+  if (selected?.cloning) form.append("model", selected.id);
   $("clone").disabled = true;
   $("clone-state").textContent = "Creating voice…";
   try {
