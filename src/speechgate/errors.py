@@ -210,3 +210,54 @@ class UpstreamRejected(UpstreamError):
         self.error_type = error_type
         # The upstream's code as it was, even when it had none.
         self.code = code
+
+
+# --- tenancy: keys, limits, quotas --------------------------------------------------------
+
+
+class AuthenticationFailed(SpeechgateError):
+    """No key, or one that is unknown, revoked or expired. OpenAI answers these 401 with
+    type `invalid_request_error` and code `invalid_api_key`."""
+
+    status_code = 401
+    error_type = "invalid_request_error"
+    default_code = "invalid_api_key"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
+class PermissionDenied(SpeechgateError):
+    """A valid key asking for something it is not allowed (a model, the admin API)."""
+
+    status_code = 403
+    error_type = "permission_error"
+    default_code = "permission_denied"
+
+
+class RateLimited(SpeechgateError):
+    """A key over its requests-per-second or concurrency limit."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
+    default_code = "rate_limit_exceeded"
+
+    def __init__(
+        self,
+        message: str,
+        retry_after: float,
+        *,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            message, code=code, headers={**(headers or {}), **_retry_headers(retry_after)}
+        )
+        self.retry_after = retry_after
+
+
+class InsufficientQuota(RateLimited):
+    """A key whose monthly character quota cannot cover the request (OpenAI's type and code)."""
+
+    error_type = "insufficient_quota"
+    default_code = "insufficient_quota"

@@ -62,10 +62,10 @@ class SpeechStream:
         self._on_end = on_end
         self.time_to_first_audio = clock() - started
         self.audio_seconds = 0.0
+        self.completed = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Encoded bytes in order; leaving early (client gone) cancels the job."""
-        completed = False
         try:
             if self._first is not None:
                 self.audio_seconds += self._first.audio_seconds
@@ -74,10 +74,10 @@ class SpeechStream:
                 self.audio_seconds += chunk.audio_seconds
                 if chunk.data:
                     yield chunk.data
-            completed = True
+            self.completed = True
         finally:
             await self._rest.aclose()
-            self._on_end(self, completed)
+            self._on_end(self, self.completed)
 
     @property
     def elapsed(self) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, FilePath, SecretStr, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -179,6 +179,49 @@ class Settings(BaseSettings):
     """Seconds to wait for the LLM server to connect or to send its next bytes. A streamed
     completion may take longer in all, as long as tokens keep coming."""
 
+    # --- tenancy: API keys, per-key limits, usage metering and cost reports ---------------
+
+    auth_mode: Literal["none", "keys"] = "none"
+    """`none`: every /v1 route is open (a laptop). `keys`: /v1 routes need
+    `Authorization: Bearer sk-sg-...`, a key made with `speechgate keys create`."""
+
+    admin_key: SecretStr | None = None
+    """Bearer token for the admin API (/v1/admin/...) and the all-keys usage report; at least
+    32 characters. Unset, the admin API answers 404."""
+
+    database_url: str | None = None
+    """SQLAlchemy URL of the key and usage store, e.g.
+    `postgresql://user:pass@host/speechgate`; default: the SQLite file
+    `<data_dir>/speechgate.db`."""
+
+    usage_metering: bool = True
+    """Record one usage row per speech request (also with auth_mode `none`)."""
+
+    usage_flush_interval: float = Field(default=1.0, gt=0)
+    """Seconds between batched writes of usage records; a crash loses at most this much."""
+
+    key_cache_ttl: float = Field(default=5.0, ge=0)
+    """Seconds a key looked up in the store is trusted before it is read again: how long a
+    `speechgate keys revoke|update` from another process takes to reach a running server
+    (the admin API's changes apply at once)."""
+
+    prices: dict[str, float] = Field(default_factory=dict)
+    """USD per 1M input characters, by `provider/model` or `model` (JSON in the environment),
+    e.g. `{"local/tts-1": 0.5}`; unlisted models cost 0 (local engines)."""
+
+    compute_cost_per_hour: float = Field(default=0.0, ge=0)
+    """USD per hour of synthesis (request time), added to the cost of every request."""
+
+    reference_prices: dict[str, float] = Field(
+        default_factory=lambda: {
+            "OpenAI tts-1": 15.0,
+            "OpenAI tts-1-hd": 30.0,
+            "ElevenLabs Creator": 300.0,
+        }
+    )
+    """USD per 1M characters of other services, for "what this would have cost there" in
+    usage reports (defaults: public list prices)."""
+
     # --- web playground ---
     playground: bool = True
     """Serve the web playground and live operator view at `/` (its JSON, `GET /v1/status`, is
@@ -220,6 +263,17 @@ class Settings(BaseSettings):
         elif not self.llm_base_url.startswith(("http://", "https://")):
             raise ValueError(f"llm_base_url must be an http(s) URL, not {self.llm_base_url!r}")
         return self
+
+    @model_validator(mode="after")
+    def _check_tenancy(self) -> Self:
+        if self.admin_key is not None and len(self.admin_key.get_secret_value()) < 32:
+            raise ValueError("admin_key must be at least 32 characters long")
+        return self
+
+    @property
+    def store_url(self) -> str:
+        """The key and usage store: `database_url`, or SQLite in the data directory."""
+        return self.database_url or f"sqlite:///{self.data_dir / 'speechgate.db'}"
 
     @property
     def voices_dir(self) -> Path:

@@ -5,17 +5,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from speechgate import __version__
-from speechgate.api import catalog, chat, ops, speech, status, stream, voices, web
+from speechgate.api import admin, catalog, chat, ops, speech, status, stream, usage, voices, web
 from speechgate.api.errors import install_error_handlers
 from speechgate.api.middleware import (
     BodyLimitMiddleware,
     RequestIdMiddleware,
     ResponseMetricsMiddleware,
 )
+from speechgate.api.schemas import error_responses
+from speechgate.api.tenancy import UsageMiddleware, authenticate
 from speechgate.llm import LlmRelay
+from speechgate.metering.tenancy import Tenancy
 from speechgate.metrics import Metrics
 from speechgate.runtime import Runtime
 from speechgate.settings import Settings
@@ -26,7 +29,12 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.start(settings, metrics)
+        app.state.tenancy = tenancy = await Tenancy.open(settings)
+        try:
+            runtime = await Runtime.start(settings, metrics)
+        except BaseException:
+            await tenancy.close()
+            raise
         app.state.runtime = runtime
         app.state.llm = llm = LlmRelay.from_settings(settings)
         try:
@@ -35,6 +43,8 @@ def create_app(settings: Settings) -> FastAPI:
             if llm is not None:
                 await llm.aclose()
             await runtime.close()
+            # Last: requests ended above still record their usage, and this writes it.
+            await tenancy.close()
 
     app = FastAPI(
         title="speechgate",
@@ -46,13 +56,22 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     install_error_handlers(app)
-    app.include_router(speech.router)
-    app.include_router(stream.router)
-    app.include_router(catalog.router)
-    app.include_router(voices.router)
+    # Every /v1 route needs a key when auth_mode is `keys`; the admin API needs the admin key.
+    keyed = (
+        speech.router,
+        stream.router,
+        catalog.router,
+        voices.router,
+        chat.router,
+        usage.router,
+        status.router,
+    )
+    for router in keyed:
+        app.include_router(
+            router, dependencies=[Depends(authenticate)], responses=error_responses(401)
+        )
+    app.include_router(admin.router)
     app.include_router(ops.router)
-    app.include_router(chat.router)
-    app.include_router(status.router)
     if settings.playground:
         web.install(app)
     # Added innermost first: request ids and response counts see every response, 413s included.
@@ -62,6 +81,7 @@ def create_app(settings: Settings) -> FastAPI:
         # An upload's multipart framing and form fields come on top of the file itself.
         max_bytes_by_path={"/v1/audio/voices": settings.clone_max_upload_bytes + 65536},
     )
+    app.add_middleware(UsageMiddleware)
     app.add_middleware(ResponseMetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -22,6 +22,7 @@ from speechgate.api.schemas import (
     error_responses,
     sse_event_schema,
 )
+from speechgate.api.tenancy import admit_speech
 from speechgate.audio.formats import AudioFormat
 from speechgate.errors import SpeechgateError, UnsupportedMediaType
 from speechgate.service import SpeechService, SpeechStream
@@ -85,7 +86,7 @@ _SSE_CONTENT = {"text/event-stream": {"schema": sse_event_schema()}}
     response_class=StreamingResponse,
     responses={
         200: {"description": "The audio, streamed.", "content": _AUDIO_CONTENT | _SSE_CONTENT},
-        **error_responses(400, 404, 413, 415, 429, 500, 503),
+        **error_responses(400, 401, 403, 404, 413, 415, 429, 500, 503),
     },
     dependencies=[Depends(require_json)],
 )
@@ -94,12 +95,15 @@ async def create_speech(
     request: Request,
     service: Annotated[SpeechService, Depends(get_service)],
 ) -> Response:
+    meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
     plan = service.plan(body)
+    meter.engine = plan.engine
     try:
         stream = await unless_disconnected(request, service.open(plan))
     except ClientGone:
         # Nobody is listening; 499 (nginx's "client closed request") only reaches the logs.
         return Response(status_code=499)
+    meter.stream = stream
     headers = {
         "x-speechgate-time-to-first-audio-ms": f"{stream.time_to_first_audio * 1000:.1f}",
         "x-speechgate-engine": plan.engine,

@@ -1,0 +1,175 @@
+"""Keys, limits and metering at the HTTP edge.
+
+`UsageMiddleware` gives every speech request a `Meter` and, when the request is over
+(answered, failed or abandoned by its client), frees its limits and records its usage.
+`authenticate` guards the /v1 routes; `admit_speech` applies a key's limits to one speech
+request; `require_admin` guards the admin API.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import WebSocketException
+from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from speechgate.errors import AuthenticationFailed, NotConfigured, PermissionDenied, SpeechgateError
+from speechgate.metering.keys import bearer_token
+from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
+from speechgate.metering.tenancy import Admission, Principal, Tenancy
+from speechgate.service import SpeechStream
+
+# Routing (which engine or upstream serves a model) will name the provider; until then every
+# request is served by this server's own engines.
+LOCAL_PROVIDER = "local"
+_METERED = {("POST", "/v1/audio/speech")}
+_WS_POLICY_VIOLATION = 1008
+
+
+@dataclass
+class Meter:
+    """What is known about one speech request so far; filled in as it goes."""
+
+    request_id: str
+    started: float
+    principal: Principal | None = None
+    model: str = ""
+    voice: str = ""
+    characters: int = 0
+    engine: str = ""
+    provider: str = LOCAL_PROVIDER
+    stream: SpeechStream | None = None
+    admission: Admission | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def get_tenancy(connection: HTTPConnection) -> Tenancy:
+    tenancy: Tenancy = connection.app.state.tenancy
+    return tenancy
+
+
+async def authenticate(connection: HTTPConnection) -> Principal:
+    """The /v1 routes' guard: who is asking (401 if keys are required and this one is not
+    good). A WebSocket is refused at the handshake."""
+    tenancy = get_tenancy(connection)
+    try:
+        principal = await tenancy.authenticate(connection.headers.get("authorization"))
+    except SpeechgateError as error:
+        if connection.scope["type"] == "websocket":
+            raise WebSocketException(_WS_POLICY_VIOLATION, error.message) from None
+        raise
+    connection.state.principal = principal
+    meter: Meter | None = getattr(connection.state, "meter", None)
+    if meter is not None:
+        meter.principal = principal
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(authenticate)]
+
+
+async def require_admin(request: Request) -> Principal:
+    """The admin API's guard: the admin key, and nothing else."""
+    tenancy = get_tenancy(request)
+    if not tenancy.admin_enabled:
+        raise NotConfigured(
+            "The admin API is off: set SPEECHGATE_ADMIN_KEY to turn it on.",
+            code="admin_not_configured",
+        )
+    token = bearer_token(request.headers.get("authorization"))
+    if tenancy.is_admin(token):
+        return await tenancy.authenticate(request.headers.get("authorization"))
+    if token is None:
+        raise AuthenticationFailed("The admin API needs 'Authorization: Bearer <admin key>'.")
+    raise PermissionDenied("The admin API needs the admin key.", code="admin_key_required")
+
+
+async def admit_speech(request: Request, model: str, voice: str, characters: int) -> Meter:
+    """Apply the caller's limits to a speech request (403 or 429 if it may not run now)."""
+    meter: Meter = request.state.meter
+    meter.model, meter.voice, meter.characters = model, voice, characters
+    principal: Principal = request.state.principal
+    admission = await get_tenancy(request).admit(principal, model, characters)
+    meter.admission = admission
+    meter.headers = admission.headers
+    return meter
+
+
+class UsageMiddleware:
+    """One usage record for every speech request, whatever its end."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or (scope["method"], scope["path"]) not in _METERED:
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        meter = Meter(state.get("request_id", ""), time.perf_counter())
+        state["meter"] = meter
+        status: int | None = None
+        client_left = False
+
+        async def watch_receive() -> Message:
+            nonlocal client_left
+            message = await receive()
+            client_left = client_left or message["type"] == "http.disconnect"
+            return message
+
+        async def watch_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                # The key's limits, as OpenAI sends them: on every answer, errors included.
+                headers = MutableHeaders(scope=message)
+                for name, value in meter.headers.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        failed = False
+        try:
+            await self.app(scope, watch_receive, watch_send)
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            self._finish(scope, meter, _outcome(meter, status, failed, client_left))
+
+    def _finish(self, scope: Scope, meter: Meter, status: int) -> None:
+        tenancy: Tenancy | None = getattr(scope["app"].state, "tenancy", None)
+        if tenancy is None:
+            return
+        record = UsageRecord(
+            at=tenancy.now(),
+            request_id=meter.request_id,
+            key_id=meter.principal.key_id if meter.principal else None,
+            model=meter.model,
+            provider=meter.provider,
+            engine=meter.engine,
+            voice=meter.voice,
+            characters=meter.characters,
+            audio_seconds=meter.stream.audio_seconds if meter.stream else 0.0,
+            time_to_first_audio=meter.stream.time_to_first_audio if meter.stream else None,
+            total_seconds=time.perf_counter() - meter.started,
+            status=status,
+        )
+        if meter.admission is not None:
+            tenancy.release(meter.admission, record.billable)
+        tenancy.record(record)
+
+
+def _outcome(meter: Meter, status: int | None, failed: bool, client_left: bool) -> int:
+    """The status to record: the response's, unless its audio was cut short."""
+    if status is None:
+        return CLIENT_CLOSED if client_left and not failed else 500
+    if meter.stream is None or meter.stream.completed or status >= 400:
+        return status
+    # Headers said 200, but the audio stopped early: the client left, or synthesis failed
+    # (an exception here, or an error event inside a server-sent-event stream).
+    return CLIENT_CLOSED if client_left and not failed else 500

@@ -1,0 +1,104 @@
+"""Per-key limits, in memory: a token bucket, a concurrency cap, a monthly character quota.
+
+Pure state machines over an injected clock; nothing here does I/O or sleeps. One server
+process enforces them for the requests it serves (several replicas each enforce their own).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+
+def month_bounds(now: datetime) -> tuple[datetime, datetime]:
+    """The calendar month (UTC) containing `now`: [first day, first day of the next)."""
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    end = (
+        start.replace(year=start.year + 1, month=1)
+        if start.month == 12
+        else start.replace(month=start.month + 1)
+    )
+    return start, end
+
+
+def reset_duration(seconds: float) -> str:
+    """Durations as OpenAI writes them in `x-ratelimit-reset-*`: "20ms", "1s", "6m0s"."""
+    if seconds < 1:
+        return f"{max(0, math.ceil(seconds * 1000))}ms"
+    whole = math.ceil(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_after: float
+    """Seconds until the limit is whole again."""
+    retry_after: float
+    """Seconds until the next request would be allowed (0 when allowed now)."""
+
+
+class TokenBucket:
+    """`rate` requests per second on average, up to `burst` at once."""
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._tokens = float(burst)
+        self._updated = now
+
+    def take(self, now: float) -> Decision:
+        self._tokens = min(self.burst, self._tokens + (now - self._updated) * self.rate)
+        self._updated = now
+        allowed = self._tokens >= 1
+        if allowed:
+            self._tokens -= 1
+        return Decision(
+            allowed=allowed,
+            limit=self.burst,
+            remaining=math.floor(self._tokens),
+            reset_after=(self.burst - self._tokens) / self.rate,
+            retry_after=0.0 if allowed else (1 - self._tokens) / self.rate,
+        )
+
+
+class Quota:
+    """A key's characters in the current month: loaded once from the store, then counted here
+    as requests are admitted (and refunded when one turns out not billable)."""
+
+    def __init__(self, month_start: datetime, used: int) -> None:
+        self.month_start = month_start
+        self.used = used
+
+    def reserve(self, characters: int, limit: int, now: datetime) -> Decision:
+        _, month_end = month_bounds(now)
+        allowed = self.used + characters <= limit
+        if allowed:
+            self.used += characters
+        return Decision(
+            allowed=allowed,
+            limit=limit,
+            remaining=max(0, limit - self.used),
+            reset_after=(month_end - now).total_seconds(),
+            retry_after=0.0 if allowed else (month_end - now).total_seconds(),
+        )
+
+    def refund(self, characters: int, month_start: datetime) -> None:
+        if month_start == self.month_start:
+            self.used = max(0, self.used - characters)
+
+
+@dataclass
+class KeyState:
+    """Everything a server process tracks for one key."""
+
+    bucket: TokenBucket | None = None
+    in_flight: int = 0
+    quota: Quota | None = None

@@ -1,0 +1,1 @@
+"""Alembic migrations of the store; `Store.migrate` runs them to head."""

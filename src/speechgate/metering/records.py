@@ -1,0 +1,37 @@
+"""What one speech request used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+# The status recorded for a client that left before its audio was complete (nginx's
+# "client closed request"): the work done until then is still billed.
+CLIENT_CLOSED = 499
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    at: datetime
+    """When the request ended, UTC (naive: every time in the store is UTC)."""
+    request_id: str
+    key_id: str | None
+    model: str
+    provider: str
+    engine: str
+    voice: str
+    characters: int
+    audio_seconds: float
+    time_to_first_audio: float | None
+    total_seconds: float
+    status: int
+
+    @property
+    def billable(self) -> bool:
+        """Did the request use an engine? Successes and client aborts did; errors did not."""
+        return self.status < 400 or self.status == CLIENT_CLOSED
+
+
+def naive_utc(moment: datetime) -> datetime:
+    """`moment` as the store keeps times: UTC without an offset (a naive one is taken as UTC)."""
+    return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)

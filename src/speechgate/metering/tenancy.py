@@ -1,0 +1,249 @@
+"""Who is asking and may they: authentication, per-key admission, usage recording.
+
+The request path touches the store only on a key-cache miss and on a key's first request of
+a month (its quota so far), both in a thread; records are written in batches by
+`UsageRecorder`. Everything else is in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from speechgate.errors import AuthenticationFailed, InsufficientQuota, PermissionDenied, RateLimited
+from speechgate.metering.keys import ApiKey, KeyLimits, bearer_token, hash_key, same_secret
+from speechgate.metering.limits import KeyState, Quota, TokenBucket, month_bounds, reset_duration
+from speechgate.metering.records import UsageRecord
+from speechgate.metering.reports import Pricing
+from speechgate.metering.store import Store, StoredKey
+from speechgate.metering.usage import UsageRecorder
+from speechgate.settings import Settings
+
+
+def utc_now() -> datetime:
+    """Now in UTC, naive like every time in the store."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts for: a key, the admin, or anyone (auth mode `none`)."""
+
+    key: ApiKey | None = None
+    admin: bool = False
+
+    @property
+    def key_id(self) -> str | None:
+        return self.key.id if self.key is not None else None
+
+    @property
+    def sees_all_usage(self) -> bool:
+        return self.key is None
+
+
+ANYONE = Principal()
+ADMIN = Principal(admin=True)
+
+
+@dataclass
+class Admission:
+    """A speech request let in: holds its concurrency slot and its reserved characters."""
+
+    state: KeyState | None
+    characters: int
+    month_start: datetime
+    headers: dict[str, str] = field(default_factory=dict)
+    released: bool = False
+
+
+class Tenancy:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        recorder: UsageRecorder | None,
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.recorder = recorder
+        self.clock = clock
+        self.now = now
+        self.pricing = Pricing(
+            settings.prices, settings.compute_cost_per_hour, settings.reference_prices
+        )
+        self._admin_key = settings.admin_key.get_secret_value() if settings.admin_key else None
+        self._keys: dict[str, tuple[float, StoredKey]] = {}
+        self._states: dict[str, tuple[KeyLimits, KeyState]] = {}
+
+    @classmethod
+    async def open(cls, settings: Settings, **clocks: Callable[[], object]) -> Tenancy:
+        """Open (and migrate) the store and start the recorder."""
+        store = Store(settings.store_url)
+        await asyncio.to_thread(store.migrate)
+        recorder = None
+        if settings.usage_metering:
+            recorder = UsageRecorder(store, settings.usage_flush_interval)
+            recorder.start()
+        return cls(settings, store, recorder, **clocks)  # type: ignore[arg-type]
+
+    async def close(self) -> None:
+        if self.recorder is not None:
+            await self.recorder.close()
+        await asyncio.to_thread(self.store.close)
+
+    # --- authentication -------------------------------------------------------------------
+
+    @property
+    def admin_enabled(self) -> bool:
+        return self._admin_key is not None
+
+    def is_admin(self, token: str | None) -> bool:
+        return (
+            token is not None
+            and self._admin_key is not None
+            and same_secret(token, self._admin_key)
+        )
+
+    async def authenticate(self, authorization: str | None) -> Principal:
+        token = bearer_token(authorization)
+        if self.is_admin(token):
+            return ADMIN
+        if self.settings.auth_mode == "none":
+            return ANYONE
+        if token is None:
+            raise AuthenticationFailed(
+                "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'."
+            )
+        key = await self.find_key(token)
+        if key is None or not key.usable_at(self.now()):
+            # One answer for unknown, revoked and expired keys, and never the key itself.
+            raise AuthenticationFailed("Incorrect, revoked or expired API key provided.")
+        return Principal(key)
+
+    async def find_key(self, token: str) -> ApiKey | None:
+        key_hash = hash_key(token)
+        cached = self._keys.get(key_hash)
+        if cached is None or cached[0] <= self.clock():
+            stored = await asyncio.to_thread(self.store.find_key, key_hash)
+            if stored is None:
+                # Unknown keys are not cached: anyone could fill the cache with them.
+                self._keys.pop(key_hash, None)
+                return None
+            cached = (self.clock() + self.settings.key_cache_ttl, stored)
+            self._keys[key_hash] = cached
+        stored = cached[1]
+        # Found by its hash already; compared again in constant time so that no comparison
+        # of secret-derived values anywhere can leak by its timing.
+        return stored.key if same_secret(stored.key_hash, key_hash) else None
+
+    def forget_keys(self) -> None:
+        """Drop cached keys (after an admin change, which must apply at once)."""
+        self._keys.clear()
+
+    # --- admission ------------------------------------------------------------------------
+
+    async def admit(self, principal: Principal, model: str, characters: int) -> Admission:
+        """Check the key's model list and limits for one speech request; raises
+        PermissionDenied, RateLimited or InsufficientQuota."""
+        now = self.now()
+        month_start, _ = month_bounds(now)
+        key = principal.key
+        if key is None:
+            return Admission(None, characters, month_start)
+        if not key.allows_model(model):
+            raise PermissionDenied(
+                f"This API key is not allowed to use the model {model!r}.",
+                param="model",
+                code="model_not_allowed",
+            )
+        limits = key.limits
+        state = self._state(key)
+        headers: dict[str, str] = {}
+        if state.bucket is not None:
+            decision = state.bucket.take(self.clock())
+            headers |= {
+                "x-ratelimit-limit-requests": str(decision.limit),
+                "x-ratelimit-remaining-requests": str(decision.remaining),
+                "x-ratelimit-reset-requests": reset_duration(decision.reset_after),
+            }
+            if not decision.allowed:
+                raise RateLimited(
+                    f"Rate limit reached: {limits.requests_per_second:g} requests per second "
+                    f"(burst {limits.burst or decision.limit}) for this key.",
+                    decision.retry_after,
+                    headers=headers,
+                )
+        if limits.max_concurrent is not None and state.in_flight >= limits.max_concurrent:
+            raise RateLimited(
+                f"Concurrency limit reached: {limits.max_concurrent} requests at once for "
+                "this key.",
+                1.0,
+                code="concurrency_limit_exceeded",
+                headers=headers,
+            )
+        if limits.monthly_characters is not None:
+            quota = await self._quota(key, state, month_start)
+            decision = quota.reserve(characters, limits.monthly_characters, now)
+            headers |= {
+                "x-ratelimit-limit-characters": str(decision.limit),
+                "x-ratelimit-remaining-characters": str(decision.remaining),
+                "x-ratelimit-reset-characters": reset_duration(decision.reset_after),
+            }
+            if not decision.allowed:
+                raise InsufficientQuota(
+                    f"This key's monthly quota of {decision.limit} characters cannot cover "
+                    f"{characters} more ({decision.remaining} left until the month ends).",
+                    decision.retry_after,
+                    headers=headers,
+                )
+        state.in_flight += 1
+        return Admission(state, characters, month_start, headers)
+
+    def release(self, admission: Admission, billable: bool) -> None:
+        """The request ended: free its slot; give its characters back if nothing was spoken."""
+        state = admission.state
+        if admission.released or state is None:
+            return
+        admission.released = True
+        state.in_flight -= 1
+        if not billable and state.quota is not None:
+            state.quota.refund(admission.characters, admission.month_start)
+
+    def _state(self, key: ApiKey) -> KeyState:
+        limits = key.limits
+        known = self._states.get(key.id)
+        if known is not None and known[0] == limits:
+            return known[1]
+        # New key, or its limits changed: start a fresh bucket, keep what is in flight.
+        state = KeyState(in_flight=known[1].in_flight if known else 0)
+        if known is not None:
+            state.quota = known[1].quota
+        rate = limits.requests_per_second
+        if rate is not None:
+            burst = limits.burst or max(1, math.ceil(rate))
+            state.bucket = TokenBucket(rate, burst, self.clock())
+        self._states[key.id] = (limits, state)
+        return state
+
+    async def _quota(self, key: ApiKey, state: KeyState, month_start: datetime) -> Quota:
+        if state.quota is None or state.quota.month_start != month_start:
+            _, month_end = month_bounds(month_start)
+            used = await asyncio.to_thread(
+                self.store.characters_used, key.id, month_start, month_end
+            )
+            # Another request may have loaded it while this one waited for the store.
+            if state.quota is None or state.quota.month_start != month_start:
+                state.quota = Quota(month_start, used)
+        return state.quota
+
+    # --- recording ------------------------------------------------------------------------
+
+    def record(self, record: UsageRecord) -> None:
+        if self.recorder is not None:
+            self.recorder.record(record)

@@ -1,0 +1,69 @@
+"""Usage records, written in batches off the request path.
+
+`record` only appends to a list; a background task writes the list every `interval` seconds
+in a thread, and `close` writes what is left. A crash (not a graceful shutdown) loses at most
+the records of the last interval. A failed write keeps its batch for the next one, up to
+`max_pending` records, after which the oldest are dropped (and counted in the log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from speechgate.metering.records import UsageRecord
+from speechgate.metering.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class UsageRecorder:
+    def __init__(self, store: Store, interval: float, max_pending: int = 100_000) -> None:
+        self._store = store
+        self._interval = interval
+        self._max_pending = max_pending
+        self._pending: list[UsageRecord] = []
+        self._task: asyncio.Task[None] | None = None
+        # One write at a time, so that records reach the store in the order they ended.
+        self._writing = asyncio.Lock()
+        self.written = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._flush_periodically(), name="usage-recorder")
+
+    def record(self, record: UsageRecord) -> None:
+        self._pending.append(record)
+        overflow = len(self._pending) - self._max_pending
+        if overflow > 0:
+            del self._pending[:overflow]
+            log.error("usage store unreachable: dropped %d usage records", overflow)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def flush(self) -> None:
+        """Write every record recorded so far."""
+        async with self._writing:
+            batch, self._pending = self._pending, []
+            try:
+                await asyncio.to_thread(self._store.insert_usage, batch)
+            except Exception:
+                log.exception("writing %d usage records failed; retrying later", len(batch))
+                self._pending[:0] = batch
+                raise
+            self.written += len(batch)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.flush()
+
+    async def _flush_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            with contextlib.suppress(Exception):  # logged by flush; the batch is kept
+                await self.flush()
