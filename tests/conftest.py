@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from speechgate.settings import Settings
+from tests.helpers.postgres import fresh_database, postgres_cluster
 from tests.helpers.server import RunningServer, running_server
 
 # One throw-away data directory for the whole run (engines may assemble models into it).
@@ -49,3 +50,18 @@ def sdk_client(server: RunningServer) -> openai.OpenAI:
 def client(server: RunningServer) -> Iterator[openai.OpenAI]:
     with sdk_client(server) as sdk:
         yield sdk
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A real PostgreSQL server for the whole run, started only if a test asks for it."""
+    with postgres_cluster() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty store on each backend: a new SQLite file, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return fresh_database(request.getfixturevalue("postgres_server"))

@@ -12,9 +12,12 @@ from rich.table import Table
 
 from speechgate.audio.formats import AudioFormat
 from speechgate.errors import SpeechgateError
+from speechgate.metering.cli import keys_app, usage
 from speechgate.settings import Settings
 
 app = typer.Typer(help="OpenAI-compatible speech server for local text-to-speech engines.")
+app.add_typer(keys_app, name="keys")
+app.command()(usage)
 console = Console()
 
 
