@@ -215,6 +215,11 @@ class Tenancy:
         if not billable and state.quota is not None:
             state.quota.refund(admission.characters, admission.month_start)
 
+    def in_flight(self, key_id: str) -> int:
+        """Requests of this key running now (in this process)."""
+        known = self._states.get(key_id)
+        return known[1].in_flight if known is not None else 0
+
     def _state(self, key: ApiKey) -> KeyState:
         limits = key.limits
         known = self._states.get(key.id)
