@@ -1,0 +1,103 @@
+"""`speechgate keys ...` and `speechgate usage`, run as users run them, on both stores."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime
+
+import pytest
+from sqlalchemy import select
+
+from speechgate.metering.keys import hash_key
+from speechgate.metering.records import UsageRecord
+from speechgate.metering.schema import api_keys
+from speechgate.metering.store import Store
+
+pytestmark = pytest.mark.slow
+
+SPEECHGATE = [sys.executable, "-m", "speechgate.cli"]
+
+
+def run(store_url: str, *args: str, ok: bool = True) -> str:
+    env = {**os.environ, "SPEECHGATE_DATABASE_URL": store_url, "COLUMNS": "200"}
+    result = subprocess.run(
+        [*SPEECHGATE, *args], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert (result.returncode == 0) == ok, result.stdout + result.stderr
+    return result.stdout + result.stderr
+
+
+def test_keys_create_list_update_revoke(store_url: str) -> None:
+    created = run(
+        store_url,
+        "keys",
+        "create",
+        "team-a",
+        "--models",
+        "tts-1,espeak",
+        "--rps",
+        "2",
+        "--burst",
+        "4",
+        "--monthly-chars",
+        "5000",
+    )
+    secret = created.strip().splitlines()[-1]
+    assert secret.startswith("sk-sg-")
+    store = Store(store_url)
+    stored = store.find_key(hash_key(secret))
+    assert stored is not None
+    key = stored.key
+    assert key.limits.models == ("tts-1", "espeak") and key.limits.burst == 4
+    with store.engine.connect() as connection:
+        assert connection.execute(select(api_keys.c.key_hash)).scalar_one() == hash_key(secret)
+
+    listed = run(store_url, "keys", "list")
+    assert key.id in listed and "team-a" in listed and key.hint in listed
+    assert secret not in listed
+
+    run(store_url, "keys", "update", key.id, "--max-concurrent", "2", "--unset", "models")
+    updated = store.get_key(key.id)
+    assert updated is not None
+    assert (updated.limits.max_concurrent, updated.limits.models) == (2, None)
+    assert updated.limits.monthly_characters == 5000
+    assert "burst needs" in run(store_url, "keys", "update", key.id, "--unset", "rps", ok=False)
+
+    run(store_url, "keys", "revoke", key.id)
+    revoked = store.get_key(key.id)
+    assert revoked is not None and revoked.revoked_at is not None
+    assert "key_nope" in run(store_url, "keys", "revoke", "key_nope", ok=False)
+    store.close()
+
+
+def test_usage_prints_a_priced_table(store_url: str) -> None:
+    store = Store(store_url)
+    store.migrate()
+    store.insert_usage(
+        [
+            UsageRecord(
+                datetime(2026, 1, 15),
+                f"r{i}",
+                "key_a",
+                "tts-1",
+                "local",
+                "piper",
+                "alloy",
+                200_000,
+                10.0,
+                0.1,
+                1.0,
+                200,
+            )
+            for i in range(5)
+        ]
+    )
+    store.close()
+    table = run(store_url, "usage", "--period", "2026-01")
+    assert "tts-1" in table and "1000000" in table
+    # A million characters at OpenAI tts-1's $15 per million.
+    assert "15.0000" in table
+    assert "1000000" not in run(store_url, "usage", "--period", "2026-02")
+    assert "period" in run(store_url, "usage", "--period", "someday", ok=False)
