@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -29,6 +31,9 @@ def test_environment_is_read_with_the_prefix(monkeypatch: pytest.MonkeyPatch) ->
         {"engine_options": {"festival": {"model": "x"}}},
         {"workers": 0},
         {"port": 70000},
+        {"auth_mode": "tokens"},
+        {"admin_key": "too-short"},
+        {"usage_flush_interval": 0},
     ],
 )
 def test_invalid_combinations_fail_at_start(values: dict[str, object]) -> None:
@@ -40,3 +45,9 @@ def test_worker_count_defaults_to_usable_cores_per_worker() -> None:
     settings = Settings.model_validate({"cores_per_worker": 1})
     assert settings.worker_count >= 1
     assert Settings.model_validate({"workers": 3}).worker_count == 3
+
+
+def test_the_store_defaults_to_sqlite_in_the_data_dir(tmp_path: Path) -> None:
+    assert Settings(data_dir=tmp_path).store_url == f"sqlite:///{tmp_path / 'speechgate.db'}"
+    url = "postgresql://u:p@db/speechgate"
+    assert Settings(data_dir=tmp_path, database_url=url).store_url == url

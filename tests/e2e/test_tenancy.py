@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from speechgate.metering.store import Store
 from speechgate.metering.tenancy import Tenancy
 from tests.conftest import make_settings
 from tests.helpers.audio import decode_audio
@@ -117,9 +119,13 @@ def test_a_key_is_needed_and_works(keyed: RunningServer) -> None:
         assert raised.value.status_code == 401
         assert raised.value.code == "invalid_api_key"
         assert bad not in raised.value.response.text
-    response = httpx.get(f"{keyed.url}/v1/models", timeout=10)
-    assert response.status_code == 401
-    assert response.json()["error"]["code"] == "invalid_api_key"
+    for response in (
+        httpx.get(f"{keyed.url}/v1/models", timeout=10),
+        httpx.get(f"{keyed.url}/v1/usage", timeout=10),
+        httpx.post(f"{keyed.url}/v1/chat/completions", json={}, timeout=10),
+    ):
+        assert response.status_code == 401
+        assert response.json()["error"]["code"] == "invalid_api_key"
 
     _, secret = new_key(keyed)
     with sdk(keyed, secret) as client:
@@ -234,7 +240,7 @@ class Made:
 
 
 def test_usage_totals_equal_the_requests_made(keyed: RunningServer) -> None:
-    key_id, secret = new_key(keyed, models=["espeak"])
+    key_id, secret = new_key(keyed, models=["espeak"], max_concurrent=1)
     made = Made()
     with sdk(keyed, secret) as client:
         for text in (SHORT, "Another short one, a little longer."):
@@ -250,9 +256,10 @@ def test_usage_totals_equal_the_requests_made(keyed: RunningServer) -> None:
                 bad()
             made.requests += 1
             made.errors += 1
-        with held(client):
-            pass
-        made.requests += 1
+        with held(client), pytest.raises(openai.RateLimitError):
+            speak(client)  # over the concurrency cap
+        made.requests += 2
+        made.errors += 1
         made.aborted += 1
         made.characters += len(LONG)
 
@@ -304,3 +311,22 @@ def test_no_key_reaches_the_logs(keyed: RunningServer, caplog: pytest.LogCapture
     logged = caplog.text + " ".join(str(r.args) for r in caplog.records)
     for leaked in (secret, wrong, ADMIN_KEY, secret[len("sk-sg-") :]):
         assert leaked not in logged
+
+
+def test_graceful_shutdown_writes_the_last_records(store_url: str) -> None:
+    settings = make_settings(
+        engines=["espeak"],
+        default_engine="espeak",
+        workers=1,
+        database_url=store_url,
+        usage_flush_interval=3600,  # only the shutdown writes
+    )
+    with running_server(settings) as server, sdk(server, "unused") as client:
+        for text in ("One.", "Two.", "Three."):
+            speak(client, text)
+        assert tenancy(server).recorder is not None
+    store = Store(store_url)
+    [line] = store.usage_totals(datetime(2000, 1, 1), datetime(3000, 1, 1))
+    assert (line.key_id, line.model, line.provider, line.requests) == (None, "espeak", "local", 3)
+    assert line.characters == len("One.Two.Three.")
+    store.close()

@@ -13,7 +13,7 @@ from speechgate.api.schemas import error_responses
 from speechgate.api.tenancy import get_tenancy, require_admin
 from speechgate.errors import NotFound
 from speechgate.metering.keys import ApiKey, KeyLimits, check_limits
-from speechgate.metering.records import naive_utc
+from speechgate.metering.records import aware_utc, naive_utc
 from speechgate.metering.tenancy import Tenancy
 
 router = APIRouter(
@@ -62,14 +62,14 @@ class KeyInfo(KeyLimitsBody):
             id=key.id,
             name=key.name,
             hint=key.hint,
-            created_at=key.created_at,
-            revoked_at=key.revoked_at,
+            created_at=aware_utc(key.created_at),
+            revoked_at=aware_utc(key.revoked_at) if key.revoked_at else None,
             models=list(limits.models) if limits.models is not None else None,
             requests_per_second=limits.requests_per_second,
             burst=limits.burst,
             max_concurrent=limits.max_concurrent,
             monthly_characters=limits.monthly_characters,
-            expires_at=limits.expires_at,
+            expires_at=aware_utc(limits.expires_at) if limits.expires_at else None,
         )
 
 

@@ -139,7 +139,7 @@ class UsageMiddleware:
             failed = True
             raise
         finally:
-            self._finish(scope, meter, _outcome(meter, status, failed, client_left))
+            self._finish(scope, meter, recorded_status(meter, status, failed, client_left))
 
     def _finish(self, scope: Scope, meter: Meter, status: int) -> None:
         tenancy: Tenancy | None = getattr(scope["app"].state, "tenancy", None)
@@ -164,7 +164,7 @@ class UsageMiddleware:
         tenancy.record(record)
 
 
-def _outcome(meter: Meter, status: int | None, failed: bool, client_left: bool) -> int:
+def recorded_status(meter: Meter, status: int | None, failed: bool, client_left: bool) -> int:
     """The status to record: the response's, unless its audio was cut short."""
     if status is None:
         return CLIENT_CLOSED if client_left and not failed else 500

@@ -35,3 +35,8 @@ class UsageRecord:
 def naive_utc(moment: datetime) -> datetime:
     """`moment` as the store keeps times: UTC without an offset (a naive one is taken as UTC)."""
     return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
+
+
+def aware_utc(moment: datetime) -> datetime:
+    """A stored (naive UTC) time with its offset, as RFC 3339 wants it on the wire."""
+    return moment.replace(tzinfo=UTC)

@@ -13,7 +13,7 @@ from datetime import date, datetime, time
 
 from speechgate.errors import InvalidRequest
 from speechgate.metering.limits import month_bounds
-from speechgate.metering.records import naive_utc
+from speechgate.metering.records import aware_utc, naive_utc
 from speechgate.metering.store import UsageTotals
 
 _MILLION = 1_000_000
@@ -139,4 +139,4 @@ class Pricing:
                 groups.items(), key=lambda item: tuple(part or "" for part in item[0])
             )
         ]
-        return UsageReport(start, end, self.line(totals, "*", "*"), lines)
+        return UsageReport(aware_utc(start), aware_utc(end), self.line(totals, "*", "*"), lines)

@@ -82,7 +82,7 @@ class Tenancy:
         self._states: dict[str, tuple[KeyLimits, KeyState]] = {}
 
     @classmethod
-    async def open(cls, settings: Settings, **clocks: Callable[[], object]) -> Tenancy:
+    async def open(cls, settings: Settings) -> Tenancy:
         """Open (and migrate) the store and start the recorder."""
         store = Store(settings.store_url)
         await asyncio.to_thread(store.migrate)
@@ -90,7 +90,7 @@ class Tenancy:
         if settings.usage_metering:
             recorder = UsageRecorder(store, settings.usage_flush_interval)
             recorder.start()
-        return cls(settings, store, recorder, **clocks)  # type: ignore[arg-type]
+        return cls(settings, store, recorder)
 
     async def close(self) -> None:
         if self.recorder is not None:
