@@ -14,7 +14,6 @@ from speechgate.api.tenancy import get_tenancy, require_admin
 from speechgate.errors import NotFound
 from speechgate.metering.keys import ApiKey, KeyLimits, check_limits
 from speechgate.metering.records import aware_utc, naive_utc
-from speechgate.metering.tenancy import Tenancy
 
 router = APIRouter(
     prefix="/v1/admin",
@@ -91,10 +90,9 @@ def _limit_values(body: KeyLimitsBody, only_set: bool) -> dict[str, Any]:
     return values
 
 
-async def _key_or_404(tenancy: Tenancy, key: ApiKey | None, key_id: str) -> ApiKey:
+def _found(key: ApiKey | None, key_id: str) -> ApiKey:
     if key is None:
         raise NotFound(f"No API key with id {key_id!r}.", param="key_id", code="key_not_found")
-    tenancy.forget_keys()
     return key
 
 
@@ -118,22 +116,24 @@ async def list_keys(request: Request) -> KeyList:
 async def get_key(key_id: str, request: Request) -> KeyInfo:
     tenancy = get_tenancy(request)
     key = await asyncio.to_thread(tenancy.store.get_key, key_id)
-    return KeyInfo.of(await _key_or_404(tenancy, key, key_id))
+    return KeyInfo.of(_found(key, key_id))
 
 
 @router.patch("/keys/{key_id}", response_model=KeyInfo, summary="Change a key's name or limits")
 async def update_key(key_id: str, body: KeyUpdate, request: Request) -> KeyInfo:
     tenancy = get_tenancy(request)
-    current = await asyncio.to_thread(tenancy.store.get_key, key_id)
-    current = await _key_or_404(tenancy, current, key_id)
+    current = _found(await asyncio.to_thread(tenancy.store.get_key, key_id), key_id)
     changes = _limit_values(body, only_set=True)
-    check_limits(KeyLimits(**{**current.limits.__dict__, **changes}))
+    check_limits(current.limits.changed(changes))
     key = await asyncio.to_thread(tenancy.store.update_key, key_id, changes, body.name)
-    return KeyInfo.of(await _key_or_404(tenancy, key, key_id))
+    # Admin changes apply at once, not after the key cache's time to live.
+    tenancy.forget_keys()
+    return KeyInfo.of(_found(key, key_id))
 
 
 @router.post("/keys/{key_id}/revoke", response_model=KeyInfo, summary="Revoke a key for good")
 async def revoke_key(key_id: str, request: Request) -> KeyInfo:
     tenancy = get_tenancy(request)
     key = await asyncio.to_thread(tenancy.store.revoke_key, key_id, tenancy.now())
-    return KeyInfo.of(await _key_or_404(tenancy, key, key_id))
+    tenancy.forget_keys()
+    return KeyInfo.of(_found(key, key_id))

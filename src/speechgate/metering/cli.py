@@ -191,7 +191,7 @@ def update(
         console.print(f"[red]error:[/red] no key with id {key_id!r}")
         raise typer.Exit(1)
     try:
-        check_limits(KeyLimits(**{**current.limits.__dict__, **changes}))
+        check_limits(current.limits.changed(changes))
     except SpeechgateError as error:
         raise _fail(error) from None
     key = store.update_key(key_id, changes, name)

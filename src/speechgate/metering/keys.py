@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from speechgate.errors import InvalidRequest
 
@@ -56,6 +58,10 @@ class KeyLimits:
     max_concurrent: int | None = None
     monthly_characters: int | None = None
     expires_at: datetime | None = None
+
+    def changed(self, changes: Mapping[str, Any]) -> KeyLimits:
+        """These limits with some fields replaced (None lifts a limit)."""
+        return replace(self, **changes)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,14 @@ class Decision:
     retry_after: float
     """Seconds until the next request would be allowed (0 when allowed now)."""
 
+    def headers(self, unit: str) -> dict[str, str]:
+        """OpenAI's `x-ratelimit-*-<unit>` headers ("requests" or "characters")."""
+        return {
+            f"x-ratelimit-limit-{unit}": str(self.limit),
+            f"x-ratelimit-remaining-{unit}": str(self.remaining),
+            f"x-ratelimit-reset-{unit}": reset_duration(self.reset_after),
+        }
+
 
 class TokenBucket:
     """`rate` requests per second on average, up to `burst` at once."""

@@ -162,7 +162,7 @@ class Store:
         key = self.get_key(key_id)
         if key is None:
             return None
-        limits = replace(key.limits, **changes)
+        limits = key.limits.changed(changes)
         values = _limit_columns(limits) | ({"name": name} if name is not None else {})
         with self.engine.begin() as connection:
             connection.execute(update(api_keys).where(api_keys.c.id == key_id).values(values))

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from speechgate.errors import AuthenticationFailed, InsufficientQuota, PermissionDenied, RateLimited
 from speechgate.metering.keys import ApiKey, KeyLimits, bearer_token, hash_key, same_secret
-from speechgate.metering.limits import KeyState, Quota, TokenBucket, month_bounds, reset_duration
+from speechgate.metering.limits import KeyState, Quota, TokenBucket, month_bounds
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.reports import Pricing
 from speechgate.metering.store import Store, StoredKey
@@ -167,11 +167,7 @@ class Tenancy:
         headers: dict[str, str] = {}
         if state.bucket is not None:
             decision = state.bucket.take(self.clock())
-            headers |= {
-                "x-ratelimit-limit-requests": str(decision.limit),
-                "x-ratelimit-remaining-requests": str(decision.remaining),
-                "x-ratelimit-reset-requests": reset_duration(decision.reset_after),
-            }
+            headers |= decision.headers("requests")
             if not decision.allowed:
                 raise RateLimited(
                     f"Rate limit reached: {limits.requests_per_second:g} requests per second "
@@ -190,11 +186,7 @@ class Tenancy:
         if limits.monthly_characters is not None:
             quota = await self._quota(key, state, month_start)
             decision = quota.reserve(characters, limits.monthly_characters, now)
-            headers |= {
-                "x-ratelimit-limit-characters": str(decision.limit),
-                "x-ratelimit-remaining-characters": str(decision.remaining),
-                "x-ratelimit-reset-characters": reset_duration(decision.reset_after),
-            }
+            headers |= decision.headers("characters")
             if not decision.allowed:
                 raise InsufficientQuota(
                     f"This key's monthly quota of {decision.limit} characters cannot cover "
