@@ -203,3 +203,21 @@ def test_quota_counts_the_store_and_resets_with_the_month(tenancy: Tenancy, cloc
     assert error.headers["x-ratelimit-reset-characters"] == "1h0m0s"
     clocks.advance(3600)  # February
     asyncio.run(tenancy.admit(principal, "tts-1", 100))
+
+
+def test_concurrent_first_requests_cannot_both_pass_a_cap(tenancy: Tenancy, clocks: Clocks) -> None:
+    # Both wait for the store (the month's quota so far) before their checks.
+    _, secret = tenancy.store.create_key(
+        "a", KeyLimits(max_concurrent=1, monthly_characters=1000), clocks.wall
+    )
+
+    async def both() -> list[object]:
+        principal = await tenancy.authenticate(bearer(secret))
+        return await asyncio.gather(
+            tenancy.admit(principal, "tts-1", 1),
+            tenancy.admit(principal, "tts-1", 1),
+            return_exceptions=True,
+        )
+
+    outcomes = asyncio.run(both())
+    assert sum(isinstance(outcome, RateLimited) for outcome in outcomes) == 1

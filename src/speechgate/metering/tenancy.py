@@ -164,6 +164,11 @@ class Tenancy:
             )
         limits = key.limits
         state = self._state(key)
+        quota = None
+        if limits.monthly_characters is not None:
+            quota = await self._quota(key, state, month_start)
+        # From here to the end nothing awaits: the checks and the counting that follows them
+        # happen at once, so concurrent requests cannot both pass a limit only one fits.
         headers: dict[str, str] = {}
         if state.bucket is not None:
             decision = state.bucket.take(self.clock())
@@ -183,8 +188,7 @@ class Tenancy:
                 code="concurrency_limit_exceeded",
                 headers=headers,
             )
-        if limits.monthly_characters is not None:
-            quota = await self._quota(key, state, month_start)
+        if quota is not None and limits.monthly_characters is not None:
             decision = quota.reserve(characters, limits.monthly_characters, now)
             headers |= decision.headers("characters")
             if not decision.allowed:
