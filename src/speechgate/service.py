@@ -176,17 +176,21 @@ class SpeechService:
     def pool(self, engine: str) -> WorkerPool:
         return self._pools[engine]
 
+    async def prepare(self, plan: SpeechPlan) -> SynthesisRequest:
+        """The request for the engine: with its one-off voice prompt decoded, if it has one
+        (a 400 if that is not usable audio)."""
+        if plan.reference_audio is None or self._voices is None:
+            return plan.request
+        engine = self._catalog.engines[plan.engine]
+        prompt = await asyncio.to_thread(
+            self._voices.prompt, plan.reference_audio, engine, "reference_audio"
+        )
+        return dataclasses.replace(plan.request, reference=prompt)
+
     async def open(self, plan: SpeechPlan) -> SpeechStream:
         """Admit the job and wait for its first audio (or its first error)."""
         started = self._clock()
-        request = plan.request
-        if plan.reference_audio is not None and self._voices is not None:
-            engine = self._catalog.engines[plan.engine]
-            prompt = await asyncio.to_thread(
-                self._voices.prompt, plan.reference_audio, engine, "reference_audio"
-            )
-            request = dataclasses.replace(request, reference=prompt)
-        chunks = self._pools[plan.engine].synthesize(request, plan.output)
+        chunks = self._pools[plan.engine].synthesize(await self.prepare(plan), plan.output)
         try:
             first: EncodedChunk | None = await anext(chunks)
         except StopAsyncIteration:

@@ -9,7 +9,8 @@ only while it has something to say, never while it waits for text.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -51,8 +52,15 @@ class SpeechSession:
     backpressure: `speak()` produces only as fast as it is consumed, and the worker pauses."""
 
     def __init__(
-        self, service: SpeechService, plan: SpeechPlan, max_pending_chars: int = 65536
+        self,
+        service: SpeechService,
+        plan: SpeechPlan,
+        max_pending_chars: int = 65536,
+        before_segment: Callable[[str], None] | None = None,
     ) -> None:
+        """`before_segment(text)` runs before each segment is synthesized; what it raises ends
+        the session (a key's quota running out, say)."""
+        self._service = service
         self._pool = service.pool(plan.engine)
         self._plan = plan
         self._segmenter = Segmenter()
@@ -63,8 +71,11 @@ class SpeechSession:
         # continuous across segments (one MP3 stream, one Ogg stream...).
         self._raw = OutputSpec(AudioFormat.PCM, plan.engine_rate)
         self._encoder = StreamEncoder(plan.output.format, plan.engine_rate, plan.output.sample_rate)
+        self._before_segment = before_segment
         self.characters = 0
         self.audio_seconds = 0.0
+        self.completed = False
+        self.time_to_first_audio: float | None = None  # of the first segment, once it speaks
 
     def add_text(self, delta: str) -> None:
         """Raises InvalidRequest when more than `max_pending_chars` wait to be spoken."""
@@ -95,16 +106,22 @@ class SpeechSession:
         being synthesized inside its worker."""
         pause = PcmChunk.silence(SEGMENT_PAUSE, self._plan.engine_rate)
         try:
+            request = await self._service.prepare(self._plan)
             index = 0
             while (text := await self._pending.get()) is not None:
                 self._pending_chars -= len(text)
                 if index and (silence := self._encode(pause)):
                     yield silence
+                if self._before_segment is not None:
+                    self._before_segment(text)
                 start = self.audio_seconds
                 yield SegmentStarted(index, text, start)
-                chunks = self._pool.synthesize(replace(self._plan.request, text=text), self._raw)
+                asked = time.perf_counter()
+                chunks = self._pool.synthesize(replace(request, text=text), self._raw)
                 try:
                     async for chunk in chunks:
+                        if self.time_to_first_audio is None:
+                            self.time_to_first_audio = time.perf_counter() - asked
                         samples = np.frombuffer(chunk.data, dtype="<i2").astype(np.int16)
                         if data := self._encode(PcmChunk(samples, self._plan.engine_rate)):
                             yield data
@@ -114,6 +131,7 @@ class SpeechSession:
                 index += 1
             if tail := self._encoder.finish():
                 yield tail
+            self.completed = True
         finally:
             self._encoder.close()
 

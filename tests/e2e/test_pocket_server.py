@@ -24,6 +24,7 @@ import pytest
 pytest.importorskip("pocket_tts")
 
 from openai.types.audio import Voice as SdkVoice
+from websockets.sync.client import connect
 
 from speechgate.audio.formats import AudioFormat
 from speechgate.settings import Settings
@@ -328,3 +329,33 @@ def test_a_model_without_cloning_weights_says_so(
         response = speak(server, voice="x", reference_audio=reference)
         assert response.status_code == 400
         assert error_code(response) == "cloning_unsupported"
+
+
+def test_a_streaming_session_speaks_with_a_reference_clip(
+    pocket_server: RunningServer, model_dir: Path
+) -> None:
+    reference = base64.b64encode((model_dir / "low.wav").read_bytes()).decode()
+    update = {
+        "model": "pocket",
+        "voice": "anything",
+        "reference_audio": reference,
+        "response_format": "pcm",
+        "seed": 4,
+    }
+    url = pocket_server.url.replace("http", "ws") + "/v1/audio/speech/stream"
+    audio = b""
+    with connect(url) as ws:
+        ws.send(json.dumps({"type": "session.update", "session": update}))
+        ws.send(json.dumps({"type": "input_text.delta", "delta": TEXT}))
+        ws.send('{"type": "input_text.done"}')
+        while True:
+            message = ws.recv(timeout=60)
+            if isinstance(message, bytes):
+                audio += message
+            elif json.loads(message)["type"] in ("session.done", "error"):
+                break
+    assert json.loads(message)["type"] == "session.done", message
+    # The same voice, seed and text as a plain request: the same speech.
+    plain = speak(pocket_server, voice="x", reference_audio=reference, seed=4).content
+    assert len(audio) == len(plain)
+    assert audio == plain

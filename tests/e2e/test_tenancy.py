@@ -3,6 +3,8 @@ SQLite and on a real PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +15,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from speechgate.metering.store import Store
@@ -292,6 +294,63 @@ def test_the_websocket_needs_a_key(keyed: RunningServer) -> None:
     with connect(url, additional_headers={"Authorization": f"Bearer {secret}"}) as ws:
         ws.send('{"type": "session.update", "session": {"model": "espeak", "voice": "alloy"}}')
         assert '"session.created"' in str(ws.recv(timeout=30))
+
+
+def session(server: RunningServer, key: str, *messages: str) -> list[str | bytes]:
+    """Open a speech session with `key`, send `messages`, and read until the server closes."""
+    url = server.url.replace("http", "ws") + "/v1/audio/speech/stream"
+    received: list[str | bytes] = []
+    update = {"model": "espeak", "voice": "alloy", "response_format": "pcm"}
+    with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as ws:
+        ws.send(json.dumps({"type": "session.update", "session": update}))
+        for message in messages:
+            ws.send(message)
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                received.append(ws.recv(timeout=30))
+    return received
+
+
+def test_a_session_is_metered_and_held_to_the_quota(keyed: RunningServer) -> None:
+    first, second = "One sentence here.", "And a second one."
+    # A session counts the characters it speaks: its segments, without the space between.
+    spoken_text = len(first) + len(second)
+    _, secret = new_key(keyed, monthly_characters=spoken_text + 5)
+    done = session(
+        keyed,
+        secret,
+        json.dumps({"type": "input_text.delta", "delta": f"{first} {second}"}),
+        '{"type": "input_text.done"}',
+    )
+    assert json.loads(done[-1])["type"] == "session.done"
+    wait_for(lambda: usage(keyed, secret)["total"]["requests"] == 1)
+    total = usage(keyed, secret)["total"]
+    assert (total["characters"], total["errors"]) == (spoken_text, 0)
+    spoken = sum(len(part) for part in done if isinstance(part, bytes)) / 2 / 24000
+    assert total["audio_seconds"] == pytest.approx(spoken, abs=0.01)
+
+    # 5 characters left: the session opens, and its first sentence is refused.
+    refused = session(
+        keyed,
+        secret,
+        json.dumps({"type": "input_text.delta", "delta": first}),
+        '{"type": "input_text.done"}',
+    )
+    events = [json.loads(part) for part in refused if isinstance(part, str)]
+    assert events[-1]["type"] == "error"
+    assert events[-1]["error"]["code"] == "insufficient_quota"
+    assert not any(isinstance(part, bytes) for part in refused)
+    wait_for(lambda: usage(keyed, secret)["total"]["requests"] == 2)
+    assert usage(keyed, secret)["total"]["characters"] == spoken_text
+
+
+def test_a_session_counts_against_the_rate_limit(keyed: RunningServer) -> None:
+    _, secret = new_key(keyed, requests_per_second=0.001, burst=1)
+    assert json.loads(session(keyed, secret, '{"type": "input_text.done"}')[-1])["type"] == (
+        "session.done"
+    )
+    error = json.loads(session(keyed, secret)[-1])
+    assert (error["type"], error["error"]["code"]) == ("error", "rate_limit_exceeded")
 
 
 def test_no_key_reaches_the_logs(keyed: RunningServer, caplog: pytest.LogCaptureFixture) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+import uuid
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -12,7 +14,10 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from speechgate.api.errors import error_body
 from speechgate.api.schemas import SpeechOptions
-from speechgate.errors import InvalidRequest, QueueFull, QueueTimeout, SpeechgateError
+from speechgate.api.tenancy import Meter, finish, get_tenancy
+from speechgate.errors import InsufficientQuota, InvalidRequest, SpeechgateError
+from speechgate.metering.records import CLIENT_CLOSED
+from speechgate.metering.tenancy import Principal
 from speechgate.service import SpeechService
 from speechgate.sessions import SegmentDone, SegmentStarted, SpeechSession
 
@@ -39,10 +44,20 @@ class TextControl(BaseModel):
     type: Literal["input_text.flush", "input_text.done"]
 
 
-async def _fail(websocket: WebSocket, error: SpeechgateError, code: int) -> None:
+def _close_code(error: SpeechgateError) -> int:
+    """Busy (a full queue, a key's rate) is worth retrying; a spent quota or a bad request is
+    not; anything else is the server's failure."""
+    if error.status_code in (429, 503) and not isinstance(error, InsufficientQuota):
+        return _TRY_AGAIN_LATER
+    if 400 <= error.status_code < 500:
+        return _POLICY_VIOLATION
+    return _INTERNAL_ERROR
+
+
+async def _fail(websocket: WebSocket, error: SpeechgateError) -> None:
     with contextlib.suppress(WebSocketDisconnect, RuntimeError):
         await websocket.send_json({"type": "error", **error_body(error)})
-        await websocket.close(code)
+        await websocket.close(_close_code(error))
 
 
 ClientMessage = SessionUpdate | TextDelta | TextControl
@@ -84,18 +99,40 @@ async def _feed(websocket: WebSocket, session: SpeechSession) -> None:
 @router.websocket("/v1/audio/speech/stream")
 async def speech_stream(websocket: WebSocket) -> None:
     await websocket.accept()
+    # A session is metered like a request: the key's limits at the start, its quota for each
+    # segment as it is spoken, one usage record at the end.
+    principal: Principal = websocket.state.principal
+    meter = Meter(f"ws_{uuid.uuid4().hex}", time.perf_counter(), principal)
+    status = CLIENT_CLOSED
+    try:
+        status = await _serve(websocket, meter, principal)
+    finally:
+        if meter.admission is not None:
+            meter.characters = meter.admission.characters
+        finish(websocket.app.state, meter, status)
+
+
+async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> int:
+    """Run the session; returns the status to record (HTTP's codes, 499 for a client gone)."""
     service: SpeechService = websocket.app.state.runtime.service
+    tenancy = get_tenancy(websocket)
     try:
         update = _parse(await websocket.receive_text())
         if not isinstance(update, SessionUpdate):
             raise InvalidRequest("The first message must be session.update.", param="type")
+        meter.model, meter.voice = update.session.model, update.session.voice_name
         plan = service.plan_options(update.session)
+        meter.engine = plan.engine
+        admission = meter.admission = await tenancy.admit(principal, meter.model, 0)
     except SpeechgateError as error:
-        await _fail(websocket, error, _POLICY_VIOLATION)
-        return
+        await _fail(websocket, error)
+        return error.status_code
     except WebSocketDisconnect:
-        return
-    session = SpeechSession(service, plan)
+        return CLIENT_CLOSED
+    session = SpeechSession(
+        service, plan, before_segment=lambda text: tenancy.reserve(admission, len(text))
+    )
+    meter.stream = session
     await websocket.send_json(
         {
             "type": "session.created",
@@ -117,19 +154,19 @@ async def speech_stream(websocket: WebSocket) -> None:
     for task in pending:
         task.cancel()
     await asyncio.gather(feeder, speaker, return_exceptions=True)
+    status = 200 if session.completed else CLIENT_CLOSED
     for task in (feeder, speaker):
         failure = task.exception() if not task.cancelled() else None
-        if isinstance(failure, QueueFull | QueueTimeout):
-            await _fail(websocket, failure, _TRY_AGAIN_LATER)
-        elif isinstance(failure, InvalidRequest):
-            await _fail(websocket, failure, _POLICY_VIOLATION)
-        elif isinstance(failure, SpeechgateError):
-            await _fail(websocket, failure, _INTERNAL_ERROR)
+        if isinstance(failure, SpeechgateError):
+            await _fail(websocket, failure)
+            status = failure.status_code
         elif failure is not None and not isinstance(failure, WebSocketDisconnect | OSError):
             # A bug, not the client leaving (a send to a closed socket is an OSError).
             log.error("speech session failed", exc_info=failure)
             unexpected = SpeechgateError("The server had an error speaking this session.")
-            await _fail(websocket, unexpected, _INTERNAL_ERROR)
+            await _fail(websocket, unexpected)
+            status = unexpected.status_code
+    return status
 
 
 async def _speak(websocket: WebSocket, session: SpeechSession) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
 from starlette.datastructures import MutableHeaders
@@ -22,13 +22,25 @@ from speechgate.errors import AuthenticationFailed, NotConfigured, PermissionDen
 from speechgate.metering.keys import bearer_token
 from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
 from speechgate.metering.tenancy import Admission, Principal, Tenancy
-from speechgate.service import SpeechStream
 
 # Routing (which engine or upstream serves a model) will name the provider; until then every
 # request is served by this server's own engines.
 LOCAL_PROVIDER = "local"
 _METERED = {("POST", "/v1/audio/speech")}
 _WS_POLICY_VIOLATION = 1008
+
+
+class Metered(Protocol):
+    """What a meter reads off a speech response or a streaming session when it ends."""
+
+    @property
+    def audio_seconds(self) -> float: ...
+
+    @property
+    def time_to_first_audio(self) -> float | None: ...
+
+    @property
+    def completed(self) -> bool: ...
 
 
 @dataclass
@@ -43,7 +55,7 @@ class Meter:
     characters: int = 0
     engine: str = ""
     provider: str = LOCAL_PROVIDER
-    stream: SpeechStream | None = None
+    stream: Metered | None = None
     admission: Admission | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -142,26 +154,31 @@ class UsageMiddleware:
             self._finish(scope, meter, recorded_status(meter, status, failed, client_left))
 
     def _finish(self, scope: Scope, meter: Meter, status: int) -> None:
-        tenancy: Tenancy | None = getattr(scope["app"].state, "tenancy", None)
-        if tenancy is None:
-            return
-        record = UsageRecord(
-            at=tenancy.now(),
-            request_id=meter.request_id,
-            key_id=meter.principal.key_id if meter.principal else None,
-            model=meter.model,
-            provider=meter.provider,
-            engine=meter.engine,
-            voice=meter.voice,
-            characters=meter.characters,
-            audio_seconds=meter.stream.audio_seconds if meter.stream else 0.0,
-            time_to_first_audio=meter.stream.time_to_first_audio if meter.stream else None,
-            total_seconds=time.perf_counter() - meter.started,
-            status=status,
-        )
-        if meter.admission is not None:
-            tenancy.release(meter.admission, record.billable)
-        tenancy.record(record)
+        finish(scope["app"].state, meter, status)
+
+
+def finish(app_state: object, meter: Meter, status: int) -> None:
+    """Free the request's limits and record its usage."""
+    tenancy: Tenancy | None = getattr(app_state, "tenancy", None)
+    if tenancy is None:
+        return
+    record = UsageRecord(
+        at=tenancy.now(),
+        request_id=meter.request_id,
+        key_id=meter.principal.key_id if meter.principal else None,
+        model=meter.model,
+        provider=meter.provider,
+        engine=meter.engine,
+        voice=meter.voice,
+        characters=meter.characters,
+        audio_seconds=meter.stream.audio_seconds if meter.stream else 0.0,
+        time_to_first_audio=meter.stream.time_to_first_audio if meter.stream else None,
+        total_seconds=time.perf_counter() - meter.started,
+        status=status,
+    )
+    if meter.admission is not None:
+        tenancy.release(meter.admission, record.billable)
+    tenancy.record(record)
 
 
 def recorded_status(meter: Meter, status: int | None, failed: bool, client_left: bool) -> int:

@@ -16,12 +16,21 @@ from datetime import UTC, datetime
 
 from speechgate.errors import AuthenticationFailed, InsufficientQuota, PermissionDenied, RateLimited
 from speechgate.metering.keys import ApiKey, KeyLimits, bearer_token, hash_key, same_secret
-from speechgate.metering.limits import KeyState, Quota, TokenBucket, month_bounds
+from speechgate.metering.limits import Decision, KeyState, Quota, TokenBucket, month_bounds
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.reports import Pricing
 from speechgate.metering.store import Store, StoredKey
 from speechgate.metering.usage import UsageRecorder
 from speechgate.settings import Settings
+
+
+def _quota_spent(decision: Decision, characters: int, headers: dict[str, str]) -> InsufficientQuota:
+    return InsufficientQuota(
+        f"This key's monthly quota of {decision.limit} characters cannot cover "
+        f"{characters} more ({decision.remaining} left until the month ends).",
+        decision.retry_after,
+        headers=headers,
+    )
 
 
 def utc_now() -> datetime:
@@ -58,6 +67,7 @@ class Admission:
     month_start: datetime
     headers: dict[str, str] = field(default_factory=dict)
     released: bool = False
+    quota_limit: int | None = None  # the key's monthly characters, if it has a quota
 
 
 class Tenancy:
@@ -192,14 +202,21 @@ class Tenancy:
             decision = quota.reserve(characters, limits.monthly_characters, now)
             headers |= decision.headers("characters")
             if not decision.allowed:
-                raise InsufficientQuota(
-                    f"This key's monthly quota of {decision.limit} characters cannot cover "
-                    f"{characters} more ({decision.remaining} left until the month ends).",
-                    decision.retry_after,
-                    headers=headers,
-                )
+                raise _quota_spent(decision, characters, headers)
         state.in_flight += 1
-        return Admission(state, characters, month_start, headers)
+        return Admission(
+            state, characters, month_start, headers, quota_limit=limits.monthly_characters
+        )
+
+    def reserve(self, admission: Admission, characters: int) -> None:
+        """Count `characters` more for a request already admitted: a streaming session's text
+        arrives as it goes. Raises InsufficientQuota when the key's quota cannot cover them."""
+        quota = admission.state.quota if admission.state is not None else None
+        if quota is not None and admission.quota_limit is not None:
+            decision = quota.reserve(characters, admission.quota_limit, self.now())
+            if not decision.allowed:
+                raise _quota_spent(decision, characters, decision.headers("characters"))
+        admission.characters += characters
 
     def release(self, admission: Admission, billable: bool) -> None:
         """The request ended: free its slot; give its characters back if nothing was spoken."""
