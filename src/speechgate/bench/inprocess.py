@@ -34,7 +34,10 @@ class EngineJob:
     """What one benchmark process runs; picklable for `spawn`."""
 
     engine: EngineConfig
-    voice: str  # a client name ("alloy"), resolved in the process through `voice_aliases`
+    # A client name ("alloy"), resolved in the process through `voice_aliases`; or an absolute
+    # path, a voice file the engine reads itself, as the server hands it a cloned voice's state
+    # file from its library (an engine with only cloned voices has no name to resolve).
+    voice: str
     voice_aliases: Mapping[str, Mapping[str, str]]
     seconds: float
     cpus: tuple[int, ...] = ()
@@ -84,7 +87,7 @@ def load_pinned(job: EngineJob) -> tuple[Engine, str]:
 
     engine = load_engine(job.engine)
     catalog = Catalog({engine.name: EngineInfo.of(engine)}, {}, job.voice_aliases)
-    voice = catalog.voice(engine.name, job.voice)
+    voice = job.voice if os.path.isabs(job.voice) else catalog.voice(engine.name, job.voice)
     for _ in render(engine, SynthesisRequest(job.texts[0].text, voice), job.output):
         pass
     return engine, voice
