@@ -35,6 +35,12 @@ def serve(
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes per engine.")] = None,
     default_engine: Annotated[str | None, typer.Option(help="Engine behind tts-1 etc.")] = None,
+    backend: Annotated[
+        str | None, typer.Option(help="Where engines run: local or ray [default: local].")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster to join [default: start a local one].")
+    ] = None,
 ) -> None:
     """Run the HTTP server. Every setting can also come from SPEECHGATE_* variables."""
     import uvicorn
@@ -48,6 +54,8 @@ def serve(
         engines=engines,
         workers=workers,
         default_engine=default_engine or (engines[0] if engines else None),
+        backend=backend,
+        ray_address=ray_address,
     )
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from speechgate.workers.pool import WorkerPool
+from speechgate.workers.base import Pool
 
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 30, 60)
 _DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300)
@@ -20,7 +20,7 @@ _RTF_BUCKETS = (0.5, 1, 1.5, 2, 3, 5, 10, 20, 50, 100, 500, 1000)
 
 
 class _PoolCollector(Collector):
-    def __init__(self, pools: Mapping[str, WorkerPool]) -> None:
+    def __init__(self, pools: Mapping[str, Pool]) -> None:
         self._pools = pools
 
     def collect(self) -> Iterator[Metric]:
@@ -101,7 +101,7 @@ class Metrics:
             registry=self.registry,
         )
 
-    def watch(self, pools: Mapping[str, WorkerPool]) -> None:
+    def watch(self, pools: Mapping[str, Pool]) -> None:
         """Report these pools' state at every scrape."""
         self.registry.register(_PoolCollector(pools))
 

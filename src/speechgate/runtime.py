@@ -1,9 +1,11 @@
-"""Everything the server runs: one worker pool per engine, the catalog and the service."""
+"""Everything the server runs: one pool per engine (local workers or Ray replicas), the
+catalog and the service."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from speechgate.activity import RecentRequests
 from speechgate.api.schemas import Readiness
@@ -14,7 +16,11 @@ from speechgate.service import SpeechService
 from speechgate.settings import Settings
 from speechgate.voices.cloning import VoiceCloning
 from speechgate.voices.library import VoiceLibrary
+from speechgate.workers.base import Pool, StartupError
 from speechgate.workers.pool import WorkerPool
+
+if TYPE_CHECKING:
+    from speechgate.workers.ray_pool import RayCluster
 
 
 def engine_config(settings: Settings, name: str) -> EngineConfig:
@@ -26,19 +32,19 @@ def engine_config(settings: Settings, name: str) -> EngineConfig:
     )
 
 
-@dataclass
-class Runtime:
-    settings: Settings
-    pools: dict[str, WorkerPool]
-    catalog: Catalog
-    service: SpeechService
-    voices: VoiceCloning
-    recent: RecentRequests  # what the live operator view draws
+async def _connect_ray(settings: Settings) -> RayCluster:
+    try:
+        from speechgate.workers.ray_pool import RayCluster
+    except ImportError as error:
+        raise StartupError(
+            f"backend 'ray' needs Ray Serve: pip install 'speechgate[ray]' ({error})"
+        ) from None
+    return await RayCluster.connect(settings.ray_address)
 
-    @classmethod
-    async def start(cls, settings: Settings, metrics: Metrics | None = None) -> Runtime:
-        """Start every engine's workers; raises StartupError if an engine cannot load."""
-        pools = {
+
+def _pools(settings: Settings, cluster: RayCluster | None) -> dict[str, Pool]:
+    if cluster is None:
+        return {
             name: WorkerPool(
                 engine_config(settings, name),
                 settings.worker_count,
@@ -49,10 +55,43 @@ class Runtime:
             )
             for name in settings.engines
         }
+    from speechgate.workers.ray_pool import RayPool
+
+    return {
+        name: RayPool(
+            engine_config(settings, name),
+            cluster,
+            replicas=settings.replica_count,
+            max_replicas=settings.ray_max_replicas,
+            queue_size=settings.queue_size,
+            max_queue_wait=settings.max_queue_wait,
+            job_timeout=settings.job_timeout,
+        )
+        for name in settings.engines
+    }
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    pools: dict[str, Pool]
+    catalog: Catalog
+    service: SpeechService
+    voices: VoiceCloning
+    recent: RecentRequests  # what the live operator view draws
+    cluster: RayCluster | None = None
+
+    @classmethod
+    async def start(cls, settings: Settings, metrics: Metrics | None = None) -> Runtime:
+        """Start every engine's pool; raises StartupError if an engine cannot load."""
+        cluster = await _connect_ray(settings) if settings.backend == "ray" else None
+        pools = _pools(settings, cluster)
         try:
             infos = await asyncio.gather(*(pool.start() for pool in pools.values()))
         except BaseException:
             await asyncio.gather(*(pool.close() for pool in pools.values()))
+            if cluster is not None:
+                await cluster.close()
             raise
         catalog = Catalog(
             {info.name: info for info in infos},
@@ -65,10 +104,12 @@ class Runtime:
         voices = VoiceCloning(catalog, pools, library, settings.clone_min_speech_seconds)
         recent = RecentRequests()
         service = SpeechService(settings, catalog, pools, metrics, voices=voices, recent=recent)
-        return cls(settings, pools, catalog, service, voices, recent)
+        return cls(settings, pools, catalog, service, voices, recent, cluster)
 
     async def close(self) -> None:
         await asyncio.gather(*(pool.close() for pool in self.pools.values()))
+        if self.cluster is not None:
+            await self.cluster.close()
 
     def readiness(self) -> Readiness:
         """Ready when every engine has a worker that can take a job."""

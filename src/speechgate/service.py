@@ -23,8 +23,8 @@ from speechgate.metrics import Metrics
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
 from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
+from speechgate.workers.base import Pool
 from speechgate.workers.messages import EngineInfo
-from speechgate.workers.pool import WorkerPool
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class SpeechService:
         self,
         settings: Settings,
         catalog: Catalog,
-        pools: Mapping[str, WorkerPool],
+        pools: Mapping[str, Pool],
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.perf_counter,
         voices: VoiceCloning | None = None,
@@ -173,7 +173,7 @@ class SpeechService:
                 code="invalid_audio",
             ) from None
 
-    def pool(self, engine: str) -> WorkerPool:
+    def pool(self, engine: str) -> Pool:
         return self._pools[engine]
 
     async def prepare(self, plan: SpeechPlan) -> SynthesisRequest:

@@ -227,6 +227,26 @@ class Settings(BaseSettings):
     """Serve the web playground and live operator view at `/` (its JSON, `GET /v1/status`, is
     served either way)."""
 
+    # --- the pool backend: local worker processes or a Ray cluster ---
+
+    backend: Literal["local", "ray"] = "local"
+    """Where engines run: "local" worker processes on this machine, or "ray" replicas of a Ray
+    Serve deployment per engine, on any node of a Ray cluster (needs the `ray` extra)."""
+
+    ray_address: str | None = None
+    """Ray cluster to join: "head:6379" (what `ray start --head` prints), or "auto" for the one
+    `ray start` runs on this machine; unset: start a local Ray instance with this machine's
+    cores."""
+
+    ray_replicas: int | None = Field(default=None, ge=1)
+    """Replicas per engine on Ray, each running one job at a time on `cores_per_worker` cores;
+    default: as many as local `workers`. With `ray_max_replicas`, the fewest the autoscaler
+    keeps."""
+
+    ray_max_replicas: int | None = Field(default=None, ge=1)
+    """Autoscale each engine between `ray_replicas` and this many replicas, aiming at one job
+    per replica; unset: a fixed replica count."""
+
     @model_validator(mode="before")
     @classmethod
     def _split_lists(cls, data: object) -> object:
@@ -274,6 +294,25 @@ class Settings(BaseSettings):
     def store_url(self) -> str:
         """The key and usage store: `database_url`, or SQLite in the data directory."""
         return self.database_url or f"sqlite:///{self.data_dir / 'speechgate.db'}"
+
+    def _check_ray(self) -> Self:
+        ray_fields = ("ray_address", "ray_replicas", "ray_max_replicas")
+        given = [name for name in ray_fields if getattr(self, name) is not None]
+        if self.backend != "ray" and given:
+            raise ValueError(f"{', '.join(given)} need backend 'ray'")
+        if self.backend == "ray" and self.queue_size < 1:
+            raise ValueError("backend 'ray' needs queue_size >= 1 (Ray Serve cannot queue none)")
+        if self.ray_max_replicas is not None and self.ray_max_replicas < self.replica_count:
+            raise ValueError(
+                f"ray_max_replicas ({self.ray_max_replicas}) is below ray_replicas "
+                f"({self.replica_count})"
+            )
+        return self
+
+    @property
+    def replica_count(self) -> int:
+        """Replicas per engine on Ray (the minimum, when autoscaling)."""
+        return self.ray_replicas or self.worker_count
 
     @property
     def voices_dir(self) -> Path:

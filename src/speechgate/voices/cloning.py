@@ -16,8 +16,8 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.catalog import Catalog
 from speechgate.errors import Conflict, InvalidRequest, VoiceNotFound
 from speechgate.voices.library import StoredVoice, VoiceLibrary
+from speechgate.workers.base import Pool
 from speechgate.workers.messages import EngineInfo
-from speechgate.workers.pool import WorkerPool
 
 MAX_NAME_CHARS = 64
 
@@ -37,7 +37,7 @@ class VoiceCloning:
     def __init__(
         self,
         catalog: Catalog,
-        pools: Mapping[str, WorkerPool],
+        pools: Mapping[str, Pool],
         library: VoiceLibrary,
         min_speech_seconds: float,
     ) -> None:

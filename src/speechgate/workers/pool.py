@@ -18,7 +18,6 @@ import socket
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from multiprocessing.process import BaseProcess
 
 from speechgate.audio.pcm import PcmChunk
@@ -27,6 +26,7 @@ from speechgate.errors import EngineFailed, NotReady, SpeechgateError, WorkerLos
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers import wire
 from speechgate.workers.admission import Admission, ServiceTimes
+from speechgate.workers.base import PoolStats, StartupError, WorkerState
 from speechgate.workers.messages import (
     Cancel,
     Chunk,
@@ -55,18 +55,6 @@ _MAX_BACKOFF = 30.0
 # Chunks (a segment's audio each, at most) buffered per job before the worker is paused.
 _INBOX_CHUNKS = 4
 _CRASH_LOOP = 3  # consecutive start-up failures after which /readyz reports a crash loop
-
-
-class WorkerState(StrEnum):
-    STARTING = "starting"
-    IDLE = "idle"
-    BUSY = "busy"
-    RESTARTING = "restarting"
-    STOPPED = "stopped"
-
-
-class StartupError(RuntimeError):
-    """A worker could not load its engine when the pool started."""
 
 
 @dataclass(eq=False)
@@ -120,18 +108,6 @@ class _Worker:
         # Buffered by the transport: never blocks the loop, even if the worker is stuck.
         if self.writer is not None and not self.writer.is_closing():
             self.writer.write(wire.encode(message))
-
-
-@dataclass(frozen=True)
-class PoolStats:
-    workers: dict[WorkerState, int]
-    queued: int
-    in_flight: int
-    live: int  # workers that can take a job (idle or busy)
-    restarts: int
-    crash_looping: bool
-    jobs: dict[str, int]  # ended jobs by outcome: completed, cancelled, failed, lost
-    rejected: dict[str, int]  # requests turned away: queue_full, queue_timeout
 
 
 def assign_cpus(workers: int, cores_per_worker: int, cores: Sequence[int]) -> list[tuple[int, ...]]:

@@ -28,14 +28,19 @@ from speechgate.workers.messages import (
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
+def limit_threads(threads: int) -> None:
+    """Cap the engine's compute threads; call before the engine (and its libraries) load."""
+    for variable in _THREAD_VARIABLES:
+        os.environ[variable] = str(threads)
+
+
 def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) -> None:
     """Entry point of a worker process (started with `spawn`)."""
     # Ctrl-C reaches the whole process group; the gateway decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if cpus:
         os.sched_setaffinity(0, cpus)
-    for variable in _THREAD_VARIABLES:
-        os.environ[variable] = str(config.threads)
+    limit_threads(config.threads)
 
     from speechgate.engines import load_engine
 

@@ -1,0 +1,74 @@
+"""What the gateway needs from a pool of engines, whichever backend runs them.
+
+`WorkerPool` runs engines in local worker processes; `RayPool` runs them as a Ray Serve
+deployment. Both admit a job or refuse it (`QueueFull`, `QueueTimeout`, `NotReady`), stream
+its audio as it is encoded, stop it when the consumer leaves, and end it with `WorkerLost` if
+whatever ran it dies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from speechgate.audio.pcm import PcmChunk
+from speechgate.engines.base import SynthesisRequest
+from speechgate.pipeline import EncodedChunk, OutputSpec
+from speechgate.workers.admission import ServiceTimes
+from speechgate.workers.messages import EngineInfo
+
+
+class WorkerState(StrEnum):
+    STARTING = "starting"
+    IDLE = "idle"
+    BUSY = "busy"
+    RESTARTING = "restarting"
+    STOPPED = "stopped"
+
+
+class StartupError(RuntimeError):
+    """An engine could not be loaded when its pool started."""
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    workers: dict[WorkerState, int]
+    queued: int
+    in_flight: int
+    live: int  # workers that can take a job (idle or busy)
+    restarts: int
+    crash_looping: bool
+    jobs: dict[str, int]  # ended jobs by outcome: completed, cancelled, failed, lost
+    rejected: dict[str, int]  # requests turned away: queue_full, queue_timeout
+
+
+class Pool(Protocol):
+    """The engines behind one engine name. Use from one event loop."""
+
+    @property
+    def info(self) -> EngineInfo | None:
+        """What the engine can do; set once `start` has returned."""
+
+    @property
+    def service_times(self) -> ServiceTimes:
+        """Recent jobs' durations: the basis of Retry-After and the real-time factor."""
+
+    async def start(self) -> EngineInfo:
+        """Load the engine everywhere it runs; raises StartupError if it cannot."""
+
+    def synthesize(
+        self, request: SynthesisRequest, output: OutputSpec
+    ) -> AsyncGenerator[EncodedChunk]:
+        """Run the request and yield its audio as it is encoded. Closing the generator early
+        (client gone) stops the job at its next chunk."""
+
+    async def clone(self, prompt: PcmChunk) -> bytes:
+        """The voice state the engine computes from `prompt`."""
+
+    def stats(self) -> PoolStats:
+        """A snapshot for /readyz and /metrics; never blocks."""
+
+    async def close(self) -> None:
+        """Stop every engine; jobs still running end."""

@@ -1,0 +1,351 @@
+"""A pool backend on Ray Serve: each engine is a deployment of `EngineReplica`s.
+
+Ray places the replicas on any node of the cluster, restarts the ones that die and, with
+autoscaling, adds and removes them with the load. The gateway keeps the local pool's
+contract: a replica runs one job at a time (`max_ongoing_requests=1`); requests beyond Ray's
+queue (`max_queued_requests`) are answered `QueueFull`; audio streams through a Serve
+streaming handle as the replica encodes it; a consumer that leaves cancels the Ray request,
+which stops the replica's job at its next chunk; a replica that dies ends its job with
+`WorkerLost`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable, Iterator
+from typing import Any
+
+import ray
+from ray import serve
+from ray.exceptions import RayActorError, RayTaskError
+from ray.serve.exceptions import BackPressureError
+
+from speechgate.audio.pcm import PcmChunk
+from speechgate.engines.base import EngineConfig, SynthesisRequest
+from speechgate.errors import (
+    EngineFailed,
+    NotReady,
+    QueueFull,
+    QueueTimeout,
+    SpeechgateError,
+    WorkerLost,
+)
+from speechgate.pipeline import EncodedChunk, OutputSpec
+from speechgate.workers.admission import ServiceTimes
+from speechgate.workers.base import PoolStats, StartupError, WorkerState
+from speechgate.workers.messages import EngineInfo
+from speechgate.workers.ray_replica import EngineReplica, Started
+
+log = logging.getLogger(__name__)
+
+# Serve's replica states, as the local pool names its workers' states.
+_STATES = {
+    "STARTING": WorkerState.STARTING,
+    "UPDATING": WorkerState.STARTING,
+    "RECOVERING": WorkerState.RESTARTING,
+    "PENDING_MIGRATION": WorkerState.RESTARTING,
+    "RUNNING": WorkerState.IDLE,
+    "STOPPING": WorkerState.STOPPED,
+    "STOPPED": WorkerState.STOPPED,
+}
+_FAILING = {"UNHEALTHY", "DEPLOY_FAILED"}
+_STATUS_PERIOD = 1.0  # seconds between reads of Serve's replica states
+_SERVE_NAMESPACE = "serve"  # where Serve names its replica actors
+
+
+class RayCluster:
+    """This process's connection to Ray, with Serve started on it without its HTTP proxy
+    (clients talk to the gateway; the gateway calls deployments through handles)."""
+
+    def __init__(self, owned: bool) -> None:
+        self._owned = owned
+        self._watcher: asyncio.Task[None] | None = None
+        # Serve's view of every application, read in the background: stats() never waits.
+        self.status: Any = None
+
+    @classmethod
+    async def connect(cls, address: str | None) -> RayCluster:
+        """Join the cluster at `address`, or start a local Ray instance when it is None
+        (or use the one this process has already started)."""
+        owned = not ray.is_initialized()
+        if owned:
+            await asyncio.to_thread(
+                ray.init,
+                address=address,
+                # A local instance gets no dashboard: it takes seconds and memory to start.
+                include_dashboard=None if address else False,
+                logging_level=logging.WARNING,
+            )
+        await asyncio.to_thread(serve.start, proxy_location="Disabled")
+        cluster = cls(owned)
+        await cluster.refresh()
+        cluster._watcher = asyncio.get_running_loop().create_task(cluster._watch())
+        return cluster
+
+    async def refresh(self) -> None:
+        self.status = await asyncio.to_thread(serve.status)
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(_STATUS_PERIOD)
+            try:
+                await self.refresh()
+            except Exception:  # the controller restarting, say: keep the last view
+                log.exception("could not read Ray Serve's status")
+
+    def deployment(self, app: str, name: str) -> Any:
+        """Serve's status of one deployment (None before it is deployed)."""
+        application = self.status.applications.get(app) if self.status else None
+        return application.deployments.get(name) if application else None
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.gather(self._watcher, return_exceptions=True)
+        if self._owned:
+            await asyncio.to_thread(serve.shutdown)
+            await asyncio.to_thread(ray.shutdown)
+
+
+class RayPool:
+    """One engine as a Ray Serve deployment. Use from one event loop: `start`, `synthesize`
+    or `clone`, `close`."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        cluster: RayCluster,
+        *,
+        replicas: int,
+        max_replicas: int | None,
+        queue_size: int,
+        max_queue_wait: float,
+        job_timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.info: EngineInfo | None = None
+        self.service_times = ServiceTimes()
+        self._cluster = cluster
+        self._app = f"speechgate-{config.name}"
+        self._replicas = replicas
+        self._max_replicas = max_replicas
+        self._queue_size = queue_size
+        self._max_queue_wait = max_queue_wait
+        self._job_timeout = job_timeout
+        self._clock = clock
+        self._handle: Any = None
+        self._queued = 0
+        self._running: list[Started] = []
+        self._deaths = 0
+        self._outcomes = dict.fromkeys(("completed", "cancelled", "failed", "lost"), 0)
+        self._rejected = {"queue_full": 0, "queue_timeout": 0}
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def _application(self) -> Any:
+        scaling: dict[str, Any] = (
+            {"num_replicas": self._replicas}
+            if self._max_replicas is None
+            else {
+                "autoscaling_config": {
+                    "min_replicas": self._replicas,
+                    "max_replicas": self._max_replicas,
+                    "target_ongoing_requests": 1,
+                }
+            }
+        )
+        deployment = serve.deployment(
+            name=self.config.name,
+            max_ongoing_requests=1,
+            max_queued_requests=self._queue_size,
+            ray_actor_options={"num_cpus": self.config.threads},
+            # The gateway logs requests; a line per replica call would double them.
+            logging_config={"enable_access_log": False},
+            **scaling,
+        )(EngineReplica)
+        return deployment.bind(self.config)
+
+    async def start(self) -> EngineInfo:
+        """Deploy the engine and wait until its replicas have loaded it."""
+        try:
+            self._handle = await asyncio.to_thread(
+                serve.run, self._application(), name=self._app, route_prefix=None
+            )
+            self.info = await self._handle.info.remote()
+        except Exception as error:
+            await self.close()
+            raise StartupError(f"engine {self.config.name!r} failed to start: {error}") from error
+        await self._cluster.refresh()
+        assert self.info is not None
+        return self.info
+
+    async def close(self) -> None:
+        """Delete the deployment: Serve stops its replicas, which close their engines."""
+        with contextlib.suppress(Exception):  # never deployed, or Ray already gone
+            await asyncio.to_thread(serve.delete, self._app)
+
+    # --- the operations --------------------------------------------------------------------
+
+    async def synthesize(
+        self, request: SynthesisRequest, output: OutputSpec
+    ) -> AsyncGenerator[EncodedChunk]:
+        """Send the request to a replica and yield its audio as the replica encodes it.
+
+        Closing the iterator early (client gone) cancels the Ray request, and with it the job.
+        """
+        self._check_live()
+        loop = asyncio.get_running_loop()
+        response = self._handle.options(stream=True).synthesize.remote(request, output)
+        self._queued += 1
+        started: Started | None = None
+        outcome: str | None = None  # how the job ended, once it reached a replica
+        try:
+            try:
+                first = await self._receive(response, loop.time() + self._max_queue_wait)
+            except TimeoutError:
+                self._rejected["queue_timeout"] += 1
+                raise QueueTimeout(self._max_queue_wait, self._retry_after()) from None
+            finally:
+                self._queued -= 1
+            assert isinstance(first, Started), first
+            started = first
+            self._running.append(started)
+            outcome = "cancelled"
+            began = self._clock()
+            audio_seconds = 0.0
+            deadline = loop.time() + self._job_timeout
+            while True:
+                try:
+                    chunk = await self._receive(response, deadline)
+                except TimeoutError:
+                    await self._kill(started)
+                    raise EngineFailed(
+                        f"synthesis did not finish within {self._job_timeout:g} s",
+                        code="job_timeout",
+                    ) from None
+                if chunk is None:
+                    break
+                assert isinstance(chunk, EncodedChunk), chunk
+                audio_seconds += chunk.audio_seconds
+                yield chunk
+            outcome = "completed"
+            self.service_times.record(self._clock() - began, audio_seconds)
+        except WorkerLost:
+            outcome = "lost"  # before its first item too: the job was on the replica
+            raise
+        except EngineFailed as error:
+            # A job that timed out took its replica with it, as on a local worker.
+            outcome = "lost" if error.code == "job_timeout" else "failed"
+            raise
+        finally:
+            if outcome != "completed":
+                response.cancel()
+            if started is not None:
+                self._running.remove(started)
+            if outcome is not None:
+                self._outcomes[outcome] += 1
+
+    async def clone(self, prompt: PcmChunk) -> bytes:
+        """Compute a voice state on a replica, admitted like a speech job."""
+        self._check_live()
+        loop = asyncio.get_running_loop()
+        try:
+            with self._translated():
+                async with asyncio.timeout_at(loop.time() + self._job_timeout):
+                    state: bytes = await self._handle.clone.remote(prompt)
+        except TimeoutError:
+            raise EngineFailed(
+                f"cloning did not finish within {self._job_timeout:g} s", code="job_timeout"
+            ) from None
+        return state
+
+    async def _receive(self, response: Any, deadline: float) -> Started | EncodedChunk | None:
+        """The stream's next item, None at its end; TimeoutError at `deadline` (loop time)."""
+        with self._translated():
+            async with asyncio.timeout_at(deadline):
+                try:
+                    item: Started | EncodedChunk = await anext(response)
+                except StopAsyncIteration:
+                    return None
+                return item
+
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Ray's failures, as the errors the local pool raises for the same events."""
+        try:
+            yield
+        except BackPressureError:
+            self._rejected["queue_full"] += 1
+            raise QueueFull(self._retry_after()) from None
+        except RayActorError:
+            # Serve starts a new replica; this job is lost, like one on a dead worker.
+            self._deaths += 1
+            raise WorkerLost() from None
+        except RayTaskError as error:
+            cause = error.cause
+            if isinstance(cause, SpeechgateError):
+                raise cause from None
+            raise EngineFailed(
+                f"{self.config.name} job failed: {type(cause).__name__}: {cause}"
+            ) from None
+
+    async def _kill(self, started: Started) -> None:
+        """Kill a replica stuck in a job: a thread inside an engine cannot be interrupted.
+        Serve then replaces it."""
+        log.error(
+            "%s replica %s: job exceeded %g s, killing it",
+            self.config.name,
+            started.pid,
+            self._job_timeout,
+        )
+
+        def kill() -> None:
+            ray.kill(ray.get_actor(started.actor_name, namespace=_SERVE_NAMESPACE))
+
+        with contextlib.suppress(Exception):  # already gone
+            await asyncio.to_thread(kill)
+
+    def _check_live(self) -> None:
+        if self._handle is None or not self._live():
+            raise NotReady(f"no {self.config.name} replica is running")
+
+    def _retry_after(self) -> float:
+        """Seconds until a request joining a full queue can expect a replica."""
+        return self.service_times.mean * (self._queue_size + 1) / max(1, self._live())
+
+    # --- observation ---------------------------------------------------------------------------
+
+    def _replica_states(self) -> dict[str, int]:
+        status = self._cluster.deployment(self._app, self.config.name)
+        return dict(status.replica_states) if status is not None else {}
+
+    def _live(self) -> int:
+        return self._replica_states().get("RUNNING", 0)
+
+    def stats(self) -> PoolStats:
+        workers = dict.fromkeys(WorkerState, 0)
+        for state, count in self._replica_states().items():
+            workers[_STATES.get(state, WorkerState.STOPPED)] += count
+        busy = min(len(self._running), workers[WorkerState.IDLE])
+        workers[WorkerState.BUSY] += busy
+        workers[WorkerState.IDLE] -= busy
+        status = self._cluster.deployment(self._app, self.config.name)
+        return PoolStats(
+            workers=workers,
+            queued=self._queued,
+            in_flight=len(self._running),
+            live=workers[WorkerState.IDLE] + workers[WorkerState.BUSY],
+            # Ray replaces dead replicas itself; these are the deaths jobs ran into.
+            restarts=self._deaths,
+            crash_looping=status is not None and status.status in _FAILING,
+            jobs=dict(self._outcomes),
+            rejected=dict(self._rejected),
+        )
+
+    def running_pids(self) -> list[int]:
+        """Processes of the replicas running this pool's jobs now."""
+        return [started.pid for started in self._running]

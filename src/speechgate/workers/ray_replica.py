@@ -1,0 +1,82 @@
+"""The code that runs inside a Ray Serve replica: one engine, one job at a time.
+
+Serve gives a replica at most one request (`max_ongoing_requests=1`), so this is the Ray
+counterpart of `speechgate.workers.process`: load the engine once, then render jobs with
+`pipeline.render`, so the gateway only relays encoded bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncGenerator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import ray
+
+from speechgate.audio.pcm import PcmChunk
+from speechgate.engines.base import EngineConfig, SynthesisRequest, VoiceCloner
+from speechgate.pipeline import EncodedChunk, OutputSpec, render
+from speechgate.workers.messages import EngineInfo
+from speechgate.workers.process import limit_threads
+
+
+@dataclass(frozen=True)
+class Started:
+    """The first item of every speech stream: the job has reached a replica.
+
+    Until it arrives the request is queued; the actor's name lets the gateway kill a replica
+    whose job outlives the job timeout (Serve then starts a new one).
+    """
+
+    pid: int
+    actor_name: str
+
+
+class EngineReplica:
+    """One loaded engine in a Ray actor. Serve calls these methods; see `RayPool`."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        # Every engine call runs on this one thread, in order: engines need not be
+        # thread-safe (pocket-tts is not), the replica's event loop stays free to hear a
+        # cancellation, and a cancelled job's generator is closed only after its running step.
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
+        limit_threads(config.threads)
+        from speechgate.engines import load_engine
+
+        self._engine = load_engine(config)
+
+    def info(self) -> EngineInfo:
+        return EngineInfo.of(self._engine)
+
+    async def synthesize(
+        self, request: SynthesisRequest, output: OutputSpec
+    ) -> AsyncGenerator[Started | EncodedChunk]:
+        """Started, then the encoded audio. Serve cancels this generator when the caller
+        cancels its response; the engine then stops at its next chunk."""
+        loop = asyncio.get_running_loop()
+        yield Started(os.getpid(), ray.get_runtime_context().get_actor_name() or "")
+        chunks = render(self._engine, request, output)
+        try:
+            while True:
+                chunk = await loop.run_in_executor(self._thread, next, chunks, None)
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            # Queued behind any step still running: the thread runs one thing at a time.
+            self._thread.submit(chunks.close)
+
+    async def clone(self, prompt: PcmChunk) -> bytes:
+        engine = self._engine
+        if not isinstance(engine, VoiceCloner):
+            raise ValueError(f"engine {engine.name!r} cannot clone voices")
+        return await asyncio.get_running_loop().run_in_executor(self._thread, engine.clone, prompt)
+
+    def __del__(self) -> None:
+        # Serve calls this when it stops the replica (scale-down, redeploy, shutdown).
+        engine = getattr(self, "_engine", None)  # absent if the engine failed to load
+        if engine is not None:
+            self._thread.submit(engine.close).result()
+        self._thread.shutdown()
