@@ -21,7 +21,7 @@ from typing import Any
 import ray
 from ray import serve
 from ray.exceptions import RayActorError, RayTaskError
-from ray.serve.exceptions import BackPressureError
+from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, SynthesisRequest
@@ -68,13 +68,14 @@ class RayCluster:
 
     @classmethod
     async def connect(cls, address: str | None) -> RayCluster:
-        """Join the cluster at `address`, or start a local Ray instance when it is None
-        (or use the one this process has already started)."""
+        """Join the cluster at `address`, or start a local Ray instance when it is None; use
+        the one this process has already joined, if it has."""
         owned = not ray.is_initialized()
         if owned:
             await asyncio.to_thread(
                 ray.init,
-                address=address,
+                # "local": a new instance even if `ray start` runs a cluster on this machine.
+                address=address or "local",
                 # A local instance gets no dashboard: it takes seconds and memory to start.
                 include_dashboard=None if address else False,
                 logging_level=logging.WARNING,
@@ -185,6 +186,7 @@ class RayPool:
 
     async def close(self) -> None:
         """Delete the deployment: Serve stops its replicas, which close their engines."""
+        self._handle = None
         with contextlib.suppress(Exception):  # never deployed, or Ray already gone
             await asyncio.to_thread(serve.delete, self._app)
 
@@ -243,7 +245,10 @@ class RayPool:
             raise
         finally:
             if outcome != "completed":
-                response.cancel()
+                # Re-raises the request's own failure (back-pressure, a dead replica) when it
+                # has one: then there is nothing left to cancel.
+                with contextlib.suppress(Exception):
+                    response.cancel()
             if started is not None:
                 self._running.remove(started)
             if outcome is not None:
@@ -281,6 +286,8 @@ class RayPool:
         except BackPressureError:
             self._rejected["queue_full"] += 1
             raise QueueFull(self._retry_after()) from None
+        except DeploymentUnavailableError:
+            raise NotReady(f"the {self.config.name} deployment failed; see Ray's logs") from None
         except RayActorError:
             # Serve starts a new replica; this job is lost, like one on a dead worker.
             self._deaths += 1
@@ -310,8 +317,10 @@ class RayPool:
             await asyncio.to_thread(kill)
 
     def _check_live(self) -> None:
-        if self._handle is None or not self._live():
-            raise NotReady(f"no {self.config.name} replica is running")
+        # Only before start or after close: while Serve replaces a dead replica, requests
+        # wait in its queue for the new one (up to max_queue_wait) rather than fail.
+        if self._handle is None:
+            raise NotReady(f"the {self.config.name} deployment is not running")
 
     def _retry_after(self) -> float:
         """Seconds until a request joining a full queue can expect a replica."""

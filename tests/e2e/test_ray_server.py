@@ -1,0 +1,250 @@
+"""The Ray Serve backend: a real server on a local Ray instance, espeak-ng replicas, the SDK.
+
+One Ray instance (2 CPUs, no dashboard) serves the whole module: it takes seconds to start.
+The server runs one replica with a queue of one, so that a burst overflows Ray's queue and a
+killed replica is the only one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+import ray
+from ray import serve
+
+from speechgate.audio.formats import AudioFormat
+from speechgate.workers.ray_pool import RayPool
+from tests.conftest import make_settings, sdk_client
+from tests.helpers.audio import decode_audio
+from tests.helpers.server import RunningServer, running_server
+from tests.helpers.waiting import until, wait_for
+
+pytestmark = pytest.mark.slow
+
+TEXT = "The quick brown fox jumps over the lazy dog. Then it runs far away into the quiet woods."
+# The longest input allowed, about four minutes of speech: espeak-ng needs a while for it, so
+# a job is still running when the test acts on it.
+LONG = " ".join(
+    f"Sentence number {n} goes on for a while, so that the replica stays busy." for n in range(56)
+)[:4096]
+
+
+@pytest.fixture(scope="module")
+def ray_server() -> Iterator[RunningServer]:
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    try:
+        settings = make_settings(
+            engines=["espeak"],
+            default_engine="espeak",
+            backend="ray",
+            ray_replicas=1,
+            queue_size=1,
+            max_queue_wait=60,
+        )
+        with running_server(settings) as server:
+            yield server
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+@pytest.fixture
+def client(ray_server: RunningServer) -> Iterator[openai.OpenAI]:
+    with sdk_client(ray_server) as sdk:
+        yield sdk
+
+
+def pool_of(server: RunningServer) -> RayPool:
+    pool = server.runtime.pools["espeak"]
+    assert isinstance(pool, RayPool)
+    return pool
+
+
+def speech(text: str, fmt: str = "pcm") -> dict[str, object]:
+    return {"model": "espeak", "voice": "alloy", "input": text, "response_format": fmt}
+
+
+@pytest.fixture(scope="module")
+def pcm_seconds(ray_server: RunningServer) -> float:
+    """TEXT's duration as raw PCM: espeak-ng's timing is deterministic."""
+    with sdk_client(ray_server) as client:
+        body = client.audio.speech.create(**speech(TEXT)).content
+    return decode_audio(body, "pcm").duration
+
+
+@pytest.mark.parametrize("fmt", list(AudioFormat))
+def test_every_format_is_spoken_through_ray(
+    client: openai.OpenAI, fmt: AudioFormat, pcm_seconds: float
+) -> None:
+    response = client.audio.speech.create(
+        model="espeak", voice="alloy", input=TEXT, response_format=fmt.value
+    )
+    assert response.response.headers["content-type"] == fmt.content_type
+    audio = decode_audio(response.content, fmt.value)
+    assert audio.sample_rate == (48000 if fmt is AudioFormat.OPUS else 24000)
+    assert audio.duration == pytest.approx(pcm_seconds, rel=0.05)
+    assert audio.rms > 0.01
+
+
+def test_audio_streams_while_the_replica_is_still_speaking(
+    client: openai.OpenAI, ray_server: RunningServer
+) -> None:
+    pool = pool_of(ray_server)
+    busy_at_first_chunk: bool | None = None
+    parts: list[bytes] = []
+    with client.audio.speech.with_streaming_response.create(
+        model="espeak", voice="alloy", input=LONG, response_format="mp3"
+    ) as response:
+        for part in response.iter_bytes():
+            if busy_at_first_chunk is None:
+                # The replica has not finished the job: the first audio was sent on early.
+                busy_at_first_chunk = pool.stats().in_flight == 1
+            parts.append(part)
+    assert busy_at_first_chunk is True
+    assert len(parts) > 10
+    assert decode_audio(b"".join(parts), "mp3").duration > 120
+    assert pool.stats().in_flight == 0
+
+
+def test_a_client_that_leaves_cancels_its_job_and_the_next_is_served(
+    ray_server: RunningServer,
+) -> None:
+    pool = pool_of(ray_server)
+    before = pool.stats().jobs
+
+    async def scenario() -> httpx.Response:
+        async with httpx.AsyncClient(timeout=60) as leaver, httpx.AsyncClient(timeout=60) as next_:
+            async with leaver.stream(
+                "POST", f"{ray_server.url}/v1/audio/speech", json=speech(LONG)
+            ) as response:
+                await anext(response.aiter_bytes())
+                queued = asyncio.create_task(
+                    next_.post(f"{ray_server.url}/v1/audio/speech", json=speech(TEXT))
+                )
+                await until(lambda: pool.stats().queued > 0)
+            # Leaving the block closed the connection mid-stream.
+            return await queued
+
+    after = asyncio.run(scenario())
+    assert after.status_code == 200
+    assert decode_audio(after.content, "pcm").rms > 0.01
+    wait_for(lambda: pool.stats().in_flight == 0)
+    jobs = pool.stats().jobs
+    assert jobs["cancelled"] - before["cancelled"] == 1
+    assert jobs["completed"] - before["completed"] == 1
+
+
+def test_a_burst_beyond_rays_queue_is_answered_429_with_retry_after(
+    ray_server: RunningServer,
+) -> None:
+    pool = pool_of(ray_server)
+    rejected_before = pool.stats().rejected["queue_full"]
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=120) as client:
+            return await asyncio.gather(
+                *(
+                    client.post(f"{ray_server.url}/v1/audio/speech", json=speech(LONG))
+                    for _ in range(8)
+                )
+            )
+
+    responses = asyncio.run(burst())
+    statuses = [r.status_code for r in responses]
+    assert set(statuses) == {200, 429}
+    for response in responses:
+        if response.status_code == 429:
+            assert int(response.headers["retry-after"]) >= 1
+            assert int(response.headers["retry-after-ms"]) >= 1
+            error = response.json()["error"]
+            assert (error["type"], error["code"]) == ("rate_limit_error", "queue_full")
+        else:
+            assert decode_audio(response.content, "pcm").duration > 120
+    assert pool.stats().rejected["queue_full"] - rejected_before == statuses.count(429)
+
+
+def test_a_replica_killed_mid_stream_cuts_the_stream_and_ray_replaces_it(
+    ray_server: RunningServer,
+) -> None:
+    pool = pool_of(ray_server)
+    before = pool.stats()
+    killed: list[int] = []
+    with (
+        pytest.raises(httpx.RemoteProtocolError),
+        httpx.stream(
+            "POST", f"{ray_server.url}/v1/audio/speech", json=speech(LONG), timeout=60
+        ) as response,
+    ):
+        assert response.status_code == 200
+        for _ in response.iter_bytes():
+            if not killed:
+                killed = pool.running_pids()
+                os.kill(killed[0], signal.SIGKILL)
+    after = pool.stats()
+    assert after.jobs["lost"] - before.jobs["lost"] == 1
+    assert after.restarts - before.restarts == 1
+    # Ray starts a new replica; the next request waits in its queue for it.
+    served_by: list[int] = []
+    body = b""
+    with (
+        sdk_client(ray_server) as client,
+        client.audio.speech.with_streaming_response.create(**speech(TEXT)) as streamed,
+    ):
+        for part in streamed.iter_bytes():
+            served_by = served_by or pool.running_pids()
+            body += part
+    assert decode_audio(body, "pcm").rms > 0.01
+    assert served_by and served_by != killed
+    wait_for(lambda: pool.stats().live == 1)
+    assert httpx.get(f"{ray_server.url}/readyz", timeout=10).json()["ready"] is True
+
+
+def test_a_request_on_a_frozen_replica_that_is_killed_goes_to_its_replacement(
+    ray_server: RunningServer,
+) -> None:
+    # Serve hands a request over only once the replica accepts it; one that a replica never
+    # took up is routed again when that replica dies. (Once a replica has taken a job, its
+    # death ends the job: see the test above, and tests/workers/test_ray_pool.py for the
+    # JSON 503 when no audio was sent yet.)
+    pool = pool_of(ray_server)
+    pid = replica_pid(ray_server)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+
+        async def kill_once_sent() -> httpx.Response:
+            async with httpx.AsyncClient(timeout=60) as client:
+                request = asyncio.create_task(
+                    client.post(f"{ray_server.url}/v1/audio/speech", json=speech(TEXT))
+                )
+                await until(lambda: pool.stats().queued > 0)
+                os.kill(pid, signal.SIGKILL)
+                return await request
+
+        response = asyncio.run(kill_once_sent())
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    assert response.status_code == 200
+    assert decode_audio(response.content, "pcm").rms > 0.01
+    assert replica_pid(ray_server) != pid
+
+
+def replica_pid(server: RunningServer) -> int:
+    """The replica's process, seen while it streams a job."""
+    pool = pool_of(server)
+    pids: list[int] = []
+    with httpx.stream(
+        "POST", f"{server.url}/v1/audio/speech", json=speech(TEXT), timeout=60
+    ) as response:
+        for _ in response.iter_bytes():
+            pids = pids or pool.running_pids()
+    assert len(pids) == 1
+    return pids[0]
