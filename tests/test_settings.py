@@ -51,3 +51,28 @@ def test_the_store_defaults_to_sqlite_in_the_data_dir(tmp_path: Path) -> None:
     assert Settings(data_dir=tmp_path).store_url == f"sqlite:///{tmp_path / 'speechgate.db'}"
     url = "postgresql://u:p@db/speechgate"
     assert Settings(data_dir=tmp_path, database_url=url).store_url == url
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"ray_address": "head:6379"},  # Ray settings without the Ray backend
+        {"ray_replicas": 2},
+        {"backend": "ray", "queue_size": 0},  # Ray Serve's queue holds one at least
+        {"backend": "ray", "ray_replicas": 3, "ray_max_replicas": 2},
+        {"backend": "kubernetes"},
+    ],
+)
+def test_invalid_ray_settings_fail_at_start(values: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        Settings.model_validate(values)
+
+
+def test_ray_replicas_default_to_the_local_worker_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPEECHGATE_BACKEND", "ray")
+    monkeypatch.setenv("SPEECHGATE_RAY_ADDRESS", "10.0.0.1:6379")
+    monkeypatch.setenv("SPEECHGATE_WORKERS", "3")
+    settings = Settings()
+    assert (settings.backend, settings.ray_address) == ("ray", "10.0.0.1:6379")
+    assert settings.replica_count == 3
+    assert Settings(backend="ray", ray_replicas=2, ray_max_replicas=5).replica_count == 2

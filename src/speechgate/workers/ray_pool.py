@@ -21,7 +21,11 @@ from typing import Any
 import ray
 from ray import serve
 from ray.exceptions import RayActorError, RayTaskError
-from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
+from ray.serve.exceptions import (
+    BackPressureError,
+    DeploymentUnavailableError,
+    ReplicaUnavailableError,
+)
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, SynthesisRequest
@@ -126,7 +130,10 @@ class RayPool:
         max_queue_wait: float,
         job_timeout: float,
         clock: Callable[[], float] = time.monotonic,
+        handle: Any = None,
     ) -> None:
+        """`handle`: the deployment's Serve handle, if it is already running (`start` makes
+        one otherwise)."""
         self.config = config
         self.info: EngineInfo | None = None
         self.service_times = ServiceTimes()
@@ -138,7 +145,7 @@ class RayPool:
         self._max_queue_wait = max_queue_wait
         self._job_timeout = job_timeout
         self._clock = clock
-        self._handle: Any = None
+        self._handle = handle
         self._queued = 0
         self._running: list[Started] = []
         self._deaths = 0
@@ -288,7 +295,7 @@ class RayPool:
             raise QueueFull(self._retry_after()) from None
         except DeploymentUnavailableError:
             raise NotReady(f"the {self.config.name} deployment failed; see Ray's logs") from None
-        except RayActorError:
+        except (RayActorError, ReplicaUnavailableError):
             # Serve starts a new replica; this job is lost, like one on a dead worker.
             self._deaths += 1
             raise WorkerLost() from None

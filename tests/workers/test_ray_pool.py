@@ -1,0 +1,201 @@
+"""RayPool's contract with the gateway, against a scripted Serve handle (no Ray running).
+
+Each stream is a script of what Serve would deliver: the replica's `Started`, audio chunks,
+Ray's exceptions, or a wait that never ends. The end-to-end behaviour on a real Ray instance
+is in tests/e2e/test_ray_server.py; here every failure Ray can report is checked to end the
+job as the local pool would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import ray
+from ray.exceptions import ActorDiedError, RayTaskError
+from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
+
+from speechgate.audio.formats import AudioFormat
+from speechgate.engines.base import EngineConfig, SynthesisRequest
+from speechgate.errors import EngineFailed, NotReady, QueueFull, QueueTimeout, WorkerLost
+from speechgate.pipeline import EncodedChunk, OutputSpec
+from speechgate.workers.ray_pool import RayCluster, RayPool
+from speechgate.workers.ray_replica import Started
+
+REQUEST = SynthesisRequest("Hello.", "en-us")
+PCM = OutputSpec(AudioFormat.PCM, 24000)
+STARTED = Started(4242, "SERVE_REPLICA::speechgate-espeak#espeak#abc")
+CHUNK = EncodedChunk(b"\x00\x01" * 100, 0.5)
+NEVER = object()  # a script item: Serve delivers nothing more
+
+
+class FakeResponse:
+    """What `handle.options(stream=True).synthesize.remote()` returns, from a script."""
+
+    def __init__(self, script: list[object]) -> None:
+        self._script = list(script)
+        self.cancelled = False
+
+    def __aiter__(self) -> FakeResponse:
+        return self
+
+    async def __anext__(self) -> object:
+        if not self._script:
+            raise StopAsyncIteration
+        item = self._script.pop(0)
+        if item is NEVER:
+            await asyncio.Event().wait()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeHandle:
+    def __init__(self, script: list[object]) -> None:
+        self.response = FakeResponse(script)
+        self.synthesize = self
+        self.clone = self
+
+    def options(self, **_: object) -> FakeHandle:
+        return self
+
+    def remote(self, *_: object) -> FakeResponse:
+        return self.response
+
+
+def make_pool(script: list[object], **overrides: Any) -> tuple[RayPool, FakeResponse]:
+    handle = FakeHandle(script)
+    options: dict[str, Any] = {
+        "replicas": 1,
+        "max_replicas": None,
+        "queue_size": 2,
+        "max_queue_wait": 30.0,
+        "job_timeout": 30.0,
+        **overrides,
+    }
+    pool = RayPool(EngineConfig("espeak"), RayCluster(owned=False), handle=handle, **options)
+    return pool, handle.response
+
+
+def run(
+    script: list[object], consume: Callable[[RayPool], Any], **overrides: Any
+) -> tuple[RayPool, FakeResponse]:
+    pool, response = make_pool(script, **overrides)
+    asyncio.run(consume(pool))
+    return pool, response
+
+
+async def drain(pool: RayPool) -> list[EncodedChunk]:
+    return [chunk async for chunk in pool.synthesize(REQUEST, PCM)]
+
+
+def test_a_completed_job_streams_its_chunks_and_is_timed() -> None:
+    pool, response = make_pool([STARTED, CHUNK, CHUNK])
+    assert asyncio.run(drain(pool)) == [CHUNK, CHUNK]
+    stats = pool.stats()
+    assert stats.jobs["completed"] == 1
+    assert (stats.queued, stats.in_flight) == (0, 0)
+    assert pool.service_times.real_time_factor is not None
+    assert not response.cancelled
+
+
+def test_a_consumer_that_leaves_cancels_the_ray_request() -> None:
+    async def leave_after_one(pool: RayPool) -> None:
+        chunks = pool.synthesize(REQUEST, PCM)
+        assert await anext(chunks) == CHUNK
+        assert pool.running_pids() == [STARTED.pid]
+        await chunks.aclose()
+
+    pool, response = run([STARTED, CHUNK, CHUNK, CHUNK], leave_after_one)
+    assert response.cancelled
+    stats = pool.stats()
+    assert (stats.jobs["cancelled"], stats.in_flight) == (1, 0)
+    assert pool.running_pids() == []
+
+
+def test_a_replica_that_dies_before_the_first_audio_is_worker_lost() -> None:
+    pool, _ = make_pool([STARTED, ActorDiedError()])
+    with pytest.raises(WorkerLost):
+        asyncio.run(drain(pool))
+    stats = pool.stats()
+    assert (stats.jobs["lost"], stats.restarts, stats.in_flight) == (1, 1, 0)
+
+
+def test_a_replica_that_dies_mid_stream_ends_the_stream_with_worker_lost() -> None:
+    received: list[EncodedChunk] = []
+
+    async def consume(pool: RayPool) -> None:
+        with pytest.raises(WorkerLost):
+            async for chunk in pool.synthesize(REQUEST, PCM):
+                received.append(chunk)
+
+    pool, _ = run([STARTED, CHUNK, ActorDiedError()], consume)
+    assert received == [CHUNK]
+    assert pool.stats().jobs["lost"] == 1
+
+
+def test_rays_back_pressure_is_queue_full_with_a_retry_estimate() -> None:
+    pool, _ = make_pool([BackPressureError(num_queued_requests=2, max_queued_requests=2)])
+    with pytest.raises(QueueFull) as refused:
+        asyncio.run(drain(pool))
+    # Three mean service times (the default before any job): two queued, then this one.
+    assert refused.value.retry_after == pytest.approx(3.0)
+    assert refused.value.headers["Retry-After"] == "3"
+    stats = pool.stats()
+    assert stats.rejected["queue_full"] == 1
+    assert sum(stats.jobs.values()) == 0
+
+
+def test_a_request_no_replica_takes_up_in_time_is_a_queue_timeout() -> None:
+    pool, response = make_pool([NEVER], max_queue_wait=0.01)
+    with pytest.raises(QueueTimeout):
+        asyncio.run(drain(pool))
+    assert response.cancelled
+    stats = pool.stats()
+    assert (stats.rejected["queue_timeout"], stats.queued, sum(stats.jobs.values())) == (1, 0, 0)
+
+
+def test_a_job_past_its_timeout_kills_its_replica(monkeypatch: pytest.MonkeyPatch) -> None:
+    killed: list[str] = []
+    monkeypatch.setattr(ray, "get_actor", lambda name, namespace: (name, namespace))
+    monkeypatch.setattr(ray, "kill", lambda actor: killed.append(actor[0]))
+    pool, response = make_pool([STARTED, CHUNK, NEVER], job_timeout=0.01)
+    with pytest.raises(EngineFailed) as failed:
+        asyncio.run(drain(pool))
+    assert failed.value.code == "job_timeout"
+    assert killed == [STARTED.actor_name]
+    assert response.cancelled
+    assert pool.stats().jobs["lost"] == 1
+
+
+def test_an_engine_error_in_the_replica_is_engine_failed() -> None:
+    error = RayTaskError("synthesize", "Traceback ...", ValueError("bad voice"))
+    pool, _ = make_pool([STARTED, error])
+    with pytest.raises(EngineFailed, match="ValueError: bad voice"):
+        asyncio.run(drain(pool))
+    assert pool.stats().jobs["failed"] == 1
+
+
+def test_a_deployment_that_failed_is_not_ready() -> None:
+    pool, _ = make_pool([DeploymentUnavailableError("espeak")])
+    with pytest.raises(NotReady):
+        asyncio.run(drain(pool))
+
+
+def test_a_pool_not_started_is_not_ready() -> None:
+    pool = RayPool(
+        EngineConfig("espeak"),
+        RayCluster(owned=False),
+        replicas=1,
+        max_replicas=None,
+        queue_size=1,
+        max_queue_wait=1,
+        job_timeout=1,
+    )
+    with pytest.raises(NotReady):
+        asyncio.run(drain(pool))
