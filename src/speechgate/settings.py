@@ -290,11 +290,7 @@ class Settings(BaseSettings):
             raise ValueError("admin_key must be at least 32 characters long")
         return self
 
-    @property
-    def store_url(self) -> str:
-        """The key and usage store: `database_url`, or SQLite in the data directory."""
-        return self.database_url or f"sqlite:///{self.data_dir / 'speechgate.db'}"
-
+    @model_validator(mode="after")
     def _check_ray(self) -> Self:
         ray_fields = ("ray_address", "ray_replicas", "ray_max_replicas")
         given = [name for name in ray_fields if getattr(self, name) is not None]
@@ -308,6 +304,11 @@ class Settings(BaseSettings):
                 f"({self.replica_count})"
             )
         return self
+
+    @property
+    def store_url(self) -> str:
+        """The key and usage store: `database_url`, or SQLite in the data directory."""
+        return self.database_url or f"sqlite:///{self.data_dir / 'speechgate.db'}"
 
     @property
     def replica_count(self) -> int:
