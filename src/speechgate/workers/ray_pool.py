@@ -320,6 +320,7 @@ class RayPool:
         def kill() -> None:
             ray.kill(ray.get_actor(started.actor_name, namespace=_SERVE_NAMESPACE))
 
+        self._deaths += 1
         with contextlib.suppress(Exception):  # already gone
             await asyncio.to_thread(kill)
 
@@ -355,7 +356,8 @@ class RayPool:
             queued=self._queued,
             in_flight=len(self._running),
             live=workers[WorkerState.IDLE] + workers[WorkerState.BUSY],
-            # Ray replaces dead replicas itself; these are the deaths jobs ran into.
+            # Ray replaces dead replicas itself; these are the deaths jobs ran into (and the
+            # kills of stuck ones), not those of idle replicas.
             restarts=self._deaths,
             crash_looping=status is not None and status.status in _FAILING,
             jobs=dict(self._outcomes),
