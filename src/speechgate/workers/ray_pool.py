@@ -138,7 +138,7 @@ class RayPool:
         self.info: EngineInfo | None = None
         self.service_times = ServiceTimes()
         self._cluster = cluster
-        self._app = f"speechgate-{config.name}"
+        self.app = f"speechgate-{config.name}"  # the Serve application's name
         self._replicas = replicas
         self._max_replicas = max_replicas
         self._queue_size = queue_size
@@ -181,7 +181,7 @@ class RayPool:
         """Deploy the engine and wait until its replicas have loaded it."""
         try:
             self._handle = await asyncio.to_thread(
-                serve.run, self._application(), name=self._app, route_prefix=None
+                serve.run, self._application(), name=self.app, route_prefix=None
             )
             self.info = await self._handle.info.remote()
         except Exception as error:
@@ -195,7 +195,7 @@ class RayPool:
         """Delete the deployment: Serve stops its replicas, which close their engines."""
         self._handle = None
         with contextlib.suppress(Exception):  # never deployed, or Ray already gone
-            await asyncio.to_thread(serve.delete, self._app)
+            await asyncio.to_thread(serve.delete, self.app)
 
     # --- the operations --------------------------------------------------------------------
 
@@ -337,7 +337,7 @@ class RayPool:
     # --- observation ---------------------------------------------------------------------------
 
     def _replica_states(self) -> dict[str, int]:
-        status = self._cluster.deployment(self._app, self.config.name)
+        status = self._cluster.deployment(self.app, self.config.name)
         return dict(status.replica_states) if status is not None else {}
 
     def _live(self) -> int:
@@ -350,7 +350,7 @@ class RayPool:
         busy = min(len(self._running), workers[WorkerState.IDLE])
         workers[WorkerState.BUSY] += busy
         workers[WorkerState.IDLE] -= busy
-        status = self._cluster.deployment(self._app, self.config.name)
+        status = self._cluster.deployment(self.app, self.config.name)
         return PoolStats(
             workers=workers,
             queued=self._queued,

@@ -46,6 +46,7 @@ class EngineReplica:
         from speechgate.engines import load_engine
 
         self._engine = load_engine(config)
+        self._ended = dict.fromkeys(("completed", "cancelled", "failed"), 0)
 
     def info(self) -> EngineInfo:
         return EngineInfo.of(self._engine)
@@ -58,15 +59,26 @@ class EngineReplica:
         loop = asyncio.get_running_loop()
         yield Started(os.getpid(), ray.get_runtime_context().get_actor_name() or "")
         chunks = render(self._engine, request, output)
+        outcome = "cancelled"  # unless it runs to its end or fails
         try:
             while True:
                 chunk = await loop.run_in_executor(self._thread, next, chunks, None)
                 if chunk is None:
+                    outcome = "completed"
                     return
                 yield chunk
+        except Exception:
+            outcome = "failed"
+            raise
         finally:
+            self._ended[outcome] += 1
             # Queued behind any step still running: the thread runs one thing at a time.
             self._thread.submit(chunks.close)
+
+    def jobs(self) -> dict[str, int]:
+        """How this replica's speech jobs ended: completed, cancelled (the caller left, so
+        the engine stopped at its next chunk) or failed. Serve runs it between jobs."""
+        return dict(self._ended)
 
     async def clone(self, prompt: PcmChunk) -> bytes:
         engine = self._engine
