@@ -261,3 +261,19 @@ class InsufficientQuota(RateLimited):
 
     error_type = "insufficient_quota"
     default_code = "insufficient_quota"
+
+
+# --- provider routing ---------------------------------------------------------------------
+
+
+class NoProviderAvailable(SpeechgateError):
+    """Every provider of a route is disabled or has its circuit breaker open."""
+
+    status_code = 503
+    default_code = "no_provider_available"
+
+    def __init__(self, route: str) -> None:
+        super().__init__(
+            f"No provider of model {route!r} is available now; retry after the indicated delay.",
+            headers=_retry_headers(1),
+        )

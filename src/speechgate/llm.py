@@ -91,9 +91,9 @@ class LlmRelay:
     async def complete(self, body: Mapping[str, Any]) -> httpx.Response:
         """Send `body` as it is and return the upstream's 2xx answer, read whole and checked to
         be JSON. For `"stream": true`, use `open_stream`."""
-        with _upstream_errors(self.base_url, self.timeout):
+        with upstream_errors(self.base_url, self.timeout):
             response = await self._client.post(COMPLETIONS_PATH, json=body)
-        _raise_for_error(response)
+        raise_for_error(response)
         try:
             response.json()
         except ValueError as error:
@@ -104,13 +104,13 @@ class LlmRelay:
         """Send `body` as it is (it should ask for `"stream": true`) and return as soon as the
         upstream has accepted it: its headers are in, its events are still to come."""
         request = self._client.build_request("POST", COMPLETIONS_PATH, json=body)
-        with _upstream_errors(self.base_url, self.timeout):
+        with upstream_errors(self.base_url, self.timeout):
             response = await self._client.send(request, stream=True)
         try:
             if not response.is_success:
-                with _upstream_errors(self.base_url, self.timeout):
+                with upstream_errors(self.base_url, self.timeout):
                     await response.aread()
-                _raise_for_error(response)
+                raise_for_error(response)
             content_type = response.headers.get("content-type", "")
             if not content_type.startswith("text/event-stream"):
                 raise UpstreamBadResponse(
@@ -148,7 +148,7 @@ class ChatStream:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The upstream's bytes, each chunk as soon as it arrives (no re-framing into events)."""
-        with _upstream_errors(self._response.request.url, self._timeout):
+        with upstream_errors(self._response.request.url, self._timeout):
             async for chunk in self._response.aiter_bytes():
                 if chunk:
                     yield chunk
@@ -217,8 +217,9 @@ def _content_delta(data: str) -> str | None:
     return None
 
 
-def _raise_for_error(response: httpx.Response) -> None:
-    """Raise unless `response` is a 2xx; relay the upstream's OpenAI error when it sent one."""
+def raise_for_error(response: httpx.Response, what: str = "LLM upstream") -> None:
+    """Raise unless `response` is a 2xx; relay the upstream's OpenAI error when it sent one.
+    `what` names the upstream in logs and messages."""
     if response.is_success:
         return
     try:
@@ -231,9 +232,9 @@ def _raise_for_error(response: httpx.Response) -> None:
             name: response.headers[name] for name in _RETRY_HEADERS if name in response.headers
         }
         raise _rejected(response.status_code, error, headers)
-    log.warning("LLM upstream answered %d: %.200r", response.status_code, response.text)
+    log.warning("%s answered %d: %.200r", what, response.status_code, response.text)
     raise UpstreamBadResponse(
-        f"The LLM upstream answered {response.status_code} without an OpenAI error body."
+        f"The {what} answered {response.status_code} without an OpenAI error body."
     )
 
 
@@ -268,18 +269,20 @@ def _rejected(status: int, error: Mapping[str, Any], headers: dict[str, str]) ->
 
 
 @contextmanager
-def _upstream_errors(url: httpx.URL | str, timeout: float) -> Iterator[None]:
+def upstream_errors(
+    url: httpx.URL | str, timeout: float, what: str = "LLM upstream"
+) -> Iterator[None]:
     """Turn httpx's failures into speechgate's. The details (and the upstream's URL, which
     clients have no business knowing) go to the log only."""
     try:
         yield
     except httpx.TimeoutException as error:
-        log.warning("LLM upstream %s timed out: %r", url, error)
+        log.warning("%s %s timed out: %r", what, url, error)
         raise UpstreamTimeout(
-            f"The LLM upstream sent nothing for {timeout:g} s; the request was abandoned."
+            f"The {what} sent nothing for {timeout:g} s; the request was abandoned."
         ) from error
     except httpx.RequestError as error:
-        log.warning("LLM upstream %s failed: %r", url, error)
+        log.warning("%s %s failed: %r", what, url, error)
         raise UpstreamUnavailable(
-            "The LLM upstream could not be reached or dropped the connection."
+            f"The {what} could not be reached or dropped the connection."
         ) from error

@@ -11,7 +11,7 @@ import base64
 import binascii
 import dataclasses
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 
 from speechgate.activity import RecentRequests
@@ -64,7 +64,7 @@ class SpeechStream:
         self.audio_seconds = 0.0
         self.completed = False
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes]:
         """Encoded bytes in order; leaving early (client gone) cancels the job."""
         try:
             if self._first is not None:

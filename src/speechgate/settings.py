@@ -247,6 +247,15 @@ class Settings(BaseSettings):
     """Autoscale each engine between `ray_replicas` and this many replicas, aiming at one job
     per replica; unset: a fixed replica count."""
 
+    # --- provider routing (speechgate.routing) ---------------------------------------------
+
+    routes_file: FilePath | None = None
+    """YAML (or `.toml`) file of providers and routes: public model names served by weighted
+    local or remote providers, with failover, circuit breakers and shadow traffic (format in
+    `speechgate/routing/config.py`). Validated at start-up, re-read on SIGHUP. Unset, every
+    model is served by this server's engines. `/v1/admin/routing` (the admin key) and
+    `speechgate routing` change the routes at run time."""
+
     @model_validator(mode="before")
     @classmethod
     def _split_lists(cls, data: object) -> object:

@@ -8,7 +8,19 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from speechgate import __version__
-from speechgate.api import admin, catalog, chat, ops, speech, status, stream, usage, voices, web
+from speechgate.api import (
+    admin,
+    catalog,
+    chat,
+    ops,
+    routing,
+    speech,
+    status,
+    stream,
+    usage,
+    voices,
+    web,
+)
 from speechgate.api.errors import install_error_handlers
 from speechgate.api.middleware import (
     BodyLimitMiddleware,
@@ -20,12 +32,17 @@ from speechgate.api.tenancy import UsageMiddleware, authenticate
 from speechgate.llm import LlmRelay
 from speechgate.metering.tenancy import Tenancy
 from speechgate.metrics import Metrics
+from speechgate.routing.config import load_routes
 from speechgate.runtime import Runtime
 from speechgate.settings import Settings
 
 
 def create_app(settings: Settings) -> FastAPI:
     """Build the app; its lifespan starts the engine workers and stops them on shutdown."""
+    # An invalid routes file fails here, before anything starts.
+    routes = load_routes(settings.routes_file) if settings.routes_file else None
+    if routes is not None:
+        routing.check_local_models(routes, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -37,9 +54,20 @@ def create_app(settings: Settings) -> FastAPI:
             raise
         app.state.runtime = runtime
         app.state.llm = llm = LlmRelay.from_settings(settings)
+        providers = None
+        if routes is not None:
+            app.state.routing = providers = routing.start_router(
+                settings, routes, runtime.service, metrics
+            )
         try:
-            yield
+            if providers is None:
+                yield
+            else:
+                with routing.reload_on_sighup(providers):
+                    yield
         finally:
+            if providers is not None:
+                await providers.aclose()
             if llm is not None:
                 await llm.aclose()
             await runtime.close()
@@ -55,6 +83,7 @@ def create_app(settings: Settings) -> FastAPI:
     metrics = Metrics()
     app.state.settings = settings
     app.state.metrics = metrics
+    app.state.routing = None
     install_error_handlers(app)
     # Every /v1 route needs a key when auth_mode is `keys`; the admin API needs the admin key.
     keyed = (
@@ -71,6 +100,7 @@ def create_app(settings: Settings) -> FastAPI:
             router, dependencies=[Depends(authenticate)], responses=error_responses(401)
         )
     app.include_router(admin.router)
+    app.include_router(routing.admin)
     app.include_router(ops.router)
     if settings.playground:
         web.install(app)

@@ -67,6 +67,11 @@ class SpeechRequest(SpeechOptions):
         examples=["Hello! How can I help you today?"],
     )
     stream_format: Literal["audio", "sse"] = "audio"
+    user: str | None = Field(
+        default=None,
+        description="speechgate extension: a stable id of the end user; requests with the same "
+        "one go to the same provider of a routed model (else `x-request-id` decides).",
+    )
 
 
 class ErrorDetail(BaseModel):

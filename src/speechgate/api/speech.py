@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Request
@@ -25,7 +25,9 @@ from speechgate.api.schemas import (
 from speechgate.api.tenancy import admit_speech
 from speechgate.audio.formats import AudioFormat
 from speechgate.errors import SpeechgateError, UnsupportedMediaType
-from speechgate.service import SpeechService, SpeechStream
+from speechgate.routing.providers import Answer
+from speechgate.routing.router import Router
+from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 
 router = APIRouter()
 T = TypeVar("T")
@@ -96,14 +98,33 @@ async def create_speech(
     service: Annotated[SpeechService, Depends(get_service)],
 ) -> Response:
     meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
-    plan = service.plan(body)
-    meter.engine = plan.engine
+    routing: Router | None = request.app.state.routing
     try:
-        stream = await unless_disconnected(request, service.open(plan))
+        if routing is not None and routing.serves(body.model):
+            # Sticky: a retry with the same x-request-id (or the same user) picks the same
+            # provider.
+            key = request.headers.get("x-request-id") or body.user or request.state.request_id
+            answer = await unless_disconnected(
+                request, routing.open(body, key, request.state.request_id)
+            )
+            meter.provider = answer.provider
+            meter.engine = answer.headers.get("x-speechgate-engine", "")
+        else:
+            plan = service.plan(body)
+            meter.engine = plan.engine
+            stream = await unless_disconnected(request, service.open(plan))
+            answer = local_answer(service, plan, stream)
     except ClientGone:
         # Nobody is listening; 499 (nginx's "client closed request") only reaches the logs.
         return Response(status_code=499)
-    meter.stream = stream
+    meter.stream = answer.progress
+    # Headers go out now: a later error can only cut the body short, which clients see as
+    # an incomplete chunked response (SSE gets an error event instead).
+    return StreamingResponse(answer.body, media_type=answer.media_type, headers=answer.headers)
+
+
+def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream) -> Answer:
+    """The response to a request this server's engines serve."""
     headers = {
         "x-speechgate-time-to-first-audio-ms": f"{stream.time_to_first_audio * 1000:.1f}",
         "x-speechgate-engine": plan.engine,
@@ -114,21 +135,17 @@ async def create_speech(
     if plan.instructions_ignored:
         headers["x-speechgate-instructions"] = "ignored"
     if plan.stream_format == "sse":
-        return StreamingResponse(
-            _sse(stream, plan.characters), media_type="text/event-stream", headers=headers
-        )
-    # Headers go out now: a later error can only cut the body short, which clients see as
-    # an incomplete chunked response (SSE gets an error event instead).
-    return StreamingResponse(
-        stream.chunks(), media_type=plan.output.format.content_type, headers=headers
-    )
+        body, media_type = _sse(stream, plan.characters), "text/event-stream"
+    else:
+        body, media_type = stream.chunks(), plan.output.format.content_type
+    return Answer(media_type, body, stream, headers)
 
 
 def _event(event: SpeechEvent) -> bytes:
     return f"data: {event.model_dump_json()}\n\n".encode()
 
 
-async def _sse(stream: SpeechStream, characters: int) -> AsyncIterator[bytes]:
+async def _sse(stream: SpeechStream, characters: int) -> AsyncGenerator[bytes]:
     try:
         async for data in stream.chunks():
             yield _event(SpeechAudioDelta(audio=base64.b64encode(data).decode()))

@@ -1,0 +1,230 @@
+"""Providers: what can serve a speech request. Today's local engine pools, or a remote
+OpenAI-compatible upstream reached over HTTP.
+
+`open` returns once the provider has produced its first audio, or raises: up to that point
+nothing has reached the client, so the router may still try another provider.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from speechgate.api.schemas import SpeechRequest
+from speechgate.audio.formats import AudioFormat
+from speechgate.errors import SpeechgateError
+from speechgate.llm import raise_for_error, upstream_errors
+from speechgate.routing.config import LocalProviderConfig, RemoteProviderConfig
+from speechgate.service import SpeechPlan, SpeechService, SpeechStream
+
+SPEECH_PATH = "audio/speech"
+# What an OpenAI-compatible server speaks at when a request names no rate.
+OPENAI_SAMPLE_RATE = 24000
+RAW_FORMATS = (AudioFormat.PCM, AudioFormat.WAV)
+# The upstream's headers that describe its audio; relayed (a speechgate upstream sends them).
+_RELAYED_PREFIX = "x-speechgate-"
+_OWN_HEADERS = ("x-speechgate-time-to-first-audio-ms",)
+
+
+class Progress(Protocol):
+    """How far a response got, as metering reads it when the response ends."""
+
+    @property
+    def time_to_first_audio(self) -> float: ...
+
+    @property
+    def audio_seconds(self) -> float: ...
+
+    @property
+    def completed(self) -> bool: ...
+
+
+@dataclass
+class Relayed:
+    """The progress of a relayed response."""
+
+    time_to_first_audio: float
+    audio_seconds: float = 0.0
+    """Counted for `pcm` and `wav` (from their length); 0 for compressed formats."""
+    completed: bool = False
+
+
+@dataclass
+class Answer:
+    """A response whose first audio exists: its headers and body (the first audio included)."""
+
+    media_type: str
+    body: AsyncGenerator[bytes]
+    """Iterate once, then `aclose` (leaving early stops the provider's work)."""
+    progress: Progress
+    headers: dict[str, str] = field(default_factory=dict)
+    provider: str = "local"
+    """The provider that answered (the router names it)."""
+
+    @property
+    def time_to_first_audio(self) -> float:
+        return self.progress.time_to_first_audio
+
+
+class Provider(Protocol):
+    """Something that serves `POST /v1/audio/speech`. Safe to share between the requests of
+    one event loop."""
+
+    name: str
+
+    async def open(self, body: SpeechRequest, request_id: str) -> Answer:
+        """Start the request; return when its first audio exists. Raises SpeechgateError
+        (a 429 or 5xx means the provider failed, anything else that the request is wrong)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; call when no request uses the provider any more."""
+        ...
+
+
+def counts_as_failure(error: BaseException) -> bool:
+    """Whether an error says the provider is unhealthy, rather than that the request is bad:
+    overload (429), its own failures (5xx), timeouts and lost connections (502/504), and
+    anything unexpected."""
+    if isinstance(error, SpeechgateError):
+        return error.status_code == 429 or error.status_code >= 500
+    return True
+
+
+def _mapped(body: SpeechRequest, model: str | None, voices: dict[str, str]) -> SpeechRequest:
+    """`body` with the provider's own model and voice names."""
+    update: dict[str, Any] = {}
+    if model is not None:
+        update["model"] = model
+    if body.voice_name in voices:
+        update["voice"] = voices[body.voice_name]
+    return body.model_copy(update=update)
+
+
+def _seconds_per_byte(body: SpeechRequest) -> float:
+    """Seconds of audio per byte of an uncompressed (16-bit mono) body; 0 if compressed. A
+    WAV's 44-byte header counts as 1 ms at most: a rounding error for usage records."""
+    if body.stream_format != "audio" or body.response_format not in RAW_FORMATS:
+        return 0.0
+    return 1 / (2 * (body.sample_rate or OPENAI_SAMPLE_RATE))
+
+
+Render = Callable[[SpeechPlan, SpeechStream], Answer]
+"""Turns a local stream into the response the speech route would send (headers, SSE)."""
+
+
+class LocalProvider:
+    """This server's worker pools, through the same SpeechService as unrouted requests."""
+
+    def __init__(
+        self, name: str, config: LocalProviderConfig, service: SpeechService, render: Render
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._service = service
+        self._render = render
+
+    async def open(self, body: SpeechRequest, request_id: str) -> Answer:
+        plan = self._service.plan(_mapped(body, self.config.model, self.config.voices))
+        return self._render(plan, await self._service.open(plan))
+
+    async def aclose(self) -> None:
+        pass
+
+
+class RemoteProvider:
+    """An OpenAI-compatible upstream, through one pooled HTTP client. The upstream's bytes are
+    relayed as they arrive: nothing is buffered beyond the chunk in hand."""
+
+    def __init__(
+        self,
+        name: str,
+        config: RemoteProviderConfig,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._clock = clock
+        self._what = f"speech upstream {name!r}"
+        key = config.api_key
+        self._client = httpx.AsyncClient(
+            base_url=config.base_url,
+            headers={} if key is None else {"Authorization": f"Bearer {key.get_secret_value()}"},
+            timeout=httpx.Timeout(config.timeout, connect=config.connect_timeout),
+            limits=httpx.Limits(
+                max_connections=config.max_connections,
+                max_keepalive_connections=config.max_connections,
+            ),
+            verify=(
+                True
+                if config.ca_bundle is None
+                else ssl.create_default_context(cafile=config.ca_bundle)
+            ),
+            # Only settings.py reads the environment: no proxy or CA variables from here.
+            trust_env=False,
+        )
+
+    async def open(self, body: SpeechRequest, request_id: str) -> Answer:
+        started = self._clock()
+        # What the client sent (and nothing it left to defaults), in the upstream's names;
+        # `user` only chose the route here.
+        payload = _mapped(body, self.config.model, self.config.voices).model_dump(
+            mode="json", exclude_unset=True, exclude={"user"}
+        )
+        request = self._client.build_request(
+            "POST", SPEECH_PATH, json=payload, headers={"x-request-id": request_id}
+        )
+        with upstream_errors(self.config.base_url, self.config.timeout, self._what):
+            response = await self._client.send(request, stream=True)
+        try:
+            if not response.is_success:
+                with upstream_errors(self.config.base_url, self.config.timeout, self._what):
+                    await response.aread()
+                raise_for_error(response, self._what)
+            chunks = response.aiter_bytes()
+            with upstream_errors(self.config.base_url, self.config.timeout, self._what):
+                first = await anext(chunks, b"")
+        except BaseException:
+            await response.aclose()
+            raise
+        headers = {
+            name: value
+            for name, value in response.headers.items()
+            if name.startswith(_RELAYED_PREFIX) and name not in _OWN_HEADERS
+        }
+        progress = Relayed(self._clock() - started)
+        return Answer(
+            media_type=response.headers.get("content-type", "application/octet-stream"),
+            body=self._relay(first, chunks, response, progress, _seconds_per_byte(body)),
+            progress=progress,
+            headers=headers,
+        )
+
+    async def _relay(
+        self,
+        first: bytes,
+        chunks: AsyncIterator[bytes],
+        response: httpx.Response,
+        progress: Relayed,
+        seconds_per_byte: float,
+    ) -> AsyncGenerator[bytes]:
+        try:
+            if first:
+                progress.audio_seconds += len(first) * seconds_per_byte
+                yield first
+            with upstream_errors(self.config.base_url, self.config.timeout, self._what):
+                async for chunk in chunks:
+                    if chunk:
+                        progress.audio_seconds += len(chunk) * seconds_per_byte
+                        yield chunk
+            progress.completed = True
+        finally:
+            await response.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,278 @@
+"""Routes one speech request: choose, fail over, watch the stream, shadow it.
+
+A request reads the routing state once. It tries the providers in `attempt_order`, skipping
+those whose breaker is open, and moves on only when a provider fails before its first audio
+(a 429, a 5xx, a timeout, a lost connection); a client error is the client's answer. Once
+audio has gone out there is no second chance: a failure can only cut the stream short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable
+from pathlib import Path
+from typing import Any
+
+from speechgate.api.schemas import SpeechRequest
+from speechgate.errors import NoProviderAvailable
+from speechgate.routing import choice
+from speechgate.routing.breaker import CircuitBreaker, Outcome
+from speechgate.routing.config import RoutesConfig, load_routes
+from speechgate.routing.metrics import RoutingMetrics
+from speechgate.routing.providers import Answer, Provider, counts_as_failure
+from speechgate.routing.shadow import (
+    MAX_COMPARED_BYTES,
+    Sample,
+    ShadowLog,
+    ShadowPair,
+    compare,
+    failed,
+)
+from speechgate.routing.state import MakeProvider, RoutingState
+
+log = logging.getLogger(__name__)
+
+_SHADOW_SALT = "shadow"
+
+
+class Router:
+    def __init__(
+        self,
+        config: RoutesConfig,
+        make_provider: MakeProvider,
+        *,
+        path: Path | None = None,
+        metrics: RoutingMetrics | None = None,
+        default_sample_rate: int = 24000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._make_provider = make_provider
+        self._path = path
+        self._clock = clock
+        self._metrics = metrics
+        self._default_rate = default_sample_rate
+        self._config = config
+        self._state, _ = RoutingState.build(config, make_provider, self._new_breaker)
+        self._in_flight: dict[Provider, int] = {}
+        self._drained: dict[Provider, asyncio.Event] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self.shadow_log = ShadowLog()
+        if metrics is not None:
+            metrics.watch(lambda: self._state)
+
+    @property
+    def state(self) -> RoutingState:
+        return self._state
+
+    def serves(self, model: str) -> bool:
+        return self._state.route(model) is not None
+
+    # --- runtime control: each takes effect for the next request ----------------------------
+
+    def set_state(self, state: RoutingState) -> None:
+        self._state = state
+
+    def reload(self) -> None:
+        """Re-read the routes file. A bad file raises ValueError and changes nothing; requests
+        under way finish on the providers they started with."""
+        if self._path is None:
+            raise ValueError("no routes file to reload")
+        config = load_routes(self._path)
+        self._state, retired = RoutingState.build(
+            config, self._make_provider, self._new_breaker, self._state
+        )
+        self._config = config
+        for provider in retired:
+            self._spawn(self._retire(provider))
+        log.info("routes reloaded from %s", self._path)
+
+    # --- serving ------------------------------------------------------------------------------
+
+    async def open(self, body: SpeechRequest, key: str, request_id: str) -> Answer:
+        """The first provider's answer that produced audio. Raises the last provider's error
+        when every one failed, NoProviderAvailable when every breaker is open."""
+        state = self._state
+        found = state.route(body.model)
+        assert found is not None, "serves() said no"
+        route_name, route = found
+        last_error: Exception | None = None
+        for name in choice.attempt_order(route.weights, route.fallback, key, state.disabled):
+            entry = state.providers[name]
+            if not entry.breaker.allow():
+                continue
+            try:
+                answer = await self._opened(entry.provider, body, request_id)
+            except Exception as error:
+                if not counts_as_failure(error):
+                    entry.breaker.record(Outcome.NEUTRAL)
+                    raise
+                entry.breaker.record(Outcome.FAILURE)
+                self._count(route_name, name, Outcome.FAILURE)
+                if self._metrics is not None:
+                    self._metrics.failovers.labels(route_name, name).inc()
+                log.warning("route %s: provider %s failed (%r)", route_name, name, error)
+                last_error = error
+                continue
+            except BaseException:  # cancelled: the client left
+                entry.breaker.record(Outcome.NEUTRAL)
+                raise
+            shadow = self._shadow(state, route_name, body, key, request_id, name)
+            answer.body = self._watched(
+                route_name, name, entry.breaker, entry.provider, answer, shadow
+            )
+            answer.provider = name
+            answer.headers["x-speechgate-provider"] = name
+            answer.headers["x-speechgate-time-to-first-audio-ms"] = (
+                f"{answer.time_to_first_audio * 1000:.1f}"
+            )
+            return answer
+        if last_error is not None:
+            raise last_error
+        raise NoProviderAvailable(route_name)
+
+    async def _opened(self, provider: Provider, body: SpeechRequest, request_id: str) -> Answer:
+        """`provider.open`, counted in flight until its body ends (a reload waits for it)."""
+        self._in_flight[provider] = self._in_flight.get(provider, 0) + 1
+        try:
+            return await provider.open(body, request_id)
+        except BaseException:
+            self._leave(provider)
+            raise
+
+    async def _watched(
+        self,
+        route: str,
+        name: str,
+        breaker: CircuitBreaker,
+        provider: Provider,
+        answer: Answer,
+        shadow: asyncio.Future[Sample | None] | None,
+    ) -> AsyncGenerator[bytes]:
+        """The answer's body; its outcome goes to the breaker, a copy to the shadow."""
+        outcome = Outcome.NEUTRAL
+        started = self._clock() - answer.time_to_first_audio
+        kept: bytearray | None = bytearray() if shadow is not None else None
+        try:
+            async for chunk in answer.body:
+                if kept is not None:
+                    kept += chunk
+                    if len(kept) > MAX_COMPARED_BYTES:
+                        kept = None
+                yield chunk
+            outcome = Outcome.SUCCESS
+        except Exception as error:
+            outcome = Outcome.FAILURE if counts_as_failure(error) else Outcome.NEUTRAL
+            raise
+        finally:
+            await answer.body.aclose()
+            breaker.record(outcome, answer.time_to_first_audio)
+            self._count(route, name, outcome)
+            self._leave(provider)
+            if shadow is not None and not shadow.done():
+                complete = outcome is Outcome.SUCCESS and kept is not None
+                shadow.set_result(
+                    Sample(name, answer.time_to_first_audio, self._clock() - started, bytes(kept))
+                    if complete and kept is not None
+                    else None
+                )
+
+    # --- shadow traffic -----------------------------------------------------------------------
+
+    def _shadow(
+        self,
+        state: RoutingState,
+        route: str,
+        body: SpeechRequest,
+        key: str,
+        request_id: str,
+        primary: str,
+    ) -> asyncio.Future[Sample | None] | None:
+        config = state.routes[route].shadow
+        if (
+            config is None
+            or config.provider == primary
+            or body.stream_format != "audio"
+            or not state.providers[config.provider].enabled
+            or not choice.sampled(key, config.percent, _SHADOW_SALT)
+        ):
+            return None
+        primary_sample: asyncio.Future[Sample | None] = asyncio.get_running_loop().create_future()
+        provider = state.providers[config.provider].provider
+        self._spawn(self._run_shadow(route, provider, body, request_id, primary, primary_sample))
+        return primary_sample
+
+    async def _run_shadow(
+        self,
+        route: str,
+        provider: Provider,
+        body: SpeechRequest,
+        request_id: str,
+        primary_name: str,
+        primary: asyncio.Future[Sample | None],
+    ) -> None:
+        started = self._clock()
+        try:
+            answer = await self._opened(provider, body, f"{request_id}-shadow")
+            try:
+                data = b"".join([chunk async for chunk in answer.body])
+            finally:
+                await answer.body.aclose()
+                self._leave(provider)
+            ours = Sample(provider.name, answer.time_to_first_audio, self._clock() - started, data)
+        except Exception as error:
+            theirs = await primary
+            self._record(failed(route, theirs, provider.name, primary_name, repr(error)))
+            return
+        theirs = await primary
+        if theirs is None:
+            return  # the client's request did not complete: nothing to compare
+        rate = body.sample_rate or self._default_rate
+        pair = await asyncio.to_thread(compare, route, theirs, ours, body.response_format, rate)
+        self._record(pair)
+
+    def _record(self, pair: ShadowPair) -> None:
+        self.shadow_log.record(pair)
+        if self._metrics is not None:
+            self._metrics.record_shadow(pair)
+
+    # --- bookkeeping --------------------------------------------------------------------------
+
+    def _new_breaker(self) -> CircuitBreaker:
+        return CircuitBreaker(self._config.breaker, self._clock)
+
+    def _count(self, route: str, provider: str, outcome: Outcome) -> None:
+        if self._metrics is not None:
+            self._metrics.requests.labels(route, provider, outcome.value).inc()
+
+    def _leave(self, provider: Provider) -> None:
+        count = self._in_flight[provider] - 1
+        if count:
+            self._in_flight[provider] = count
+            return
+        del self._in_flight[provider]
+        drained = self._drained.pop(provider, None)
+        if drained is not None:
+            drained.set()
+
+    async def _retire(self, provider: Provider) -> None:
+        """Close a provider a reload removed, once its last request has ended."""
+        if provider in self._in_flight:
+            await self._drained.setdefault(provider, asyncio.Event()).wait()
+        await provider.aclose()
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def aclose(self) -> None:
+        """Stop shadow work and close every provider."""
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await asyncio.gather(
+            *(entry.provider.aclose() for entry in self._state.providers.values()),
+            return_exceptions=True,
+        )
