@@ -30,7 +30,7 @@ from speechgate.routing.shadow import (
     compare,
     failed,
 )
-from speechgate.routing.state import MakeProvider, RoutingState
+from speechgate.routing.state import MakeProvider, ProviderEntry, RoutingState
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class Router:
                 raise
             shadow = self._shadow(state, route_name, body, key, request_id, name)
             answer.body = self._watched(
-                route_name, name, entry.breaker, entry.provider, answer, shadow
+                answer.body, answer.time_to_first_audio, route_name, name, entry, shadow
             )
             answer.provider = name
             answer.headers["x-speechgate-provider"] = name
@@ -143,19 +143,19 @@ class Router:
 
     async def _watched(
         self,
+        body: AsyncGenerator[bytes],
+        ttfa: float,
         route: str,
         name: str,
-        breaker: CircuitBreaker,
-        provider: Provider,
-        answer: Answer,
+        entry: ProviderEntry,
         shadow: asyncio.Future[Sample | None] | None,
     ) -> AsyncGenerator[bytes]:
-        """The answer's body; its outcome goes to the breaker, a copy to the shadow."""
+        """A provider's body; its outcome goes to the breaker, a copy to the shadow."""
         outcome = Outcome.NEUTRAL
-        started = self._clock() - answer.time_to_first_audio
+        started = self._clock() - ttfa
         kept: bytearray | None = bytearray() if shadow is not None else None
         try:
-            async for chunk in answer.body:
+            async for chunk in body:
                 if kept is not None:
                     kept += chunk
                     if len(kept) > MAX_COMPARED_BYTES:
@@ -166,14 +166,14 @@ class Router:
             outcome = Outcome.FAILURE if counts_as_failure(error) else Outcome.NEUTRAL
             raise
         finally:
-            await answer.body.aclose()
-            breaker.record(outcome, answer.time_to_first_audio)
+            await body.aclose()
+            entry.breaker.record(outcome, ttfa)
             self._count(route, name, outcome)
-            self._leave(provider)
+            self._leave(entry.provider)
             if shadow is not None and not shadow.done():
                 complete = outcome is Outcome.SUCCESS and kept is not None
                 shadow.set_result(
-                    Sample(name, answer.time_to_first_audio, self._clock() - started, bytes(kept))
+                    Sample(name, ttfa, self._clock() - started, bytes(kept))
                     if complete and kept is not None
                     else None
                 )
