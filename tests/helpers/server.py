@@ -30,10 +30,11 @@ class RunningServer:
 
 
 @contextmanager
-def serving(app: FastAPI, name: str, lifespan: str = "on") -> Iterator[str]:
-    """Serve `app` with uvicorn on a free loopback port in a thread; yields its base URL."""
+def serving(app: FastAPI, name: str, lifespan: str = "on", port: int = 0) -> Iterator[str]:
+    """Serve `app` with uvicorn on loopback in a thread (on a free port unless `port` says
+    which, e.g. to restart a server where it was); yields its base URL."""
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan)
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan)
     )
     thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
@@ -52,8 +53,8 @@ def serving(app: FastAPI, name: str, lifespan: str = "on") -> Iterator[str]:
 
 
 @contextmanager
-def running_server(settings: Settings) -> Iterator[RunningServer]:
-    """Serve `create_app(settings)` on a free loopback port until the block ends."""
+def running_server(settings: Settings, port: int = 0) -> Iterator[RunningServer]:
+    """Serve `create_app(settings)` on loopback (a free port by default) until the block ends."""
     app = create_app(settings)
-    with serving(app, "speechgate-test-server") as url:
+    with serving(app, "speechgate-test-server", port=port) as url:
         yield RunningServer(url, app)

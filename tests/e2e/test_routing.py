@@ -1,0 +1,244 @@
+"""Provider routing between two real speechgate servers on loopback: the front one routes
+models to its own engine and to the other one (its upstream), through the openai SDK."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.conftest import make_settings, sdk_client
+from tests.helpers.audio import decode_audio
+from tests.helpers.server import RunningServer, running_server
+from tests.helpers.waiting import wait_for
+
+pytestmark = pytest.mark.slow
+
+ADMIN_KEY = "admin-secret"
+UPSTREAM_KEY = "upstream-key-never-logged"
+TEXT = "The quick brown fox jumps over the lazy dog."
+# Long enough (megabytes of WAV) that no socket buffer between the two servers can hold it.
+LONG = " ".join(["Section one explains the budget and the schedule in plain words."] * 60)
+ROUTES = """
+providers:
+  local: {{kind: local, model: espeak}}
+  upstream:
+    kind: remote
+    base_url: {upstream}/v1
+    api_key: {key}
+    model: espeak
+    connect_timeout: 2
+breaker: {{min_requests: 4, error_rate: 0.02, open_for: 0.2, probes: 2}}
+routes:
+  canary: {{providers: {{local: 50, upstream: 50}}, fallback: [local]}}
+  relay: {{providers: {{upstream: 100}}}}
+  shadowed:
+    providers: {{local: 100}}
+    shadow: {{provider: upstream, percent: 100}}
+"""
+
+
+def espeak_settings(**overrides: object) -> Any:
+    return make_settings(engines=["espeak"], default_engine="espeak", workers=1, **overrides)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Pair:
+    front: RunningServer
+    upstream_url: str
+
+    def admin(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = httpx.request(
+            method,
+            f"{self.front.url}/v1/admin/routing{path}",
+            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+            **kwargs,
+        )
+        response.raise_for_status()
+        return response.json()
+
+    def breaker(self, provider: str) -> str:
+        state: str = self.admin("GET", "")["providers"][provider]["breaker"]["state"]
+        return state
+
+
+@contextmanager
+def front_of(upstream_url: str, tmp_path: Path) -> Iterator[Pair]:
+    routes = tmp_path / "routes.yaml"
+    routes.write_text(ROUTES.format(upstream=upstream_url, key=UPSTREAM_KEY))
+    with running_server(espeak_settings(routes_file=routes, admin_key=ADMIN_KEY)) as front:
+        yield Pair(front, upstream_url)
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[RunningServer]:
+    with running_server(espeak_settings()) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def pair(upstream: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    with front_of(upstream.url, tmp_path_factory.mktemp("routes")) as running:
+        yield running
+
+
+def speak(
+    client: openai.OpenAI, model: str, request_id: str, text: str = TEXT, voice: str = "alloy"
+) -> Any:
+    """A whole (non-streamed) request; returns the raw response (headers and body)."""
+    return client.audio.speech.with_raw_response.create(
+        model=model,
+        voice=voice,
+        input=text,
+        response_format="wav",
+        extra_headers={"x-request-id": request_id},
+    )
+
+
+def test_streamed_pass_through_delivers_first_audio_before_the_upstream_finishes(
+    pair: Pair, upstream: RunningServer
+) -> None:
+    pool = upstream.runtime.pools["espeak"]
+    with (
+        sdk_client(pair.front) as client,
+        client.audio.speech.with_streaming_response.create(
+            model="relay", voice="alloy", input=LONG, response_format="pcm"
+        ) as response,
+    ):
+        assert response.headers["x-speechgate-provider"] == "upstream"
+        assert response.headers["x-speechgate-engine"] == "espeak"  # the upstream's, relayed
+        chunks = response.iter_bytes()
+        first = next(chunks)
+        assert first
+        # The client holds its first audio while the upstream's job is still running: the
+        # relay forwarded it as it came instead of waiting for the whole clip.
+        assert pool.stats().in_flight == 1
+        body = first + b"".join(chunks)
+    wait_for(lambda: pool.stats().in_flight == 0)
+    audio = decode_audio(body, "pcm")
+    assert audio.duration > 60 and audio.rms > 0.01
+
+
+def test_relayed_audio_is_speech_as_long_as_the_upstreams_own(
+    pair: Pair, upstream: RunningServer
+) -> None:
+    with sdk_client(pair.front) as front, sdk_client(upstream) as direct:
+        relayed = decode_audio(speak(front, "relay", "id-1").content, "wav")
+        own = decode_audio(speak(direct, "espeak", "id-1").content, "wav")
+    assert relayed.sample_rate == own.sample_rate == 24000
+    assert relayed.duration == pytest.approx(own.duration, rel=0.01)
+    assert relayed.rms > 0.01
+
+
+def test_upstream_client_errors_reach_the_client_unchanged(pair: Pair) -> None:
+    with sdk_client(pair.front) as client, pytest.raises(openai.BadRequestError) as caught:
+        client.audio.speech.create(model="relay", voice="nobody", input=TEXT)
+    assert caught.value.code == "voice_not_found"
+    assert pair.breaker("upstream") == "closed"
+
+
+def test_shadow_comparisons_report_identical_pcm_for_a_deterministic_engine(
+    tmp_path: Path,
+) -> None:
+    # espeak-ng's plain voices are deterministic given the same history (its output depends a
+    # little on what the process spoke before; the "+f3"-style variants behind OpenAI's names
+    # add noise seeded per process). Fresh servers, each with one worker, that hear the same
+    # requests in the same order stay in step.
+    with running_server(espeak_settings()) as upstream, front_of(upstream.url, tmp_path) as pair:
+        with sdk_client(pair.front) as client:
+            for n in range(3):
+                response = speak(client, "shadowed", f"s-{n}", f"{TEXT} Take {n}.", "en-us")
+                assert response.headers["x-speechgate-provider"] == "local"
+                assert decode_audio(response.content, "wav").rms > 0.01
+        wait_for(
+            lambda: pair.admin("GET", "/shadow")["routes"].get("shadowed", {}).get("pairs") == 3
+        )
+        report = pair.admin("GET", "/shadow")
+        metrics = httpx.get(f"{pair.front.url}/metrics").text
+    assert report["routes"]["shadowed"]["identical"] == 3
+    latest = report["recent"][-1]
+    assert (latest["primary"], latest["shadow"], latest["identical"]) == ("local", "upstream", True)
+    assert latest["duration_difference"] == 0.0 and latest["primary_audio_seconds"] > 1
+    assert latest["shadow_ttfa"] > 0 and latest["shadow_elapsed"] >= latest["shadow_ttfa"]
+    assert 'speechgate_shadow_pairs_total{result="identical",route="shadowed"} 3.0' in metrics
+
+
+def test_admin_routes_need_the_admin_key(pair: Pair) -> None:
+    url = f"{pair.front.url}/v1/admin/routing"
+    assert httpx.get(url).status_code == 401
+    wrong = httpx.get(url, headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_admin_key"
+    assert UPSTREAM_KEY not in pair.admin("GET", "").__repr__()
+
+
+def test_weights_change_for_the_next_request_and_show_in_metrics(pair: Pair) -> None:
+    with sdk_client(pair.front) as client:
+        try:
+            pair.admin("POST", "/routes/canary/promote", json={"provider": "upstream"})
+            served = {
+                speak(client, "canary", f"w-{n}").headers["x-speechgate-provider"] for n in range(6)
+            }
+            assert served == {"upstream"}
+            metrics = httpx.get(f"{pair.front.url}/metrics").text
+            assert 'speechgate_route_weight{provider="local",route="canary"} 0.0' in metrics
+            pair.admin("POST", "/providers/upstream/disable")
+            assert speak(client, "canary", "w-0").headers["x-speechgate-provider"] == "local"
+        finally:
+            pair.admin("POST", "/reload")  # back to the file's 50/50, everything enabled
+    state = pair.admin("GET", "")
+    assert state["routes"]["canary"]["weights"] == {"local": 50, "upstream": 50}
+    assert state["providers"]["upstream"]["enabled"]
+
+
+def test_killing_the_upstream_mid_canary_fails_nothing_and_opens_then_closes_the_breaker(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_port()
+    settings = espeak_settings()
+    ids = [f"user-{n}" for n in range(12)]
+    with front_of(f"http://127.0.0.1:{port}", tmp_path) as pair, sdk_client(pair.front) as client:
+        with running_server(settings, port=port):
+            served = [speak(client, "canary", key).headers["x-speechgate-provider"] for key in ids]
+        assert set(served) == {"local", "upstream"}  # a 50/50 split of these ids
+
+        # The upstream is gone: its requests fail over to the local engine before any audio.
+        for key in ids * 2:
+            response = speak(client, "canary", key)
+            assert response.status_code == 200
+            assert response.headers["x-speechgate-provider"] == "local"
+            assert decode_audio(response.content, "wav").rms > 0.01
+        # Opened (and, `open_for` later, half-open: nothing but probes goes there).
+        breaker = pair.admin("GET", "")["providers"]["upstream"]["breaker"]
+        assert breaker["times_opened"] >= 1 and breaker["state"] != "closed"
+        metrics = httpx.get(f"{pair.front.url}/metrics").text
+        assert (
+            'speechgate_provider_breaker_state{provider="upstream",state="closed"} 0.0' in metrics
+        )
+        assert 'speechgate_route_failovers_total{provider="upstream",route="canary"}' in metrics
+
+        # Back where it was: after `open_for`, probes go through and close the breaker.
+        with running_server(settings, port=port):
+
+            def probed() -> bool:
+                for key in ids:
+                    assert speak(client, "canary", key).status_code == 200
+                return pair.breaker("upstream") == "closed"
+
+            wait_for(probed)
+            served = [speak(client, "canary", key).headers["x-speechgate-provider"] for key in ids]
+            assert set(served) == {"local", "upstream"}
+    assert "could not be reached" in caplog.text and UPSTREAM_KEY not in caplog.text
