@@ -1,0 +1,146 @@
+"""`speechgate serve` as users run it: the routes file is re-read on SIGHUP without dropping
+a request under way, and `speechgate routing` changes the routes of the running server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.test_routing import ADMIN_KEY, LONG, free_port
+from tests.helpers.audio import decode_audio
+from tests.helpers.waiting import wait_for
+
+pytestmark = pytest.mark.slow
+
+SPEECHGATE = [sys.executable, "-m", "speechgate.cli"]
+# The server is its own upstream: "relay" goes out over HTTP and back in.
+ROUTES = """
+providers:
+  local: {{kind: local, model: espeak}}
+  self: {{kind: remote, base_url: "http://127.0.0.1:{port}/v1", model: espeak, timeout: {timeout}}}
+routes:
+  relay: {{providers: {{self: 100}}}}
+  canary: {{providers: {{local: {local}, self: {canary}}}}}
+"""
+
+
+def routes(path: Path, port: int, timeout: int, local: int, canary: int) -> None:
+    path.write_text(
+        ROUTES.format(port=port, timeout=timeout, local=local, canary=canary), encoding="utf-8"
+    )
+
+
+def cli(*args: str, url: str) -> dict[str, object]:
+    result = subprocess.run(
+        [*SPEECHGATE, "routing", *args, "--url", url, "--admin-key", ADMIN_KEY],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    answer: dict[str, object] = json.loads(result.stdout)
+    return answer
+
+
+def weights(url: str) -> object:
+    return cli("show", url=url)["routes"]["canary"]["weights"]  # type: ignore[index]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
+    port = free_port()
+    path = tmp_path / "routes.yaml"
+    routes(path, port, timeout=30, local=100, canary=0)
+    env = {
+        **os.environ,
+        "SPEECHGATE_ROUTES_FILE": str(path),
+        "SPEECHGATE_ADMIN_KEY": ADMIN_KEY,
+        "SPEECHGATE_DATA_DIR": str(tmp_path / "data"),
+    }
+    url = f"http://127.0.0.1:{port}"
+    with subprocess.Popen(
+        [*SPEECHGATE, "serve", "--port", str(port), "--engine", "espeak", "--workers", "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as server:
+
+        def ready() -> bool:
+            assert server.poll() is None, server.communicate()[0]
+            try:
+                return httpx.get(f"{url}/readyz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        try:
+            wait_for(ready, timeout=60)
+            yield url, path, server
+        finally:
+            server.terminate()
+
+
+def test_sighup_reloads_the_routes_without_dropping_a_request_under_way(
+    served: tuple[str, Path, subprocess.Popen[str]],
+) -> None:
+    url, path, server = served
+    port = int(url.rsplit(":", 1)[1])
+    body = {"model": "relay", "voice": "en-us", "input": LONG, "response_format": "pcm"}
+    with (
+        httpx.Client(timeout=60) as client,
+        client.stream("POST", f"{url}/v1/audio/speech", json=body) as response,
+    ):
+        assert response.headers["x-speechgate-provider"] == "self"
+        chunks = response.iter_bytes()
+        first = next(chunks)
+        # A changed provider (its timeout) is replaced; the request under way keeps the old one.
+        routes(path, port, timeout=31, local=20, canary=80)
+        server.send_signal(signal.SIGHUP)
+        wait_for(lambda: weights(url) == {"local": 20, "self": 80})
+        audio = decode_audio(first + b"".join(chunks), "pcm")
+    assert audio.duration > 60 and audio.rms > 0.01
+
+    # An invalid file is refused; the routes in force stay.
+    path.write_text("routes: [", encoding="utf-8")
+    server.send_signal(signal.SIGHUP)
+    assert weights(url) == {"local": 20, "self": 80}
+    server.terminate()
+    assert "routes not reloaded" in server.communicate(timeout=30)[0]
+
+
+def test_the_cli_changes_weights_promotes_and_disables(
+    served: tuple[str, Path, subprocess.Popen[str]],
+) -> None:
+    url, _, _ = served
+    assert cli("weights", "canary", "local=75", "self=25", url=url)["routes"]["canary"][  # type: ignore[index]
+        "weights"
+    ] == {"local": 75, "self": 25}
+    cli("promote", "canary", "self", url=url)
+    assert weights(url) == {"local": 0, "self": 100}
+    speech = {"model": "canary", "voice": "en-us", "input": "Hello.", "response_format": "wav"}
+    assert (
+        httpx.post(f"{url}/v1/audio/speech", json=speech).headers["x-speechgate-provider"] == "self"
+    )
+    state = cli("disable", "self", url=url)
+    assert state["providers"]["self"]["enabled"] is False  # type: ignore[index]
+    assert (
+        httpx.post(f"{url}/v1/audio/speech", json=speech).headers["x-speechgate-provider"]
+        == "local"
+    )
+    cli("reload", url=url)
+    assert weights(url) == {"local": 100, "self": 0}
+    failed = subprocess.run(
+        [*SPEECHGATE, "routing", "show", "--url", url, "--admin-key", "wrong"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert failed.returncode == 1 and "401" in failed.stdout
