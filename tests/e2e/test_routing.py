@@ -3,7 +3,6 @@ models to its own engine and to the other one (its upstream), through the openai
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ import pytest
 
 from tests.conftest import make_settings, sdk_client
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -47,13 +46,6 @@ routes:
 
 def espeak_settings(**overrides: object) -> Any:
     return make_settings(engines=["espeak"], default_engine="espeak", workers=1, **overrides)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

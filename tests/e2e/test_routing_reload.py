@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.test_routing import ADMIN_KEY, LONG, free_port
+from tests.e2e.test_routing import ADMIN_KEY, LONG
 from tests.helpers.audio import decode_audio
+from tests.helpers.server import free_port
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +28,14 @@ class RunningServer:
     def runtime(self) -> Runtime:
         runtime: Runtime = self.app.state.runtime
         return runtime
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (for a server to restart on the same one)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 @contextmanager
