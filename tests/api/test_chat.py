@@ -21,7 +21,7 @@ from speechgate.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from speechgate.llm import LlmRelay, _raise_for_error, iter_sse_data
+from speechgate.llm import LlmRelay, raise_for_error, iter_sse_data
 from speechgate.settings import Settings
 from tests.conftest import make_settings
 from tests.helpers.server import RunningServer, running_server
@@ -400,7 +400,7 @@ def test_openai_shaped_upstream_errors_keep_their_status(
     status: int, payload: dict[str, Any], expected: tuple[int, str, str | None]
 ) -> None:
     with pytest.raises(UpstreamRejected) as raised:
-        _raise_for_error(httpx.Response(status, json=payload))
+        raise_for_error(httpx.Response(status, json=payload))
     assert (raised.value.status_code, raised.value.error_type, raised.value.code) == expected
 
 
@@ -411,7 +411,7 @@ def test_retry_hints_of_an_upstream_error_are_relayed() -> None:
         headers={"retry-after": "2", "x-other": "no"},
     )
     with pytest.raises(UpstreamRejected) as raised:
-        _raise_for_error(response)
+        raise_for_error(response)
     assert raised.value.headers == {"retry-after": "2"}
 
 
@@ -425,9 +425,9 @@ def test_retry_hints_of_an_upstream_error_are_relayed() -> None:
 )
 def test_other_upstream_answers_are_bad_responses(response: httpx.Response) -> None:
     with pytest.raises(UpstreamBadResponse) as raised:
-        _raise_for_error(response)
+        raise_for_error(response)
     assert raised.value.status_code == 502
 
 
 def test_a_2xx_is_not_an_error() -> None:
-    _raise_for_error(httpx.Response(200, json={}))
+    raise_for_error(httpx.Response(200, json={}))

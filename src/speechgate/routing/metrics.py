@@ -57,7 +57,7 @@ class RoutingMetrics:
         )
         self.failovers = Counter(
             "speechgate_route_failovers",
-            "Requests passed on to the next provider after this one failed before any audio.",
+            "Failures before any audio, after which the next provider (if any) was tried.",
             ["route", "provider"],
             registry=registry,
         )

@@ -35,6 +35,11 @@ from speechgate.routing.state import MakeProvider, ProviderEntry, RoutingState
 log = logging.getLogger(__name__)
 
 _SHADOW_SALT = "shadow"
+# Shadow requests under way at most: beyond it, samples are skipped rather than letting a
+# slow shadow provider pile up work (and memory) behind a busy route.
+MAX_SHADOWS = 16
+# How long a shadow waits for the client's request to end (a client reading slowly).
+_PRIMARY_WAIT = 600.0
 
 
 class Router:
@@ -58,6 +63,7 @@ class Router:
         self._in_flight: dict[Provider, int] = {}
         self._drained: dict[Provider, asyncio.Event] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self._shadows = 0
         self.shadow_log = ShadowLog()
         if metrics is not None:
             metrics.watch(lambda: self._state)
@@ -196,14 +202,33 @@ class Router:
             or body.stream_format != "audio"
             or not state.providers[config.provider].enabled
             or not choice.sampled(key, config.percent, _SHADOW_SALT)
+            or self._shadows >= MAX_SHADOWS
         ):
             return None
         primary_sample: asyncio.Future[Sample | None] = asyncio.get_running_loop().create_future()
         provider = state.providers[config.provider].provider
+        self._shadows += 1
         self._spawn(self._run_shadow(route, provider, body, request_id, primary, primary_sample))
         return primary_sample
 
     async def _run_shadow(
+        self,
+        route: str,
+        provider: Provider,
+        body: SpeechRequest,
+        request_id: str,
+        primary_name: str,
+        primary: asyncio.Future[Sample | None],
+    ) -> None:
+        try:
+            async with asyncio.timeout(_PRIMARY_WAIT):
+                await self._compare(route, provider, body, request_id, primary_name, primary)
+        except TimeoutError:
+            log.warning("route %s: shadow of %s abandoned, unfinished", route, request_id)
+        finally:
+            self._shadows -= 1
+
+    async def _compare(
         self,
         route: str,
         provider: Provider,
@@ -220,16 +245,16 @@ class Router:
             finally:
                 await answer.body.aclose()
                 self._leave(provider)
-            ours = Sample(provider.name, answer.time_to_first_audio, self._clock() - started, data)
+            elapsed = self._clock() - started
+            shadow = Sample(provider.name, answer.time_to_first_audio, elapsed, data)
         except Exception as error:
-            theirs = await primary
-            self._record(failed(route, theirs, provider.name, primary_name, repr(error)))
+            self._record(failed(route, await primary, provider.name, primary_name, repr(error)))
             return
-        theirs = await primary
-        if theirs is None:
+        client = await primary
+        if client is None:
             return  # the client's request did not complete: nothing to compare
         rate = body.sample_rate or self._default_rate
-        pair = await asyncio.to_thread(compare, route, theirs, ours, body.response_format, rate)
+        pair = await asyncio.to_thread(compare, route, client, shadow, body.response_format, rate)
         self._record(pair)
 
     def _record(self, pair: ShadowPair) -> None:
