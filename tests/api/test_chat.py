@@ -21,7 +21,7 @@ from speechgate.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from speechgate.llm import LlmRelay, raise_for_error, iter_sse_data
+from speechgate.llm import LlmRelay, iter_sse_data, raise_for_error
 from speechgate.settings import Settings
 from tests.conftest import make_settings
 from tests.helpers.server import RunningServer, running_server
