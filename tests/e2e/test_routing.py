@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 ADMIN_KEY = "admin-secret"
 UPSTREAM_KEY = "upstream-key-never-logged"
 TEXT = "The quick brown fox jumps over the lazy dog."
-# Long enough (megabytes of WAV) that no socket buffer between the two servers can hold it.
+# Minutes of speech: more than the socket buffers between client and upstream can hold.
 LONG = " ".join(["Section one explains the budget and the schedule in plain words."] * 60)
 ROUTES = """
 providers:
@@ -108,7 +108,11 @@ def test_streamed_pass_through_delivers_first_audio_before_the_upstream_finishes
     with (
         sdk_client(pair.front) as client,
         client.audio.speech.with_streaming_response.create(
-            model="relay", voice="alloy", input=LONG, response_format="pcm"
+            model="relay",
+            voice="alloy",
+            input=LONG,
+            response_format="pcm",
+            extra_body={"sample_rate": 48000},  # ~25 MB: far beyond what buffers could hold
         ) as response,
     ):
         assert response.headers["x-speechgate-provider"] == "upstream"
@@ -121,7 +125,7 @@ def test_streamed_pass_through_delivers_first_audio_before_the_upstream_finishes
         assert pool.stats().in_flight == 1
         body = first + b"".join(chunks)
     wait_for(lambda: pool.stats().in_flight == 0)
-    audio = decode_audio(body, "pcm")
+    audio = decode_audio(body, "pcm", pcm_rate=48000)
     assert audio.duration > 60 and audio.rms > 0.01
 
 
