@@ -20,7 +20,7 @@ from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
-ADMIN_KEY = "admin-secret"
+ADMIN_KEY = "admin-key-of-at-least-32-characters"
 UPSTREAM_KEY = "upstream-key-never-logged"
 TEXT = "The quick brown fox jumps over the lazy dog."
 # Minutes of speech: more than the socket buffers between client and upstream can hold.
@@ -177,7 +177,7 @@ def test_admin_routes_need_the_admin_key(pair: Pair) -> None:
     url = f"{pair.front.url}/v1/admin/routing"
     assert httpx.get(url).status_code == 401
     wrong = httpx.get(url, headers={"Authorization": "Bearer nope"})
-    assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_admin_key"
+    assert wrong.status_code == 403 and wrong.json()["error"]["code"] == "admin_key_required"
     assert UPSTREAM_KEY not in pair.admin("GET", "").__repr__()
 
 
@@ -238,3 +238,22 @@ def test_killing_the_upstream_mid_canary_fails_nothing_and_opens_then_closes_the
             served = [speak(client, "canary", key).headers["x-speechgate-provider"] for key in ids]
             assert set(served) == {"local", "upstream"}
     assert "could not be reached" in caplog.text and UPSTREAM_KEY not in caplog.text
+
+
+def test_usage_records_name_the_provider_that_answered(pair: Pair) -> None:
+    def relay_line() -> dict[str, Any]:
+        usage = httpx.get(
+            f"{pair.front.url}/v1/usage", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+        ).json()
+        lines = [line for line in usage["lines"] if line["model"] == "relay"]
+        by_provider = {line["provider"]: line for line in lines}
+        return by_provider.get("upstream", {"requests": 0, "audio_seconds": 0.0})
+
+    before = relay_line()
+    with sdk_client(pair.front) as client:
+        audio = decode_audio(speak(client, "relay", "usage-1").content, "wav")
+    after = relay_line()
+    assert after["requests"] == before["requests"] + 1
+    # Counted from the relayed WAV's length (its 44-byte header is 1 ms at most).
+    seconds = after["audio_seconds"] - before["audio_seconds"]
+    assert seconds == pytest.approx(audio.duration, abs=0.002)

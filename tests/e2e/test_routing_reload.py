@@ -144,4 +144,4 @@ def test_the_cli_changes_weights_promotes_and_disables(
         text=True,
         timeout=60,
     )
-    assert failed.returncode == 1 and "401" in failed.stdout
+    assert failed.returncode == 1 and "403" in failed.stdout

@@ -20,7 +20,7 @@ from speechgate.errors import (
 )
 from speechgate.routing.breaker import BreakerState
 from speechgate.routing.config import ProviderConfig, RoutesConfig
-from speechgate.routing.providers import Answer
+from speechgate.routing.providers import Answer, Relayed
 from speechgate.routing.router import Router
 from tests.helpers.waiting import until
 
@@ -47,7 +47,7 @@ class FakeProvider:
         self.opened += 1
         if self.error is not None:
             raise self.error
-        return Answer("audio/pcm", self._body(), 0.01, {})
+        return Answer("audio/pcm", self._body(), Relayed(0.01), {})
 
     async def _body(self) -> AsyncGenerator[bytes]:
         yield self.audio[:100]

@@ -105,9 +105,14 @@ async def create_speech(
             # provider.
             key = request.headers.get("x-request-id") or body.user or request.state.request_id
             answer = await unless_disconnected(
-                request, routing.open(body, key, request.state.request_id)
+                request,
+                routing.open(
+                    body,
+                    key,
+                    request.state.request_id,
+                    on_attempt=lambda name: setattr(meter, "provider", name),
+                ),
             )
-            meter.provider = answer.provider
             meter.engine = answer.headers.get("x-speechgate-engine", "")
         else:
             plan = service.plan(body)

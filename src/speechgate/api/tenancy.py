@@ -23,8 +23,8 @@ from speechgate.metering.keys import bearer_token
 from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
 from speechgate.metering.tenancy import Admission, Principal, Tenancy
 
-# Routing (which engine or upstream serves a model) will name the provider; until then every
-# request is served by this server's own engines.
+# A routed model's requests name the provider that served them (speechgate.routing); all
+# others are served by this server's own engines.
 LOCAL_PROVIDER = "local"
 _METERED = {("POST", "/v1/audio/speech")}
 _WS_POLICY_VIOLATION = 1008

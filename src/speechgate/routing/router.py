@@ -96,9 +96,16 @@ class Router:
 
     # --- serving ------------------------------------------------------------------------------
 
-    async def open(self, body: SpeechRequest, key: str, request_id: str) -> Answer:
+    async def open(
+        self,
+        body: SpeechRequest,
+        key: str,
+        request_id: str,
+        on_attempt: Callable[[str], object] = lambda _: None,
+    ) -> Answer:
         """The first provider's answer that produced audio. Raises the last provider's error
-        when every one failed, NoProviderAvailable when every breaker is open."""
+        when every one failed, NoProviderAvailable when every breaker is open. `on_attempt`
+        hears each provider's name as it is tried (metering names the last one)."""
         state = self._state
         found = state.route(body.model)
         assert found is not None, "serves() said no"
@@ -108,6 +115,7 @@ class Router:
             entry = state.providers[name]
             if not entry.breaker.allow():
                 continue
+            on_attempt(name)
             try:
                 answer = await self._opened(entry.provider, body, request_id)
             except Exception as error:
