@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -216,23 +216,16 @@ class Router:
         primary_sample: asyncio.Future[Sample | None] = asyncio.get_running_loop().create_future()
         provider = state.providers[config.provider].provider
         self._shadows += 1
-        self._spawn(self._run_shadow(route, provider, body, request_id, primary, primary_sample))
+        comparison = self._compare(route, provider, body, request_id, primary, primary_sample)
+        self._spawn(self._bounded(comparison, f"route {route}: shadow of {request_id}"))
         return primary_sample
 
-    async def _run_shadow(
-        self,
-        route: str,
-        provider: Provider,
-        body: SpeechRequest,
-        request_id: str,
-        primary_name: str,
-        primary: asyncio.Future[Sample | None],
-    ) -> None:
+    async def _bounded(self, comparison: Coroutine[Any, Any, None], what: str) -> None:
         try:
             async with asyncio.timeout(_PRIMARY_WAIT):
-                await self._compare(route, provider, body, request_id, primary_name, primary)
+                await comparison
         except TimeoutError:
-            log.warning("route %s: shadow of %s abandoned, unfinished", route, request_id)
+            log.warning("%s abandoned, unfinished", what)
         finally:
             self._shadows -= 1
 
