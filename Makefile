@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EXTRAS := piper,espeak,kokoro,pocket,postgres,ray,dev,bench
 
-.PHONY: serve test lint setup
+.PHONY: serve test lint setup system-packages
 
 $(BIN)/speechgate: pyproject.toml
 	python3 -m venv $(VENV)
@@ -21,5 +21,9 @@ lint: setup
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
-test: lint
+# Debian's chromium and PostgreSQL, for the browser and store tests (apt-get, only if missing).
+system-packages:
+	bash scripts/system-packages.sh
+
+test: lint system-packages
 	$(BIN)/pytest

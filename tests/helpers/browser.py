@@ -1,7 +1,7 @@
 """Real headless Chromium (Debian's `chromium` package) driven by Playwright.
 
-Never a browser that Playwright downloads: CI installs the distribution's build (`.ci/run`),
-which is what an operator's machine runs too.
+Never a browser that Playwright downloads: `make test` installs the distribution's build
+(scripts/system-packages.sh), which is what an operator's machine runs too.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _ARGS = [
 @contextmanager
 def chromium() -> Iterator[Browser]:
     if not CHROMIUM.exists():
-        raise RuntimeError(f"{CHROMIUM} is missing: `apt-get install chromium` (.ci/run does)")
+        raise RuntimeError(f"{CHROMIUM} is missing: `apt-get install chromium` (make test does)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=_ARGS)
         try:

@@ -3,7 +3,8 @@
 `SPEECHGATE_TEST_DATABASE_URL` (a server URL whose user may create databases) is used
 instead when it is set. Otherwise the cluster is made with the installed PostgreSQL's own
 `initdb` in a temporary directory and served on a free loopback port; as root, it runs as
-the `postgres` user (PostgreSQL refuses to run as root). CI installs PostgreSQL (`.ci/run`).
+the `postgres` user (PostgreSQL refuses to run as root). `make test` installs PostgreSQL
+(scripts/system-packages.sh).
 """
 
 from __future__ import annotations

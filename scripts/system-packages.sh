@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The Debian packages the tests need, installed only when missing: chromium for the
+# playground's browser tests (the distribution's build, never a browser Playwright downloads)
+# and PostgreSQL for the store tests, which start a throw-away cluster of their own with its
+# initdb (no service is started here; SPEECHGATE_TEST_DATABASE_URL names a server instead).
+set -euo pipefail
+
+packages=()
+[ -x /usr/bin/chromium ] || packages+=(chromium)
+if [ -z "${SPEECHGATE_TEST_DATABASE_URL:-}" ] && ! command -v initdb > /dev/null \
+    && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" > /dev/null; then
+  packages+=(postgresql)
+fi
+if [ ${#packages[@]} -gt 0 ]; then
+  sudo=$([ "$(id -u)" = 0 ] || echo sudo)
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
+fi
