@@ -359,3 +359,18 @@ def test_a_streaming_session_speaks_with_a_reference_clip(
     plain = speak(pocket_server, voice="x", reference_audio=reference, seed=4).content
     assert len(audio) == len(plain)
     assert audio == plain
+
+
+def test_a_clone_does_not_shadow_another_models_voice(
+    pocket_server: RunningServer, sdk: openai.OpenAI, model_dir: Path
+) -> None:
+    # This pocket model has no built-in voices, so "alloy" is free to name a clone there.
+    alloy = clone(sdk, "alloy", (model_dir / "noise.wav").read_bytes())
+    try:
+        assert speak(pocket_server, voice="alloy").status_code == 200
+        assert speak(pocket_server, model="espeak", voice="alloy").status_code == 200
+        mismatch = speak(pocket_server, model="espeak", voice={"id": alloy.id})
+        assert mismatch.status_code == 400
+        assert error_code(mismatch) == "voice_model_mismatch"
+    finally:
+        sdk.audio.voices.delete(alloy.id)

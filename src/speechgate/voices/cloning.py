@@ -106,6 +106,9 @@ class VoiceCloning:
         if voice is None:
             return None
         if voice.engine != engine.name:
+            if name != voice.id:
+                # A name is the engine's to mean: another model's clone does not shadow it.
+                return None
             raise InvalidRequest(
                 f"The voice {name!r} was cloned for the model {voice.engine!r}; "
                 f"it cannot speak on {engine.name!r}.",
