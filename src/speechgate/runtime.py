@@ -123,4 +123,9 @@ class Runtime:
                 "crash_looping": stats.crash_looping,
                 "live": stats.live,
             }
-        return Readiness(ready=all(e["live"] for e in engines.values()), engines=engines)
+        return Readiness(ready=self.ready, engines=engines)
+
+    @property
+    def ready(self) -> bool:
+        """Every engine has a worker that can take a job."""
+        return all(pool.stats().live for pool in self.pools.values())

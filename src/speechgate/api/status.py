@@ -41,10 +41,8 @@ class Status(BaseModel):
 async def status(runtime: Annotated[Runtime, Depends(get_runtime)]) -> Status:
     """Workers, queues and recent throughput and latency, for the operator view at `/`."""
     engines = []
-    ready = True
     for name, pool in runtime.pools.items():
         stats = pool.stats()
-        ready = ready and stats.live > 0
         engines.append(
             EngineStatus(
                 name=name,
@@ -58,7 +56,7 @@ async def status(runtime: Annotated[Runtime, Depends(get_runtime)]) -> Status:
             )
         )
     return Status(
-        ready=ready,
+        ready=runtime.ready,
         engines=engines,
         recent=runtime.recent.summary(),
     )

@@ -151,10 +151,7 @@ class UsageMiddleware:
             failed = True
             raise
         finally:
-            self._finish(scope, meter, recorded_status(meter, status, failed, client_left))
-
-    def _finish(self, scope: Scope, meter: Meter, status: int) -> None:
-        finish(scope["app"].state, meter, status)
+            finish(scope["app"].state, meter, recorded_status(meter, status, failed, client_left))
 
 
 def finish(app_state: object, meter: Meter, status: int) -> None:

@@ -37,6 +37,11 @@ class ServiceTimes:
             return _DEFAULT_SERVICE_TIME
         return sum(seconds for seconds, _ in self._recent) / len(self._recent)
 
+    def wait(self, position: int, servers: int) -> float:
+        """Seconds until the request at queue `position` (1 = next) can expect one of
+        `servers` to be free: the Retry-After estimate."""
+        return self.mean * position / max(1, servers)
+
     @property
     def real_time_factor(self) -> float | None:
         """Seconds of audio per second of work over the recent jobs; None before any."""
@@ -77,7 +82,7 @@ class Admission(Generic[T]):
 
     def retry_after(self, position: int) -> float:
         """Seconds until the request at queue `position` (1 = next) can expect a worker."""
-        return self._service_times.mean * position / max(1, self._capacity())
+        return self._service_times.wait(position, self._capacity())
 
     async def acquire(self) -> T:
         """Wait for a resource; raises QueueFull at once or QueueTimeout after `max_wait`."""

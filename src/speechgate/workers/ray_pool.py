@@ -332,7 +332,7 @@ class RayPool:
 
     def _retry_after(self) -> float:
         """Seconds until a request joining a full queue can expect a replica."""
-        return self.service_times.mean * (self._queue_size + 1) / max(1, self._live())
+        return self.service_times.wait(self._queue_size + 1, self._live())
 
     # --- observation ---------------------------------------------------------------------------
 
