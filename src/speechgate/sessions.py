@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -56,7 +56,7 @@ class SpeechSession:
         service: SpeechService,
         plan: SpeechPlan,
         max_pending_chars: int = 65536,
-        before_segment: Callable[[str], None] | None = None,
+        before_segment: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         """`before_segment(text)` runs before each segment is synthesized; what it raises ends
         the session (a key's quota running out, say)."""
@@ -113,7 +113,7 @@ class SpeechSession:
                 if index and (silence := self._encode(pause)):
                     yield silence
                 if self._before_segment is not None:
-                    self._before_segment(text)
+                    await self._before_segment(text)
                 start = self.audio_seconds
                 yield SegmentStarted(index, text, start)
                 asked = time.perf_counter()

@@ -1,7 +1,9 @@
 """Per-key limits, in memory: a token bucket, a concurrency cap, a monthly character quota.
 
 Pure state machines over an injected clock; nothing here does I/O or sleeps. One server
-process enforces them for the requests it serves (several replicas each enforce their own).
+process enforces them for the requests it serves (`limiter.MemoryLimiter`); the decisions and
+their headers are shared with `redis_limiter`, which keeps the same state in Redis for
+several gateways.
 """
 
 from __future__ import annotations
@@ -53,6 +55,35 @@ class Decision:
         }
 
 
+def bucket_burst(rate: float, burst: int | None) -> int:
+    """A key's bucket size: its `burst`, or else one second's worth of its rate (at least 1)."""
+    return burst or max(1, math.ceil(rate))
+
+
+def bucket_decision(allowed: bool, tokens: float, rate: float, burst: int) -> Decision:
+    """What taking a token decided, given the tokens left after it."""
+    return Decision(
+        allowed=allowed,
+        limit=burst,
+        remaining=math.floor(tokens),
+        reset_after=(burst - tokens) / rate,
+        retry_after=0.0 if allowed else (1 - tokens) / rate,
+    )
+
+
+def quota_decision(allowed: bool, used: int, limit: int, now: datetime) -> Decision:
+    """What reserving characters decided, given the month's characters used after it."""
+    _, month_end = month_bounds(now)
+    until_reset = (month_end - now).total_seconds()
+    return Decision(
+        allowed=allowed,
+        limit=limit,
+        remaining=max(0, limit - used),
+        reset_after=until_reset,
+        retry_after=0.0 if allowed else until_reset,
+    )
+
+
 class TokenBucket:
     """`rate` requests per second on average, up to `burst` at once."""
 
@@ -68,13 +99,7 @@ class TokenBucket:
         allowed = self._tokens >= 1
         if allowed:
             self._tokens -= 1
-        return Decision(
-            allowed=allowed,
-            limit=self.burst,
-            remaining=math.floor(self._tokens),
-            reset_after=(self.burst - self._tokens) / self.rate,
-            retry_after=0.0 if allowed else (1 - self._tokens) / self.rate,
-        )
+        return bucket_decision(allowed, self._tokens, self.rate, self.burst)
 
 
 class Quota:
@@ -86,17 +111,10 @@ class Quota:
         self.used = used
 
     def reserve(self, characters: int, limit: int, now: datetime) -> Decision:
-        _, month_end = month_bounds(now)
         allowed = self.used + characters <= limit
         if allowed:
             self.used += characters
-        return Decision(
-            allowed=allowed,
-            limit=limit,
-            remaining=max(0, limit - self.used),
-            reset_after=(month_end - now).total_seconds(),
-            retry_after=0.0 if allowed else (month_end - now).total_seconds(),
-        )
+        return quota_decision(allowed, self.used, limit, now)
 
     def refund(self, characters: int, month_start: datetime) -> None:
         if month_start == self.month_start:

@@ -2,21 +2,22 @@
 
 The request path touches the store only on a key-cache miss and on a key's first request of
 a month (its quota so far), both in a thread; records are written in batches by
-`UsageRecorder`. Everything else is in memory.
+`UsageRecorder`. A `Limiter` counts the keys' limits: in memory, or in Redis when
+`limits_url` shares them between gateways.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from speechgate.errors import AuthenticationFailed, InsufficientQuota, PermissionDenied, RateLimited
-from speechgate.metering.keys import ApiKey, KeyLimits, bearer_token, hash_key, same_secret
-from speechgate.metering.limits import Decision, KeyState, Quota, TokenBucket, month_bounds
+from speechgate.metering.keys import ApiKey, bearer_token, hash_key, same_secret
+from speechgate.metering.limiter import Hold, Limiter, MemoryLimiter
+from speechgate.metering.limits import Decision
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.reports import Pricing
 from speechgate.metering.store import Store, StoredKey
@@ -60,14 +61,13 @@ ADMIN = Principal(admin=True)
 
 @dataclass
 class Admission:
-    """A speech request let in: holds its concurrency slot and its reserved characters."""
+    """A speech request let in: holds its concurrency slot and its reserved characters (a
+    request without a key holds nothing)."""
 
-    state: KeyState | None
+    hold: Hold | None
     characters: int
-    month_start: datetime
     headers: dict[str, str] = field(default_factory=dict)
     released: bool = False
-    quota_limit: int | None = None  # the key's monthly characters, if it has a quota
 
 
 class Tenancy:
@@ -78,18 +78,20 @@ class Tenancy:
         recorder: UsageRecorder | None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = utc_now,
+        limiter: Limiter | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.recorder = recorder
         self.clock = clock
         self.now = now
+        # The in-memory buckets run on this object's clock, read at each use (tests move it).
+        self.limiter = limiter or MemoryLimiter(lambda: self.clock(), self._characters_used)
         self.pricing = Pricing(
             settings.prices, settings.compute_cost_per_hour, settings.reference_prices
         )
         self._admin_key = settings.admin_key.get_secret_value() if settings.admin_key else None
         self._keys: dict[str, tuple[float, StoredKey]] = {}
-        self._states: dict[str, tuple[KeyLimits, KeyState]] = {}
 
     @classmethod
     async def open(cls, settings: Settings) -> Tenancy:
@@ -103,6 +105,7 @@ class Tenancy:
         return cls(settings, store, recorder)
 
     async def close(self) -> None:
+        await self.limiter.close()
         if self.recorder is not None:
             await self.recorder.close()
         await asyncio.to_thread(self.store.close)
@@ -161,11 +164,9 @@ class Tenancy:
     async def admit(self, principal: Principal, model: str, characters: int) -> Admission:
         """Check the key's model list and limits for one speech request; raises
         PermissionDenied, RateLimited or InsufficientQuota."""
-        now = self.now()
-        month_start, _ = month_bounds(now)
         key = principal.key
         if key is None:
-            return Admission(None, characters, month_start)
+            return Admission(None, characters)
         if not key.allows_model(model):
             raise PermissionDenied(
                 f"This API key is not allowed to use the model {model!r}.",
@@ -173,24 +174,18 @@ class Tenancy:
                 code="model_not_allowed",
             )
         limits = key.limits
-        state = self._state(key)
-        quota = None
-        if limits.monthly_characters is not None:
-            quota = await self._quota(key, state, month_start)
-        # From here to the end nothing awaits: the checks and the counting that follows them
-        # happen at once, so concurrent requests cannot both pass a limit only one fits.
+        verdict = await self.limiter.admit(key.id, limits, characters, self.now())
         headers: dict[str, str] = {}
-        if state.bucket is not None:
-            decision = state.bucket.take(self.clock())
-            headers |= decision.headers("requests")
-            if not decision.allowed:
+        if verdict.requests is not None:
+            headers |= verdict.requests.headers("requests")
+            if not verdict.requests.allowed:
                 raise RateLimited(
                     f"Rate limit reached: {limits.requests_per_second:g} requests per second "
-                    f"(burst {limits.burst or decision.limit}) for this key.",
-                    decision.retry_after,
+                    f"(burst {limits.burst or verdict.requests.limit}) for this key.",
+                    verdict.requests.retry_after,
                     headers=headers,
                 )
-        if limits.max_concurrent is not None and state.in_flight >= limits.max_concurrent:
+        if verdict.concurrency_refused:
             raise RateLimited(
                 f"Concurrency limit reached: {limits.max_concurrent} requests at once for "
                 "this key.",
@@ -198,67 +193,34 @@ class Tenancy:
                 code="concurrency_limit_exceeded",
                 headers=headers,
             )
-        if quota is not None and limits.monthly_characters is not None:
-            decision = quota.reserve(characters, limits.monthly_characters, now)
-            headers |= decision.headers("characters")
-            if not decision.allowed:
-                raise _quota_spent(decision, characters, headers)
-        state.in_flight += 1
-        return Admission(
-            state, characters, month_start, headers, quota_limit=limits.monthly_characters
-        )
+        if verdict.characters is not None:
+            headers |= verdict.characters.headers("characters")
+            if not verdict.characters.allowed:
+                raise _quota_spent(verdict.characters, characters, headers)
+        return Admission(verdict.hold, characters, headers)
 
-    def reserve(self, admission: Admission, characters: int) -> None:
+    async def reserve(self, admission: Admission, characters: int) -> None:
         """Count `characters` more for a request already admitted: a streaming session's text
         arrives as it goes. Raises InsufficientQuota when the key's quota cannot cover them."""
-        quota = admission.state.quota if admission.state is not None else None
-        if quota is not None and admission.quota_limit is not None:
-            decision = quota.reserve(characters, admission.quota_limit, self.now())
-            if not decision.allowed:
+        if admission.hold is not None:
+            decision = await self.limiter.reserve(admission.hold, characters, self.now())
+            if decision is not None and not decision.allowed:
                 raise _quota_spent(decision, characters, decision.headers("characters"))
         admission.characters += characters
 
     def release(self, admission: Admission, billable: bool) -> None:
         """The request ended: free its slot; give its characters back if nothing was spoken."""
-        state = admission.state
-        if admission.released or state is None:
+        if admission.released or admission.hold is None:
             return
         admission.released = True
-        state.in_flight -= 1
-        if not billable and state.quota is not None:
-            state.quota.refund(admission.characters, admission.month_start)
+        self.limiter.release(admission.hold, 0 if billable else admission.characters)
 
     def in_flight(self, key_id: str) -> int:
         """Requests of this key running now (in this process)."""
-        known = self._states.get(key_id)
-        return known[1].in_flight if known is not None else 0
+        return self.limiter.in_flight(key_id)
 
-    def _state(self, key: ApiKey) -> KeyState:
-        limits = key.limits
-        known = self._states.get(key.id)
-        if known is not None and known[0] == limits:
-            return known[1]
-        # New key, or its limits changed: start a fresh bucket, keep what is in flight.
-        state = KeyState(in_flight=known[1].in_flight if known else 0)
-        if known is not None:
-            state.quota = known[1].quota
-        rate = limits.requests_per_second
-        if rate is not None:
-            burst = limits.burst or max(1, math.ceil(rate))
-            state.bucket = TokenBucket(rate, burst, self.clock())
-        self._states[key.id] = (limits, state)
-        return state
-
-    async def _quota(self, key: ApiKey, state: KeyState, month_start: datetime) -> Quota:
-        if state.quota is None or state.quota.month_start != month_start:
-            _, month_end = month_bounds(month_start)
-            used = await asyncio.to_thread(
-                self.store.characters_used, key.id, month_start, month_end
-            )
-            # Another request may have loaded it while this one waited for the store.
-            if state.quota is None or state.quota.month_start != month_start:
-                state.quota = Quota(month_start, used)
-        return state.quota
+    async def _characters_used(self, key_id: str, start: datetime, end: datetime) -> int:
+        return await asyncio.to_thread(self.store.characters_used, key_id, start, end)
 
     # --- recording ------------------------------------------------------------------------
 
