@@ -1,7 +1,7 @@
 # Two entry points, both of which set everything up first: `make serve` and `make test`.
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS := piper,espeak,kokoro,pocket,postgres,ray,dev,bench
+EXTRAS := piper,espeak,kokoro,pocket,postgres,redis,ray,dev,bench
 
 .PHONY: serve test lint setup system-packages
 
@@ -21,7 +21,8 @@ lint: setup
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
-# Debian's chromium and PostgreSQL, for the browser and store tests (apt-get, only if missing).
+# Debian's chromium, PostgreSQL and Redis, for the browser, store and shared-limits tests
+# (apt-get, only if missing).
 system-packages:
 	bash scripts/system-packages.sh
 

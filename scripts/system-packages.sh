@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The Debian packages the tests need, installed only when missing: chromium for the
-# playground's browser tests (the distribution's build, never a browser Playwright downloads)
-# and PostgreSQL for the store tests, which start a throw-away cluster of their own with its
-# initdb (no service is started here; SPEECHGATE_TEST_DATABASE_URL names a server instead).
+# playground's browser tests (the distribution's build, never a browser Playwright downloads),
+# PostgreSQL for the store tests, which start a throw-away cluster of their own with its
+# initdb (no service is started here; SPEECHGATE_TEST_DATABASE_URL names a server instead),
+# and Redis for the shared-limits tests, which start their own redis-server likewise
+# (SPEECHGATE_TEST_REDIS_URL names a server instead).
 set -euo pipefail
 
 packages=()
@@ -10,6 +12,9 @@ packages=()
 if [ -z "${SPEECHGATE_TEST_DATABASE_URL:-}" ] && ! command -v initdb > /dev/null \
     && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" > /dev/null; then
   packages+=(postgresql)
+fi
+if [ -z "${SPEECHGATE_TEST_REDIS_URL:-}" ] && ! command -v redis-server > /dev/null; then
+  packages+=(redis-server)
 fi
 if [ ${#packages[@]} -gt 0 ]; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)

@@ -12,6 +12,7 @@ import pytest
 
 from speechgate.settings import Settings
 from tests.helpers.postgres import fresh_database, postgres_cluster
+from tests.helpers.redis import redis_instance
 from tests.helpers.server import RunningServer, running_server
 
 # One throw-away data directory for the whole run (engines may assemble models into it).
@@ -56,6 +57,13 @@ def client(server: RunningServer) -> Iterator[openai.OpenAI]:
 def postgres_server() -> Iterator[str]:
     """A real PostgreSQL server for the whole run, started only if a test asks for it."""
     with postgres_cluster() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[str]:
+    """A real Redis server for the whole run, started only if a test asks for it."""
+    with redis_instance() as url:
         yield url
 
 

@@ -34,6 +34,8 @@ def test_environment_is_read_with_the_prefix(monkeypatch: pytest.MonkeyPatch) ->
         {"auth_mode": "tokens"},
         {"admin_key": "too-short"},
         {"usage_flush_interval": 0},
+        {"limits_url": "127.0.0.1:6379"},
+        {"limits_url": "postgresql://localhost/speechgate"},
     ],
 )
 def test_invalid_combinations_fail_at_start(values: dict[str, object]) -> None:

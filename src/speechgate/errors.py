@@ -263,6 +263,21 @@ class InsufficientQuota(RateLimited):
     default_code = "insufficient_quota"
 
 
+class LimitsUnavailable(SpeechgateError):
+    """The shared per-key limits (Redis, `limits_url`) cannot be reached, so a keyed request's
+    limits cannot be checked."""
+
+    status_code = 503
+    default_code = "limits_unavailable"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The server cannot reach its rate-limit store (Redis at limits_url), so it cannot "
+            "check this key's limits; retry after the indicated delay.",
+            headers=_retry_headers(1),
+        )
+
+
 # --- provider routing ---------------------------------------------------------------------
 
 

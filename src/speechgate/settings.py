@@ -205,6 +205,11 @@ class Settings(BaseSettings):
     `speechgate keys revoke|update` from another process takes to reach a running server
     (the admin API's changes apply at once)."""
 
+    limits_url: str | None = None
+    """Redis URL where per-key limits are kept, e.g. `redis://127.0.0.1:6379/0` (needs the
+    `redis` extra): every gateway pointed at it shares each key's request rate, concurrency cap
+    and monthly quota, exactly. Unset, each server process counts its own, in memory."""
+
     prices: dict[str, float] = Field(default_factory=dict)
     """USD per 1M input characters, by `provider/model` or `model` (JSON in the environment),
     e.g. `{"local/tts-1": 0.5}`; unlisted models cost 0 (local engines)."""
@@ -297,6 +302,12 @@ class Settings(BaseSettings):
     def _check_tenancy(self) -> Self:
         if self.admin_key is not None and len(self.admin_key.get_secret_value()) < 32:
             raise ValueError("admin_key must be at least 32 characters long")
+        if self.limits_url is not None and not self.limits_url.startswith(
+            ("redis://", "rediss://", "unix://")
+        ):
+            raise ValueError(
+                f"limits_url must be a redis://, rediss:// or unix:// URL, not {self.limits_url!r}"
+            )
         return self
 
     @model_validator(mode="after")

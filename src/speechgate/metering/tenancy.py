@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from speechgate.errors import AuthenticationFailed, InsufficientQuota, PermissionDenied, RateLimited
 from speechgate.metering.keys import ApiKey, bearer_token, hash_key, same_secret
-from speechgate.metering.limiter import Hold, Limiter, MemoryLimiter
+from speechgate.metering.limiter import Hold, Limiter, MemoryLimiter, UsedSoFar
 from speechgate.metering.limits import Decision
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.reports import Pricing
@@ -95,14 +95,18 @@ class Tenancy:
 
     @classmethod
     async def open(cls, settings: Settings) -> Tenancy:
-        """Open (and migrate) the store and start the recorder."""
+        """Open (and migrate) the store, start the recorder, and connect to the shared limits
+        if `limits_url` names them."""
         store = Store(settings.store_url)
         await asyncio.to_thread(store.migrate)
         recorder = None
         if settings.usage_metering:
             recorder = UsageRecorder(store, settings.usage_flush_interval)
             recorder.start()
-        return cls(settings, store, recorder)
+        tenancy = cls(settings, store, recorder)
+        if settings.limits_url is not None:
+            tenancy.limiter = await _redis_limiter(settings.limits_url, tenancy._characters_used)
+        return tenancy
 
     async def close(self) -> None:
         await self.limiter.close()
@@ -163,7 +167,8 @@ class Tenancy:
 
     async def admit(self, principal: Principal, model: str, characters: int) -> Admission:
         """Check the key's model list and limits for one speech request; raises
-        PermissionDenied, RateLimited or InsufficientQuota."""
+        PermissionDenied, RateLimited or InsufficientQuota (LimitsUnavailable when the shared
+        limits cannot be reached)."""
         key = principal.key
         if key is None:
             return Admission(None, characters)
@@ -227,3 +232,13 @@ class Tenancy:
     def record(self, record: UsageRecord) -> None:
         if self.recorder is not None:
             self.recorder.record(record)
+
+
+async def _redis_limiter(url: str, used: UsedSoFar) -> Limiter:
+    try:
+        from speechgate.metering.redis_limiter import RedisLimiter
+    except ImportError as error:
+        raise RuntimeError(
+            f"limits_url needs the Redis client: pip install 'speechgate[redis]' ({error})"
+        ) from None
+    return await RedisLimiter.connect(url, used)
