@@ -221,3 +221,21 @@ def test_concurrent_first_requests_cannot_both_pass_a_cap(tenancy: Tenancy, cloc
 
     outcomes = asyncio.run(both())
     assert sum(isinstance(outcome, RateLimited) for outcome in outcomes) == 1
+
+
+def test_a_request_admitted_before_its_keys_limits_changed_frees_its_slot(
+    tenancy: Tenancy, clocks: Clocks
+) -> None:
+    key, secret = tenancy.store.create_key("a", KeyLimits(max_concurrent=1), clocks.wall)
+    principal = asyncio.run(tenancy.authenticate(bearer(secret)))
+    first = asyncio.run(tenancy.admit(principal, "tts-1", 1))
+    tenancy.store.update_key(key.id, {"max_concurrent": 2})
+    tenancy.forget_keys()
+    principal = asyncio.run(tenancy.authenticate(bearer(secret)))
+    # The slot taken under the old limits counts under the new ones, and comes back.
+    asyncio.run(tenancy.admit(principal, "tts-1", 1))
+    with pytest.raises(RateLimited):
+        asyncio.run(tenancy.admit(principal, "tts-1", 1))
+    tenancy.release(first, billable=True)
+    assert tenancy.in_flight(key.id) == 1
+    asyncio.run(tenancy.admit(principal, "tts-1", 1))

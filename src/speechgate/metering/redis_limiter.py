@@ -222,7 +222,14 @@ class RedisLimiter:
         self._renewer: asyncio.Task[None] | None = None
 
     @classmethod
-    async def connect(cls, url: str, used: UsedSoFar, **options: Any) -> RedisLimiter:
+    async def connect(
+        cls,
+        url: str,
+        used: UsedSoFar,
+        *,
+        lease: float = LEASE_SECONDS,
+        clock: Callable[[], float] | None = None,
+    ) -> RedisLimiter:
         """A limiter on the Redis at `url`, renewing its leases in the background. Redis
         being down is logged, not fatal: requests get 503 until it is back."""
         client = Redis.from_url(
@@ -232,7 +239,7 @@ class RedisLimiter:
             socket_timeout=_TIMEOUT,
             retry=_RETRY,
         )
-        limiter = cls(client, used, **options)
+        limiter = cls(client, used, lease=lease, clock=clock)
         try:
             await client.ping()
         except RedisError as error:
@@ -382,5 +389,6 @@ class RedisLimiter:
         try:
             return await script(keys=keys, args=args)
         except (RedisConnectionError, RedisTimeoutError) as error:
-            log.error("The rate-limit store (limits_url) cannot be reached: %s", error)
+            # The 503 is logged where it is answered; this says why.
+            log.warning("The rate-limit store (limits_url) cannot be reached: %s", error)
             raise LimitsUnavailable() from error

@@ -105,7 +105,13 @@ class Tenancy:
             recorder.start()
         tenancy = cls(settings, store, recorder)
         if settings.limits_url is not None:
-            tenancy.limiter = await _redis_limiter(settings.limits_url, tenancy._characters_used)
+            try:
+                tenancy.limiter = await _redis_limiter(
+                    settings.limits_url, tenancy._characters_used
+                )
+            except BaseException:
+                await tenancy.close()
+                raise
         return tenancy
 
     async def close(self) -> None:
