@@ -24,6 +24,19 @@ def test_idle_resource_is_handed_out_at_once() -> None:
     assert asyncio.run(scenario()) == "w1"
 
 
+def test_idle_resources_go_out_lowest_rank_first() -> None:
+    async def scenario() -> list[int]:
+        times = ServiceTimes()
+        admission: Admission[int] = Admission(2, 5.0, lambda: 3, times, rank=lambda w: w)
+        for worker in (2, 0, 1):
+            admission.release(worker)
+        first = await admission.acquire()
+        admission.release(first)  # back in its place: a light load stays on worker 0
+        return [await admission.acquire() for _ in range(3)]
+
+    assert asyncio.run(scenario()) == [0, 1, 2]
+
+
 def test_waiters_are_served_in_arrival_order() -> None:
     async def scenario() -> list[str]:
         admission = make(queue_size=3)

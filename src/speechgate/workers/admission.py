@@ -7,6 +7,7 @@ A request either gets a worker at once, waits in a queue of at most `queue_size`
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 from collections import deque
 from collections.abc import Callable
@@ -52,6 +53,10 @@ class ServiceTimes:
 class Admission(Generic[T]):
     """A FIFO of waiters in front of a set of interchangeable resources (idle workers).
 
+    Idle resources are handed out lowest `rank` first (default: all equal, oldest first). The
+    pool ranks workers by index, so a light load keeps landing on the same few workers, whose
+    engines stay warm in their cores' caches, instead of rotating through all of them.
+
     Not thread-safe: used from the gateway's event loop only.
     """
 
@@ -62,13 +67,15 @@ class Admission(Generic[T]):
         capacity: Callable[[], int],
         service_times: ServiceTimes,
         clock: Callable[[], float] = time.monotonic,
+        rank: Callable[[T], int] = lambda _: 0,
     ) -> None:
         self._queue_size = queue_size
         self._max_wait = max_wait
         self._capacity = capacity
         self._service_times = service_times
         self._clock = clock
-        self._idle: deque[T] = deque()
+        self._rank = rank
+        self._idle: list[T] = []  # sorted by rank
         self._waiters: deque[asyncio.Future[T]] = deque()
         self.rejected = {"queue_full": 0, "queue_timeout": 0}
 
@@ -87,7 +94,7 @@ class Admission(Generic[T]):
     async def acquire(self) -> T:
         """Wait for a resource; raises QueueFull at once or QueueTimeout after `max_wait`."""
         if self._idle and not self.queued:
-            return self._idle.popleft()
+            return self._idle.pop(0)
         if self.queued >= self._queue_size:
             self.rejected["queue_full"] += 1
             raise QueueFull(self.retry_after(self.queued + 1))
@@ -117,7 +124,7 @@ class Admission(Generic[T]):
             if not waiter.done():
                 waiter.set_result(resource)
                 return
-        self._idle.append(resource)
+        bisect.insort_right(self._idle, resource, key=self._rank)
 
     def discard(self, resource: T) -> None:
         """Forget an idle resource that is going away (a worker being restarted)."""

@@ -143,7 +143,12 @@ class WorkerPool:
         ]
         self.service_times = ServiceTimes()
         self._admission: Admission[_Worker] = Admission(
-            queue_size, max_queue_wait, self._live_workers, self.service_times, clock
+            queue_size,
+            max_queue_wait,
+            self._live_workers,
+            self.service_times,
+            clock,
+            rank=lambda worker: worker.index,
         )
         self._job_ids = itertools.count(1)
         self._restarts = 0
