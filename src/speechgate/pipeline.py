@@ -8,6 +8,7 @@ spread over the workers' cores, and the gateway only relays bytes), or in-proces
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Generator
 from dataclasses import dataclass, replace
 
@@ -33,6 +34,9 @@ class EncodedChunk:
 
     data: bytes
     audio_seconds: float
+    elapsed: float = 0.0
+    """Seconds from the start of rendering to these bytes, where the engine runs: for the
+    first chunk, the engine's own time to first audio, without any transport around it."""
 
 
 # Between segments: the pause of a sentence end, which engines speaking one segment at a time
@@ -61,11 +65,13 @@ def render(
 
     Closing the iterator early stops the engine at its next chunk.
     """
+    started = time.perf_counter()
     encoder = StreamEncoder(output.format, engine.sample_rate, output.sample_rate)
     try:
         with contextlib.closing(speak_segments(engine, request)) as pcm_chunks:
             for pcm in pcm_chunks:
-                yield EncodedChunk(encoder.encode(pcm), pcm.duration)
-        yield EncodedChunk(encoder.finish(), 0.0)
+                data = encoder.encode(pcm)
+                yield EncodedChunk(data, pcm.duration, time.perf_counter() - started)
+        yield EncodedChunk(encoder.finish(), 0.0, time.perf_counter() - started)
     finally:
         encoder.close()

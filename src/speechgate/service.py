@@ -61,6 +61,8 @@ class SpeechStream:
         self._clock = clock
         self._on_end = on_end
         self.time_to_first_audio = clock() - started
+        # The engine's part of it, timed where it runs (queueing and transport excluded).
+        self.engine_time_to_first_audio = first.elapsed if first is not None else None
         self.audio_seconds = 0.0
         self.completed = False
 

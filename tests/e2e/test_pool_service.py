@@ -63,7 +63,14 @@ def test_concurrent_requests_up_to_the_worker_count_all_succeed(server: RunningS
     for response in responses:
         assert decode_audio(response.content, "wav").rms > 0.01
         assert response.headers["x-request-id"].startswith("req_")
-        assert float(response.headers["x-speechgate-time-to-first-audio-ms"]) > 0
+        ttfa = float(response.headers["x-speechgate-time-to-first-audio-ms"])
+        assert ttfa > 0
+        # W3C Server-Timing: the gateway's time to first audio, and the engine's share of it.
+        timing = dict(
+            metric.strip().split(";dur=") for metric in response.headers["server-timing"].split(",")
+        )
+        assert float(timing["ttfa"]) == pytest.approx(ttfa, abs=0.1)
+        assert 0 < float(timing["engine"]) <= float(timing["ttfa"])
     assert float(responses[1].headers["x-speechgate-real-time-factor"]) > 0
 
 

@@ -130,10 +130,17 @@ async def create_speech(
 
 def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream) -> Answer:
     """The response to a request this server's engines serve."""
+    ttfa_ms = stream.time_to_first_audio * 1000
     headers = {
-        "x-speechgate-time-to-first-audio-ms": f"{stream.time_to_first_audio * 1000:.1f}",
+        "x-speechgate-time-to-first-audio-ms": f"{ttfa_ms:.1f}",
         "x-speechgate-engine": plan.engine,
+        "server-timing": f"ttfa;dur={ttfa_ms:.2f}",
     }
+    if stream.engine_time_to_first_audio is not None:
+        # W3C Server-Timing: what of the time to first audio the engine itself took; the
+        # rest is waiting for a worker and carrying the audio back.
+        engine_ms = stream.engine_time_to_first_audio * 1000
+        headers["server-timing"] += f", engine;dur={engine_ms:.2f}"
     rtf = service.real_time_factor(plan.engine)
     if rtf is not None:
         headers["x-speechgate-real-time-factor"] = f"{rtf:.2f}"
