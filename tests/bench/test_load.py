@@ -101,3 +101,10 @@ def test_run_bench_with_in_process(server: RunningServer) -> None:
     assert report.in_process.ceiling.concurrency == 1
     assert report.in_process.ceiling.completed >= 2  # one run before the load, one after
     assert report.in_process.comparison.gateway_overhead_ms is not None
+    overhead = report.in_process.overhead
+    assert overhead is not None and overhead.pairs > 0
+    # The server reports its engine's own time to first audio, which the per-request
+    # figure subtracts: it is below what the client saw.
+    assert overhead.worker_engine_ttfa_p50_ms is not None
+    assert 0 < overhead.worker_engine_ttfa_p50_ms < overhead.server_ttfa_p50_ms
+    assert overhead.per_request_p50_ms is not None

@@ -1,24 +1,34 @@
-"""The gateway's overhead on time to first audio, measured in pairs.
+"""The gateway's overhead on time to first audio, measured two ways in one run.
 
-Each short text is spoken through the server (one request at a time, so nothing queues), then
-by the same engine in a process pinned to the server's first worker core, alternately. The
-machine's speed drifts by tens of percent over minutes; pairs taken a few milliseconds apart
-see the same machine, so the median of their differences is the gateway's cost, not drift.
+Paired: each short text is spoken through the server (one request at a time, so nothing
+queues), then by the same engine in a process pinned to the server's first worker core,
+alternately. The machine's speed drifts by tens of percent over minutes; pairs taken a few
+milliseconds apart see the same machine, so the median of their differences is the gateway's
+cost, not drift. It still holds a fixed offset between two processes: two identical engine
+processes on one core differ by up to a millisecond (their memory layouts), and cores differ
+by more (one takes the machine's interrupts).
+
+Both time the server with `Probe`, a minimal HTTP/1.1 client, so that a client library's own
+time (about a millisecond for httpx here) does not count as the gateway's.
+
+Per request: the server's `Server-Timing` says how long the engine itself took to its first
+audio, timed inside the worker around the same `render` call the in-process engine makes.
+The client's time to first audio minus that is everything the gateway adds (HTTP, validation,
+admission, the two hops to the worker and back) for that very request, on the same process
+and core, so no offset between processes enters it.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import statistics
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-import httpx
-
 from speechgate.bench.audio import audio_offset
 from speechgate.bench.inprocess import EngineJob, load_pinned, speak
+from speechgate.bench.probe import Probe
 from speechgate.engines.base import SynthesisRequest
 
 
@@ -28,6 +38,22 @@ class Overhead:
     server_ttfa_p50_ms: float
     inprocess_ttfa_p50_ms: float
     paired_difference_p50_ms: float
+    worker_engine_ttfa_p50_ms: float | None = None
+    """The engine's own time to first audio inside the server's worker (`Server-Timing`)."""
+    per_request_p50_ms: float | None = None
+    """Median over requests of client time to first audio minus the worker engine's."""
+
+
+def engine_timing(header: str | None) -> float | None:
+    """Seconds of `engine;dur=<ms>` in a `Server-Timing` header, if there."""
+    for metric in (header or "").split(","):
+        name, *params = (part.strip() for part in metric.split(";"))
+        if name == "engine":
+            for param in params:
+                key, _, value = param.partition("=")
+                if key == "dur":
+                    return float(value) / 1000
+    return None
 
 
 def _engine_process(job: EngineJob, conn: Connection) -> None:
@@ -40,21 +66,17 @@ def _engine_process(job: EngineJob, conn: Connection) -> None:
 
 
 def _timed_request(
-    client: httpx.Client, url: str, body: Mapping[str, object], offset: int
-) -> float:
-    """Seconds from sending to the first audio bytes past any container header."""
-    sent = time.monotonic()
-    with client.stream("POST", f"{url}/v1/audio/speech", json=body) as response:
-        response.raise_for_status()
-        received, ttfa = 0, None
-        # Read to the end: the worker stays busy until then, and the next pair must not wait.
-        for data in response.iter_bytes():
-            received += len(data)
-            if ttfa is None and received > offset:
-                ttfa = time.monotonic() - sent
-    if ttfa is None:
+    probe: Probe, body: Mapping[str, object], offset: int
+) -> tuple[float, float | None]:
+    """Seconds from sending to the first audio bytes past any container header, and the
+    engine's own part of it as the server reports it. The whole body is read: the worker
+    stays busy until then, and the next pair must not wait for it."""
+    response = probe.post_json("/v1/audio/speech", body, skip=offset)
+    if response.status != 200:
+        raise RuntimeError(f"the server answered {response.status}: {response.body[:200]!r}")
+    if response.first_byte_after is None:
         raise RuntimeError("the server sent no audio")
-    return ttfa
+    return response.first_byte_after, engine_timing(response.headers.get("server-timing"))
 
 
 def measure_overhead(url: str, model: str, job: EngineJob, pairs: int = 60) -> Overhead:
@@ -66,10 +88,10 @@ def measure_overhead(url: str, model: str, job: EngineJob, pairs: int = 60) -> O
     process.start()
     child.close()
     offset = audio_offset(job.output.format)
-    server, local = [], []
+    server, local, engine = [], [], []
     try:
         parent.recv()  # loaded and warmed up
-        with httpx.Client(timeout=60) as client:
+        with Probe(url) as probe:
             for index in range(pairs + len(texts)):
                 text = texts[index % len(texts)]
                 body = {
@@ -78,12 +100,14 @@ def measure_overhead(url: str, model: str, job: EngineJob, pairs: int = 60) -> O
                     "input": text,
                     "response_format": job.output.format.value,
                 }
-                server_ttfa = _timed_request(client, url, body, offset)
+                server_ttfa, engine_ttfa = _timed_request(probe, body, offset)
                 parent.send(text)
                 local_ttfa = parent.recv()
                 if index >= len(texts):  # the first round warms the server up too
                     server.append(server_ttfa)
                     local.append(local_ttfa)
+                    if engine_ttfa is not None:
+                        engine.append((server_ttfa, engine_ttfa))
         parent.send(None)
     finally:
         process.join(timeout=10)
@@ -97,4 +121,11 @@ def measure_overhead(url: str, model: str, job: EngineJob, pairs: int = 60) -> O
             remote - inproc for remote, inproc in zip(server, local, strict=True)
         )
         * 1000,
+        # Only where the server reports its engine's timing (not a relay, not older servers).
+        worker_engine_ttfa_p50_ms=(
+            statistics.median(e for _, e in engine) * 1000 if engine else None
+        ),
+        per_request_p50_ms=(
+            statistics.median(remote - e for remote, e in engine) * 1000 if engine else None
+        ),
     )

@@ -103,6 +103,25 @@ def in_process_table(result: InProcessResult, format: str) -> Table:
     return table
 
 
+def _overhead_text(overhead: Overhead | None) -> str:
+    if overhead is None:
+        return ""
+    text = (
+        f"\ngateway overhead, paired ({overhead.pairs} pairs, short texts): "
+        f"median of (server - in-process) TTFA = "
+        f"{overhead.paired_difference_p50_ms:+.2f} ms  (p50 server "
+        f"{overhead.server_ttfa_p50_ms:.1f} ms, in-process "
+        f"{overhead.inprocess_ttfa_p50_ms:.1f} ms)"
+    )
+    if overhead.per_request_p50_ms is not None and overhead.worker_engine_ttfa_p50_ms is not None:
+        text += (
+            f"\ngateway overhead, per request (same requests): median of (client TTFA - the "
+            f"worker's engine TTFA from Server-Timing) = {overhead.per_request_p50_ms:+.2f} ms"
+            f"  (p50 engine in the worker {overhead.worker_engine_ttfa_p50_ms:.1f} ms)"
+        )
+    return text
+
+
 def comparison_text(result: InProcessResult) -> RichText:
     c = result.comparison
     efficiency = "-" if c.efficiency is None else f"{c.efficiency:.2f}"
@@ -114,16 +133,7 @@ def comparison_text(result: InProcessResult) -> RichText:
         f"{result.ceiling_after:.1f})\n"
         f"gateway overhead, short texts, p50 TTFA at conc {c.overhead_concurrency}: server "
         f"{_ms(c.server_short_ttfa_p50_ms)} ms - in-process {_ms(c.inprocess_short_ttfa_p50_ms)}"
-        f" ms = {overhead}"
-        + (
-            ""
-            if result.overhead is None
-            else f"\ngateway overhead, paired ({result.overhead.pairs} pairs, short texts): "
-            f"median of (server - in-process) TTFA = "
-            f"{result.overhead.paired_difference_p50_ms:+.2f} ms  (p50 server "
-            f"{result.overhead.server_ttfa_p50_ms:.1f} ms, in-process "
-            f"{result.overhead.inprocess_ttfa_p50_ms:.1f} ms)"
-        )
+        f" ms = {overhead}" + _overhead_text(result.overhead)
     )
 
 
