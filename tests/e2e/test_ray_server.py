@@ -26,7 +26,10 @@ from ray import serve
 from speechgate.audio.formats import AudioFormat
 from speechgate.workers.ray_pool import RayPool
 from tests.conftest import make_settings, sdk_client
+from tests.e2e.test_shared_limits import attempt
+from tests.e2e.test_tenancy import ADMIN_KEY, new_key
 from tests.helpers.audio import decode_audio
+from tests.helpers.postgres import fresh_database
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.waiting import until, wait_for
 
@@ -257,3 +260,35 @@ def replica_pid(server: RunningServer) -> int:
             pids = pids or pool.running_pids()
     assert len(pids) == 1
     return pids[0]
+
+
+def test_two_gateways_on_one_cluster_share_its_replicas_and_one_keys_rate_limit(
+    ray_server: RunningServer, postgres_server: str, redis_server: str
+) -> None:
+    settings = make_settings(
+        engines=["espeak"],
+        default_engine="espeak",
+        backend="ray",
+        ray_replicas=1,
+        queue_size=1,
+        auth_mode="keys",
+        admin_key=ADMIN_KEY,
+        database_url=fresh_database(postgres_server),
+        limits_url=redis_server,
+    )
+    before = replica_jobs(pool_of(ray_server))["completed"]
+    with running_server(settings) as first, running_server(settings) as second:
+        # Both use the replica the module's server deployed; neither deploys its own.
+        assert {pool_of(first).app, pool_of(second).app} == {pool_of(ray_server).app}
+        _, secret = new_key(first, requests_per_second=0.001, burst=3)
+        outcomes = [attempt((first, second)[n % 2], secret) for n in range(6)]
+    admitted = [outcome for outcome in outcomes if isinstance(outcome, dict)]
+    refused = [outcome for outcome in outcomes if not isinstance(outcome, dict)]
+    assert [h["x-ratelimit-remaining-requests"] for h in admitted] == ["2", "1", "0"]
+    assert [error.status_code for error in refused] == [429, 429, 429]
+    assert all(int(error.response.headers["retry-after"]) > 900 for error in refused)
+    # The three admitted ones ran on the shared replica, by its own count ...
+    assert replica_jobs(pool_of(ray_server))["completed"] == before + 3
+    # ... which the two gateways, having attached to it, left running when they stopped.
+    with sdk_client(ray_server) as client:
+        assert decode_audio(client.audio.speech.create(**speech(TEXT)).content, "pcm").rms > 0

@@ -101,6 +101,11 @@ class RayCluster:
             except Exception:  # the controller restarting, say: keep the last view
                 log.exception("could not read Ray Serve's status")
 
+    def running(self, app: str) -> bool:
+        """Whether Serve runs the application `app` now (deployed and healthy)."""
+        application = self.status.applications.get(app) if self.status else None
+        return application is not None and application.status == "RUNNING"
+
     def deployment(self, app: str, name: str) -> Any:
         """Serve's status of one deployment (None before it is deployed)."""
         application = self.status.applications.get(app) if self.status else None
@@ -146,6 +151,7 @@ class RayPool:
         self._job_timeout = job_timeout
         self._clock = clock
         self._handle = handle
+        self._deployed = False  # by this gateway, which then deletes it when it closes
         self._queued = 0
         self._running: list[Started] = []
         self._deaths = 0
@@ -178,11 +184,21 @@ class RayPool:
         return deployment.bind(self.config)
 
     async def start(self) -> EngineInfo:
-        """Deploy the engine and wait until its replicas have loaded it."""
+        """Deploy the engine and wait until its replicas have loaded it; or, where another
+        gateway has deployed it on this cluster already, use its replicas too."""
         try:
-            self._handle = await asyncio.to_thread(
-                serve.run, self._application(), name=self.app, route_prefix=None
-            )
+            await self._cluster.refresh()
+            if self._cluster.running(self.app):
+                # Several gateways in front of one cluster share each engine's replicas (and
+                # their queue). Redeploying would restart replicas in the middle of the other
+                # gateways' jobs, so the deployment that runs is kept, settings and all.
+                self._handle = serve.get_app_handle(self.app)
+                log.info("using the %s replicas another gateway deployed", self.config.name)
+            else:
+                self._deployed = True  # deleted again by close() below if it fails
+                self._handle = await asyncio.to_thread(
+                    serve.run, self._application(), name=self.app, route_prefix=None
+                )
             self.info = await self._handle.info.remote()
         except Exception as error:
             await self.close()
@@ -192,9 +208,13 @@ class RayPool:
         return self.info
 
     async def close(self) -> None:
-        """Delete the deployment: Serve stops its replicas, which close their engines."""
+        """Delete the deployment if this gateway made it: Serve stops its replicas, which
+        close their engines. One it found running is left to the gateway that made it."""
         self._handle = None
-        with contextlib.suppress(Exception):  # never deployed, or Ray already gone
+        if not self._deployed:
+            return
+        self._deployed = False
+        with contextlib.suppress(Exception):  # Ray already gone
             await asyncio.to_thread(serve.delete, self.app)
 
     # --- the operations --------------------------------------------------------------------
