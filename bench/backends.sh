@@ -16,19 +16,24 @@ ROUNDS=${ROUNDS:-2}
 BIN=${BIN:-.venv/bin}
 OUT=${OUT:-${TMPDIR:-/tmp}/speechgate-bench/$(date +%Y%m%d-%H%M%S)-backends-$ENGINE}
 mkdir -p "$OUT"
+EXTRA=("$@")  # for `speechgate bench`
 export SPEECHGATE_PORT=$PORT SPEECHGATE_ENGINES=$ENGINE SPEECHGATE_DEFAULT_ENGINE=$ENGINE
+
+SERVER_PID=
+trap '[ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
 
 run() {  # backend, round
   local backend=$1 name="$1-$2"
   SPEECHGATE_BACKEND=$backend "$BIN/speechgate" serve >"$OUT/$name.log" 2>&1 &
-  local pid=$!
+  SERVER_PID=$!
+  local pid=$SERVER_PID
   for _ in $(seq 240); do
     curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null && break
     kill -0 "$pid" || { cat "$OUT/$name.log"; exit 1; }
     sleep 0.5
   done
   "$BIN/speechgate" bench --url "http://127.0.0.1:$PORT" --model "$ENGINE" --format wav \
-    --levels 1,2,4 --duration 10 --server-pid "$pid" --json "$OUT/$name.json" "$@" \
+    --levels 1,2,4 --duration 10 --server-pid "$pid" --json "$OUT/$name.json" "${EXTRA[@]}" \
     >"$OUT/$name.txt"
   kill "$pid"
   wait "$pid" 2>/dev/null || true
@@ -37,7 +42,7 @@ run() {  # backend, round
 for round in $(seq "$ROUNDS"); do
   for backend in local ray; do
     echo "round $round: $backend" >&2
-    run "$backend" "$round" "$@"
+    run "$backend" "$round"
   done
 done
 
