@@ -132,3 +132,13 @@ def test_service_time_is_a_rolling_mean() -> None:
     for seconds in (10.0, 2.0, 4.0):
         times.record(seconds)
     assert times.mean == 3.0
+
+
+def test_the_real_time_factor_covers_the_window_only() -> None:
+    times = ServiceTimes(window=3)
+    assert times.real_time_factor is None  # before any job
+    for seconds, audio in [(1.0, 100.0), (0.5, 5.0), (0.25, 2.5), (0.25, 2.5), (0.1, 0.3)]:
+        times.record(seconds, audio)
+    # The last three jobs: 5.3 s of audio in 0.6 s, the first two forgotten.
+    assert times.real_time_factor == pytest.approx(5.3 / 0.6)
+    assert times.mean == pytest.approx(0.2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -27,16 +28,30 @@ class ServiceTimes:
 
     def __init__(self, window: int = 64) -> None:
         self._recent: deque[tuple[float, float]] = deque(maxlen=window)
+        # Running sums over the window: read on every response, so never summed there.
+        self._busy = 0.0
+        self._audio = 0.0
+        self._recorded = 0
 
     def record(self, seconds: float, audio_seconds: float = 0.0) -> None:
+        if len(self._recent) == self._recent.maxlen:
+            old_seconds, old_audio = self._recent[0]
+            self._busy -= old_seconds
+            self._audio -= old_audio
         self._recent.append((seconds, audio_seconds))
+        self._busy += seconds
+        self._audio += audio_seconds
+        self._recorded += 1
+        if self._recorded % len(self._recent) == 0:  # now and then, exactly: no drift
+            self._busy = math.fsum(seconds for seconds, _ in self._recent)
+            self._audio = math.fsum(audio for _, audio in self._recent)
 
     @property
     def mean(self) -> float:
         """Mean seconds per job (a default before any job)."""
         if not self._recent:
             return _DEFAULT_SERVICE_TIME
-        return sum(seconds for seconds, _ in self._recent) / len(self._recent)
+        return self._busy / len(self._recent)
 
     def wait(self, position: int, servers: int) -> float:
         """Seconds until the request at queue `position` (1 = next) can expect one of
@@ -46,8 +61,7 @@ class ServiceTimes:
     @property
     def real_time_factor(self) -> float | None:
         """Seconds of audio per second of work over the recent jobs; None before any."""
-        busy = sum(seconds for seconds, _ in self._recent)
-        return sum(audio for _, audio in self._recent) / busy if busy > 0 else None
+        return self._audio / self._busy if self._recent and self._busy > 0 else None
 
 
 class Admission(Generic[T]):
