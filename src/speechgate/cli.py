@@ -60,7 +60,14 @@ def serve(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    # Access lines come from speechgate.access, when each request ends (see RequestIdMiddleware).
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        access_log=False,
+    )
 
 
 @app.command()

@@ -1,7 +1,9 @@
-"""ASGI middleware: request ids and the request body size limit."""
+"""ASGI middleware: request ids and the access log, response counts, the body size limit."""
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from collections.abc import Mapping
 
@@ -12,9 +14,17 @@ from speechgate.api.errors import error_response
 from speechgate.errors import PayloadTooLarge
 from speechgate.metrics import Metrics
 
+access_log = logging.getLogger("speechgate.access")
+
 
 class RequestIdMiddleware:
-    """Gives every request an id (the client's `x-request-id`, or a new one), echoed back."""
+    """Gives every request an id (the client's `x-request-id`, or a new one), echoed back,
+    and writes its access-log line once it has ended.
+
+    The line comes at the end, with the request's id and duration, rather than uvicorn's
+    (which `speechgate serve` turns off): uvicorn writes its line when the response starts,
+    and for speech that is on the way to the first audio byte.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -23,15 +33,35 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
         request_id = Headers(scope=scope).get("x-request-id") or f"req_{uuid.uuid4().hex}"
         scope.setdefault("state", {})["request_id"] = request_id
+        status = 0  # none sent: the client left first, or the app failed
 
         async def send_with_id(message: Message) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
+                status = message["status"]
                 MutableHeaders(scope=message)["x-request-id"] = request_id
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            if access_log.isEnabledFor(logging.INFO):
+                client = scope.get("client")
+                query = scope.get("query_string", b"").decode("latin-1")
+                access_log.info(
+                    '%s - "%s %s%s HTTP/%s" %s %s %.1f ms',
+                    f"{client[0]}:{client[1]}" if client else "-",
+                    scope["method"],
+                    scope["path"],
+                    f"?{query}" if query else "",
+                    scope.get("http_version", "1.1"),
+                    status or "-",
+                    request_id,
+                    (time.perf_counter() - started) * 1000,
+                )
 
 
 class ResponseMetricsMiddleware:
