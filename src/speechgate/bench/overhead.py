@@ -79,7 +79,7 @@ def _timed_request(
     return response.first_byte_after, engine_timing(response.headers.get("server-timing"))
 
 
-def measure_overhead(url: str, model: str, job: EngineJob, pairs: int = 60) -> Overhead:
+def measure_overhead(url: str, model: str, job: EngineJob, pairs: int = 100) -> Overhead:
     """`pairs` server/in-process pairs over the short texts of `job` (warm-up excluded)."""
     texts = [text.text for text in job.texts if text.kind == "short"]
     context = multiprocessing.get_context("spawn")

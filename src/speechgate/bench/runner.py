@@ -95,13 +95,14 @@ def run_bench(
 
     with console.status(f"in-process: 1 process, {seconds:.0f} s"):
         single = measure_single(engine, voice, aliases, seconds, config.texts, output, cores)
-    with console.status("in-process: gateway overhead, paired"):
-        first_worker = tuple(sorted(cores or os.sched_getaffinity(0))[: engine.threads])
-        overhead = measure_overhead(
-            config.url,
-            config.model,
-            EngineJob(engine, voice, aliases, 0.0, first_worker, tuple(config.texts), output),
-        )
+    # No spinner here: its refresh thread would take the GIL from the timing client.
+    console.print("in-process: gateway overhead, paired and per request …")
+    first_worker = tuple(sorted(cores or os.sched_getaffinity(0))[: engine.threads])
+    overhead = measure_overhead(
+        config.url,
+        config.model,
+        EngineJob(engine, voice, aliases, 0.0, first_worker, tuple(config.texts), output),
+    )
     before = ceiling("before")
     runs = _load_with_progress(config, console)
     after = ceiling("after")
