@@ -59,3 +59,12 @@ def test_requests_older_than_the_window_drop_out() -> None:
     summary = recent.summary()
     assert summary.requests == 1
     assert summary.audio_seconds == 2.0
+
+
+def test_the_log_holds_the_window_even_when_nobody_reads_it() -> None:
+    clock = Clock()
+    recent = RecentRequests(clock)
+    for _ in range(3 * WINDOW_SECONDS):  # one request a second, the summary never asked for
+        recent.record("piper", 0.1, 0.5, 1.0, completed=True)
+        clock.now += 1.0
+    assert len(recent) == WINDOW_SECONDS + 1

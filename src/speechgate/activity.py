@@ -83,16 +83,24 @@ class RecentRequests:
         audio_seconds: float,
         completed: bool,
     ) -> None:
+        now = self._clock()
         self._records.append(
-            RequestRecord(
-                self._clock(), engine, time_to_first_audio, elapsed, audio_seconds, completed
-            )
+            RequestRecord(now, engine, time_to_first_audio, elapsed, audio_seconds, completed)
         )
+        # Here too, not only when someone reads the summary: the log holds the window's
+        # requests, not the last 10,000 whenever they were.
+        self._forget_before(now)
+
+    def _forget_before(self, now: float) -> None:
+        while self._records and now - self._records[0].ended > WINDOW_SECONDS:
+            self._records.popleft()
+
+    def __len__(self) -> int:
+        return len(self._records)
 
     def summary(self) -> Summary:
         now = self._clock()
-        while self._records and now - self._records[0].ended > WINDOW_SECONDS:
-            self._records.popleft()
+        self._forget_before(now)
         records = list(self._records)
         slots: list[list[RequestRecord]] = [[] for _ in range(WINDOW_SECONDS // BUCKET_SECONDS)]
         for record in records:
