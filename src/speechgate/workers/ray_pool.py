@@ -190,9 +190,9 @@ class RayPool:
             await self._cluster.refresh()
             if self._cluster.running(self.app):
                 # Several gateways in front of one cluster share each engine's replicas (and
-                # their queue). Redeploying would restart replicas in the middle of the other
-                # gateways' jobs, so the deployment that runs is kept, settings and all.
-                self._handle = serve.get_app_handle(self.app)
+                # their queue). Redeploying could replace replicas under the other gateways'
+                # jobs, so the deployment that runs is kept, settings and all.
+                self._handle = await asyncio.to_thread(serve.get_app_handle, self.app)
                 log.info("using the %s replicas another gateway deployed", self.config.name)
             else:
                 self._deployed = True  # deleted again by close() below if it fails
