@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -96,34 +96,19 @@ class Probe:
             headers[name.strip().lower()] = value.strip()
         return status, headers
 
-    def _body(self, headers: Mapping[str, str]) -> list[bytes] | _Chunks:
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            return _Chunks(self)
-        return [self._take(int(headers.get("content-length", "0")))]
-
-
-class _Chunks:
-    """A chunked body's data as it arrives: whatever part of the current chunk is in."""
-
-    def __init__(self, probe: Probe) -> None:
-        self._probe = probe
-        self._left = 0  # bytes of the current chunk not read yet
-
-    def __iter__(self) -> _Chunks:
-        return self
-
-    def __next__(self) -> bytes:
-        probe = self._probe
-        if self._left == 0:
-            self._left = int(probe._line().split(b";")[0], 16)
-            if self._left == 0:
-                while probe._line():  # trailers, then the blank line
-                    pass
-                raise StopIteration
-        if not probe._buffer:
-            probe._fill()
-        data = probe._take(min(self._left, len(probe._buffer)))
-        self._left -= len(data)
-        if self._left == 0:
-            probe._line()  # the CRLF after the chunk's data
-        return data
+    def _body(self, headers: Mapping[str, str]) -> Iterator[bytes]:
+        """The body's data as it arrives: of a chunked body, whatever part of the current
+        chunk is in; of a sized one, all of it."""
+        if headers.get("transfer-encoding", "").lower() != "chunked":
+            yield self._take(int(headers.get("content-length", "0")))
+            return
+        while size := int(self._line().split(b";")[0], 16):
+            while size:
+                if not self._buffer:
+                    self._fill()
+                data = self._take(min(size, len(self._buffer)))
+                size -= len(data)
+                yield data
+            self._line()  # the CRLF after the chunk's data
+        while self._line():  # trailers, then the blank line
+            pass
