@@ -13,7 +13,6 @@ import glob
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -22,6 +21,8 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+from tests.helpers.server import free_port
 
 _counter = itertools.count()
 
@@ -39,13 +40,6 @@ def _binaries() -> Path:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @contextmanager
 def postgres_cluster() -> Iterator[str]:
     """Yields the URL of a running server (database `postgres`, user `postgres`)."""
@@ -60,7 +54,7 @@ def postgres_cluster() -> Iterator[str]:
         shutil.chown(root, "postgres")
         as_user = ["runuser", "-u", "postgres", "--"]
     data = root / "data"
-    port = _free_port()
+    port = free_port()
 
     def run(*command: str) -> None:
         subprocess.run([*as_user, *command], check=True, capture_output=True, timeout=120)
