@@ -26,17 +26,17 @@ run() {  # backend, round
   local backend=$1 name="$1-$2"
   SPEECHGATE_BACKEND=$backend "$BIN/speechgate" serve >"$OUT/$name.log" 2>&1 &
   SERVER_PID=$!
-  local pid=$SERVER_PID
   for _ in $(seq 240); do
     curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null && break
-    kill -0 "$pid" || { cat "$OUT/$name.log"; exit 1; }
+    kill -0 "$SERVER_PID" || { cat "$OUT/$name.log"; exit 1; }
     sleep 0.5
   done
   "$BIN/speechgate" bench --url "http://127.0.0.1:$PORT" --model "$ENGINE" --format wav \
-    --levels 1,2,4 --duration 10 --server-pid "$pid" --json "$OUT/$name.json" "${EXTRA[@]}" \
+    --levels 1,2,4 --duration 10 --server-pid "$SERVER_PID" --json "$OUT/$name.json" "${EXTRA[@]}" \
     >"$OUT/$name.txt"
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
+  kill "$SERVER_PID"
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=
 }
 
 for round in $(seq "$ROUNDS"); do
