@@ -155,6 +155,16 @@ class Settings(BaseSettings):
     """Where speechgate keeps its state (cloned voices in `voices/`, assembled models in
     `engines/`)."""
 
+    # --- voices and models pulled by name (`speechgate voices pull`) ---
+
+    loaded_voices: int = Field(default=4, ge=1)
+    """Voice models one worker keeps loaded (least recently used first out); a request for
+    another loads it on the spot. Bounds a worker's memory: a Piper voice is ~60-120 MB."""
+
+    auto_pull: bool = False
+    """Pull a voice or model that is asked for by name but not installed, on first request
+    (from the Hugging Face hub); off: such a request is refused with how to pull it."""
+
     # --- voice cloning ---
 
     clone_min_speech_seconds: float = Field(default=3.0, ge=0.5)
@@ -338,6 +348,16 @@ class Settings(BaseSettings):
     @property
     def voices_dir(self) -> Path:
         return self.data_dir / "voices"
+
+    @property
+    def models_dir(self) -> Path:
+        """Where pulled voices and models are installed (see `speechgate.voices.installed`)."""
+        return self.data_dir / "models"
+
+    @property
+    def hub_cache_dir(self) -> Path:
+        """The Hugging Face cache pulls download into (partial files resume from here)."""
+        return self.data_dir / "hub"
 
     @property
     def worker_count(self) -> int:

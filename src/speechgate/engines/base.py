@@ -15,11 +15,17 @@ from speechgate.audio.pcm import PcmChunk
 
 @dataclass(frozen=True)
 class Voice:
-    """A voice an engine can speak with."""
+    """A voice an engine can speak with.
+
+    `language` is a BCP 47 tag where known ("en-US", "ja"); `quality` Piper's x_low/low/
+    medium/high; `gender` "female" or "male" where the voice's source says so.
+    """
 
     id: str
     name: str
     language: str | None = None
+    quality: str | None = None
+    gender: str | None = None
 
 
 @dataclass(frozen=True)
