@@ -29,6 +29,8 @@ def engine_config(settings: Settings, name: str) -> EngineConfig:
         threads=settings.cores_per_worker,
         options=dict(settings.engine_options.get(name, {})),
         data_dir=str(settings.data_dir / "engines" / name),
+        models_dir=str(settings.models_dir),
+        loaded_voices=settings.loaded_voices,
     )
 
 

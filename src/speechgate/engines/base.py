@@ -52,13 +52,17 @@ class EngineConfig:
     `threads` is the number of compute threads the engine may use (its worker's cores).
     `options` carries engine-specific settings such as a model path. `data_dir` is where an
     engine may keep files it derives (an assembled model, say); None: a temporary place of
-    the library's choosing.
+    the library's choosing. `models_dir` is where pulled voices and models are installed
+    (`speechgate.voices.installed`'s layout, read by the engine when it meets a voice it has not
+    loaded); `loaded_voices` bounds how many voice models it keeps loaded at once.
     """
 
     name: str
     threads: int = 1
     options: Mapping[str, str] = field(default_factory=dict)
     data_dir: str | None = None
+    models_dir: str | None = None
+    loaded_voices: int = 4
 
 
 @runtime_checkable
