@@ -1,6 +1,6 @@
 """Voices and models pulled into the data directory (`speechgate voices pull`).
 
-Layout: `<data_dir>/models/<engine>/<name>/` holds one installed item, e.g.
+Layout: `<data_dir>/models/<engine>/<name>/` (`Settings.models_dir`) holds one installed item, e.g.
 `models/piper/en_US-lessac-medium/`, `models/kokoro/kokoro-v1.0/`, `models/pocket/german/`:
 its files, and `manifest.json`, which says what the item is and which voices it brings. An
 item is assembled in a temporary directory beside its final place and renamed into place
@@ -96,24 +96,23 @@ class InstalledItem:
         return self.directory / self.manifest.files[role]
 
 
-def models_dir(data_dir: Path) -> Path:
-    return data_dir / "models"
+# Every function takes `models`, the models directory (`Settings.models_dir`,
+# `EngineConfig.models_dir`): `<data_dir>/models`.
 
 
-def item_dir(data_dir: Path, engine: str, name: str) -> Path:
+def item_dir(models: Path, engine: str, name: str) -> Path:
     if not _ITEM_NAME.fullmatch(engine) or not _ITEM_NAME.fullmatch(name):
         raise ValueError(f"not a valid installed item name: {engine}/{name}")
-    return models_dir(data_dir) / engine / name
+    return models / engine / name
 
 
-def installed(data_dir: Path, engine: str | None = None) -> Iterator[InstalledItem]:
-    """Every complete item under `data_dir` (of `engine`, if given), in name order.
+def installed(models: Path, engine: str | None = None) -> Iterator[InstalledItem]:
+    """Every complete item under `models` (of `engine`, if given), in name order.
 
     Temporary directories of a pull in progress (hidden, leading dot) and items whose manifest
     cannot be read are skipped, the latter with a warning.
     """
-    root = models_dir(data_dir)
-    engines = [root / engine] if engine else sorted(p for p in root.glob("*") if p.is_dir())
+    engines = [models / engine] if engine else sorted(p for p in models.glob("*") if p.is_dir())
     for engine_dir in engines:
         if not engine_dir.is_dir():
             continue
@@ -130,15 +129,15 @@ def installed(data_dir: Path, engine: str | None = None) -> Iterator[InstalledIt
             yield InstalledItem(directory, manifest)
 
 
-def find(data_dir: Path, engine: str, name: str) -> InstalledItem | None:
+def find(models: Path, engine: str, name: str) -> InstalledItem | None:
     """The installed item `engine/name`, if it is installed."""
-    for item in installed(data_dir, engine):
+    for item in installed(models, engine):
         if item.directory.name == name:
             return item
     return None
 
 
-def install(staging: Path, data_dir: Path, manifest: Manifest) -> InstalledItem:
+def install(staging: Path, models: Path, manifest: Manifest) -> InstalledItem:
     """Move a complete item from `staging` (a directory on the same file system, holding every
     file the manifest names) into place, replacing an older copy, and return it.
 
@@ -149,7 +148,7 @@ def install(staging: Path, data_dir: Path, manifest: Manifest) -> InstalledItem:
         if not (staging / name).is_file():
             raise FileNotFoundError(f"{manifest.ref}: the {role} file {name!r} is missing")
     (staging / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
-    target = item_dir(data_dir, manifest.engine, manifest.name)
+    target = item_dir(models, manifest.engine, manifest.name)
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():
         # Rename the old copy aside first: a directory cannot be replaced by rename while full.
