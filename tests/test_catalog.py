@@ -1,11 +1,22 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from speechgate.catalog import Catalog, normalize
+from speechgate.catalog import Catalog, language_tag, matches_filter, normalize
 from speechgate.engines.base import Voice
-from speechgate.errors import InvalidRequest, ModelNotFound, VoiceNotFound
+from speechgate.errors import (
+    InvalidRequest,
+    ModelNotFound,
+    UnsupportedLanguage,
+    VoiceNotFound,
+    VoiceNotInstalled,
+)
+from speechgate.voices import installed
+from speechgate.voices.installed import InstalledVoice, Manifest
 from speechgate.workers.messages import EngineInfo
+from tests.conftest import make_settings
 
 PIPER = EngineInfo("piper", 22050, False, (Voice("en_US-joe-medium", "Joe"),))
 ESPEAK = EngineInfo("espeak", 22050, False, (Voice("en-us", "English"), Voice("en-us+f3", "f3")))
@@ -46,9 +57,12 @@ def test_voices_resolve_per_engine(catalog: Catalog) -> None:
     assert catalog.voice("espeak", "EN_US") == "en-us"
 
 
-def test_alias_to_a_voice_the_engine_lacks_is_dropped(catalog: Catalog) -> None:
-    with pytest.raises(VoiceNotFound):
+def test_alias_to_a_voice_that_is_not_installed_says_how_to_pull_it(catalog: Catalog) -> None:
+    with pytest.raises(VoiceNotInstalled) as error:
         catalog.voice("piper", "nova")
+    assert (error.value.code, error.value.param) == ("voice_not_installed", "voice")
+    assert "`speechgate voices pull piper:missing-voice`" in error.value.message
+    assert "nova" not in catalog.voice_names("piper")
 
 
 def test_unknown_voice_is_400_on_voice_and_lists_the_valid_ones(catalog: Catalog) -> None:
@@ -74,3 +88,168 @@ def test_blends_resolve_each_voice_on_engines_that_blend() -> None:
 def test_engines_that_do_not_blend_take_a_blend_as_one_unknown_name(catalog: Catalog) -> None:
     with pytest.raises(VoiceNotFound):
         catalog.voice("espeak", "alloy(1)+en-us(1)")
+
+
+# --- installed voices, languages, generic names, model aliases ------------------------------
+
+
+def install_piper(models: Path, key: str, language: str, gender: str | None = None) -> None:
+    """A Piper item as `voices pull` leaves it; the catalog reads only its manifest, so the
+    model files are empty placeholders."""
+    staging = models / "piper" / f".staging-{key}"
+    staging.mkdir(parents=True)
+    files = {"model": f"{key}.onnx", "config": f"{key}.onnx.json"}
+    for name in files.values():
+        (staging / name).write_bytes(b"")
+    quality = key.rsplit("-", 1)[-1]
+    manifest = Manifest(
+        ref=f"piper:{key}",
+        engine="piper",
+        name=key,
+        files=files,
+        voices=(InstalledVoice(key, language, quality, gender),),  # type: ignore[arg-type]
+        size_bytes=0,
+        installed_at=0,
+    )
+    installed.install(staging, models, manifest)
+
+
+JOE = EngineInfo("piper", 22050, False, (Voice("en_US-joe-medium", "Joe", "en-us"),))
+ESPEAK_DE = EngineInfo(
+    "espeak", 22050, False, (Voice("en-us", "English", "en-us"), Voice("de", "German", "de"))
+)
+
+
+def installed_catalog(models: Path, *engines: EngineInfo) -> Catalog:
+    settings = make_settings(engines=[e.name for e in engines], default_engine=engines[0].name)
+    return Catalog(
+        {e.name: e for e in engines},
+        settings.resolved_model_aliases(),
+        settings.voice_aliases,
+        models,
+    )
+
+
+def test_installed_voices_merge_with_the_engines_own_and_refresh_at_run_time(
+    tmp_path: Path,
+) -> None:
+    install_piper(tmp_path, "en_US-joe-medium", "en-US", "male")
+    catalog = installed_catalog(tmp_path, JOE)
+    [joe] = catalog.voices("piper")
+    assert (joe.id, joe.language, joe.quality, joe.gender) == (
+        "en_US-joe-medium",
+        "en-US",
+        "medium",
+        "male",
+    )
+    with pytest.raises(VoiceNotFound):
+        catalog.voice("piper", "de_DE-thorsten-medium")
+    install_piper(tmp_path, "de_DE-thorsten-medium", "de_DE", "male")
+    catalog.refresh()
+    assert catalog.voice("piper", "DE-de-Thorsten-medium") == "de_DE-thorsten-medium"
+    assert [v.language for v in catalog.voices("piper")] == ["en-US", "de-DE"]
+
+
+@pytest.mark.parametrize(
+    ("value", "tag"),
+    [("en_us", "en-US"), ("EN-gb", "en-GB"), ("zh-hans", "zh-Hans"), ("es-419", "es-419")],
+)
+def test_languages_are_bcp47_tags(value: str, tag: str) -> None:
+    assert language_tag(value) == tag
+
+
+def test_language_filter_matches_the_primary_subtag_or_the_exact_region() -> None:
+    assert matches_filter("de-DE", "de") and matches_filter("de-AT", "DE")
+    assert matches_filter("en-GB", "en_gb") and not matches_filter("en-US", "en-GB")
+    assert not matches_filter(None, "de")
+
+
+@pytest.fixture
+def multilingual(tmp_path: Path) -> Catalog:
+    install_piper(tmp_path, "de_DE-thorsten-medium", "de-DE", "male")
+    install_piper(tmp_path, "de_DE-kerstin-low", "de-DE", "female")
+    install_piper(tmp_path, "en_GB-alan-medium", "en-GB", "male")
+    install_piper(tmp_path, "fr_FR-siwis-medium", "fr-FR")
+    return installed_catalog(tmp_path, JOE, ESPEAK_DE)
+
+
+@pytest.mark.parametrize(
+    ("name", "language", "voice"),
+    [
+        ("alloy", "de", "de_DE-kerstin-low"),  # the alias table's de female voice
+        ("onyx", "de-DE", "de_DE-thorsten-medium"),
+        ("Male", "de", "de_DE-thorsten-medium"),
+        ("en-US-Male", None, "en_US-joe-medium"),
+        ("de_female", None, "de_DE-kerstin-low"),
+        ("DE-de-male", "de", "de_DE-thorsten-medium"),
+        ("echo", "en-GB", "en_GB-alan-medium"),  # exact region first
+        ("alloy", "en-AU", "en_US-joe-medium"),  # no en-AU: English of any region
+        ("nova", "fr", "fr_FR-siwis-medium"),  # no alias installed, no gender known: any
+        ("en_US-joe-medium", "en", "en_US-joe-medium"),
+        ("alloy", None, "en_US-joe-medium"),  # without a language, as before
+    ],
+)
+def test_a_generic_voice_with_a_language_picks_a_voice_of_it(
+    multilingual: Catalog, name: str, language: str | None, voice: str
+) -> None:
+    assert multilingual.voice("piper", name, language) == voice
+
+
+def test_a_named_voice_of_another_language_is_refused(multilingual: Catalog) -> None:
+    with pytest.raises(UnsupportedLanguage) as error:
+        multilingual.voice("piper", "en_US-joe-medium", "de")
+    assert (error.value.code, error.value.param) == ("unsupported_language", "language")
+    assert "de_DE-thorsten-medium" in error.value.message
+    assert "de (model 'espeak')" in error.value.message
+
+
+def test_a_language_nothing_speaks_names_the_other_models_and_how_to_pull(
+    multilingual: Catalog,
+) -> None:
+    with pytest.raises(UnsupportedLanguage) as error:
+        multilingual.voice("espeak", "alloy", "fr")
+    message = error.value.message
+    assert "fr_FR-siwis-medium (model 'piper')" in message
+    assert "speechgate voices search --language fr" in message
+    with pytest.raises(UnsupportedLanguage) as error:
+        multilingual.voice("piper", "alloy", "it")
+    assert "`speechgate voices pull piper:it_IT-paola-medium`" in error.value.message
+
+
+def test_a_generic_name_and_a_language_that_disagree_are_refused(multilingual: Catalog) -> None:
+    with pytest.raises(UnsupportedLanguage):
+        multilingual.voice("piper", "en_us_male", "de")
+
+
+def test_a_generic_alias_whose_voice_is_not_installed_names_the_pull(
+    multilingual: Catalog,
+) -> None:
+    with pytest.raises(VoiceNotInstalled) as error:
+        multilingual.voice("piper", "en_us_female")
+    assert "`speechgate voices pull piper:en_US-lessac-medium`" in error.value.message
+
+
+def test_the_names_of_other_servers_resolve_when_their_engine_is_loaded(tmp_path: Path) -> None:
+    pocket = EngineInfo("pocket", 24000, False, (Voice("alba", "Alba"),))
+    catalog = installed_catalog(tmp_path, JOE, pocket)
+    for name in ("pocket-tts", "Pocket-TTS-HD", "pocket_tts_rt"):
+        assert catalog.model(name).engine is pocket
+
+
+@pytest.mark.parametrize(
+    ("model", "words"),
+    [
+        ("pocket-tts", ["--engine pocket", "speechgate[pocket]", "voices pull pocket:english"]),
+        ("kokoro-82m", ["--engine kokoro", "SPEECHGATE_ENGINES=piper,kokoro"]),
+        ("kokoro", ["speechgate[kokoro]"]),
+    ],
+)
+def test_a_known_model_not_loaded_is_404_saying_how_to_enable_it(
+    tmp_path: Path, model: str, words: list[str]
+) -> None:
+    catalog = installed_catalog(tmp_path, JOE)
+    with pytest.raises(ModelNotFound) as error:
+        catalog.model(model)
+    assert (error.value.status_code, error.value.code) == (404, "model_not_found")
+    for word in words:
+        assert word in error.value.message

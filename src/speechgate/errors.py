@@ -57,13 +57,40 @@ class VoiceNotFound(InvalidRequest):
         )
 
 
+class VoiceNotInstalled(InvalidRequest):
+    """A voice name speechgate knows (an alias's target) whose voice is not installed here.
+
+    `ref` is what `speechgate voices pull` takes to install it, when a pull can."""
+
+    default_code = "voice_not_installed"
+
+    def __init__(self, voice: str, target: str, ref: str | None) -> None:
+        means = f"{voice!r} means {target!r}" if voice != target else f"{voice!r}"
+        how = (
+            f" Install it with `speechgate voices pull {ref}`."
+            if ref
+            else " The loaded engine does not have it."
+        )
+        super().__init__(f"The voice {means}, which is not installed.{how}", param="voice")
+        self.voice = target
+        self.ref = ref
+
+
+class UnsupportedLanguage(InvalidRequest):
+    """No voice of the language asked for (or the voice named speaks another one)."""
+
+    default_code = "unsupported_language"
+
+
 class ModelNotFound(InvalidRequest):
     status_code = 404
     default_code = "model_not_found"
 
-    def __init__(self, model: str, valid: list[str]) -> None:
+    def __init__(self, model: str, valid: list[str], hint: str | None = None) -> None:
+        """`hint` says how to enable a model speechgate knows but has not loaded."""
+        reason = hint or "does not exist."
         super().__init__(
-            f"The model {model!r} does not exist. Available models: {', '.join(valid)}.",
+            f"The model {model!r} {reason} Available models: {', '.join(valid)}.",
             param="model",
         )
 

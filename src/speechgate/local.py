@@ -25,7 +25,9 @@ def load_catalog(settings: Settings, model: str) -> tuple[Catalog, Engine]:
     """Load only the engine that `model` names, and a catalog that knows just it."""
     name = engine_for_model(settings, model)
     engine = load_engine(engine_config(settings, name))
-    catalog = Catalog({name: EngineInfo.of(engine)}, {model: name}, settings.voice_aliases)
+    catalog = Catalog(
+        {name: EngineInfo.of(engine)}, {model: name}, settings.voice_aliases, settings.models_dir
+    )
     return catalog, engine
 
 

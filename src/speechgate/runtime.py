@@ -99,6 +99,7 @@ class Runtime:
             {info.name: info for info in infos},
             settings.resolved_model_aliases(),
             settings.voice_aliases,
+            settings.models_dir,
         )
         if metrics is not None:
             metrics.watch(pools)
@@ -107,6 +108,12 @@ class Runtime:
         recent = RecentRequests()
         service = SpeechService(settings, catalog, pools, metrics, voices=voices, recent=recent)
         return cls(settings, pools, catalog, service, voices, recent, cluster)
+
+    def refresh_installed(self) -> None:
+        """Make voices installed (or removed) since start-up known to the catalog: call after
+        a pull. Cheap (reads one small manifest per installed item) and safe while requests are
+        served; the workers find a new voice's files themselves."""
+        self.catalog.refresh()
 
     async def close(self) -> None:
         await asyncio.gather(*(pool.close() for pool in self.pools.values()))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from speechgate.activity import RecentRequests
 from speechgate.api.schemas import SpeechOptions, SpeechRequest
-from speechgate.catalog import Catalog
+from speechgate.catalog import Catalog, language_tag
 from speechgate.engines.base import SynthesisRequest
 from speechgate.errors import InvalidRequest
 from speechgate.metrics import Metrics
@@ -25,6 +25,17 @@ from speechgate.settings import Settings
 from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
 from speechgate.workers.base import Pool
 from speechgate.workers.messages import EngineInfo
+
+
+def _language(options: SpeechOptions) -> str | None:
+    """`language`, or its alias `language_hint`; the two may not disagree."""
+    language, hint = options.language, options.language_hint
+    if language and hint and language_tag(language) != language_tag(hint):
+        raise InvalidRequest(
+            f"`language` ({language!r}) and `language_hint` ({hint!r}) disagree; send one.",
+            param="language_hint",
+        )
+    return language or hint
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,7 @@ class SpeechPlan:
     stream_format: str
     instructions_ignored: bool
     reference_audio: bytes | None = None  # an audio file, decoded into a prompt by `open`
+    voice_id: str = ""  # the voice resolved, as clients may name it (not a file's path)
 
     @property
     def characters(self) -> int:
@@ -124,8 +136,11 @@ class SpeechService:
         """Resolve model, voice and output format; a streaming session plans with no text."""
         engine = self._catalog.model(options.model).engine
         reference = self._reference_audio(options, engine)
+        language = _language(options)
         # A one-off voice prompt replaces the voice, whatever it names.
-        voice = "" if reference is not None else self._voice(engine, options.voice_name)
+        voice, voice_id = (
+            ("", "") if reference is not None else self._voice(engine, options.voice_name, language)
+        )
         if options.seed is not None and not engine.supports_seed:
             raise InvalidRequest(
                 f"The model {options.model!r} ({engine.name}) cannot repeat its output for a "
@@ -152,12 +167,19 @@ class SpeechService:
             stream_format=stream_format,
             instructions_ignored=bool(options.instructions) and not engine.supports_instructions,
             reference_audio=reference,
+            voice_id=voice_id,
         )
 
-    def _voice(self, engine: EngineInfo, name: str) -> str:
-        """The engine's voice id, or the state file of a voice in the library."""
+    def _voice(self, engine: EngineInfo, name: str, language: str | None) -> tuple[str, str]:
+        """The engine's voice id, or the state file of a voice in the library; and the id to
+        tell the client."""
         stored = self._voices.resolve(engine, name) if self._voices else None
-        return stored or self._catalog.voice(engine.name, name)
+        if stored:
+            # A cloned voice's language is unknown: `language` cannot be checked against it.
+            found = self._voices.library.find(name) if self._voices else None
+            return stored, found.id if found else name
+        voice = self._catalog.voice(engine.name, name, language)
+        return voice, voice
 
     def _reference_audio(self, options: SpeechOptions, engine: EngineInfo) -> bytes | None:
         if options.reference_audio is None:

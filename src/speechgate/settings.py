@@ -30,6 +30,85 @@ OPENAI_VOICES = (
     "cedar",
 )
 KNOWN_ENGINES = ("piper", "espeak", "kokoro", "pocket")
+# Model names that clients of other servers send (pocket-tts' own server, Kokoro-FastAPI), each
+# meaning one engine; a name applies only when its engine is loaded.
+ENGINE_MODEL_ALIASES = {
+    "pocket-tts": "pocket",
+    "pocket-tts-hd": "pocket",
+    "pocket-tts-rt": "pocket",
+    "kokoro-82m": "kokoro",
+}
+# The gender OpenAI's voices sound like, so that a voice picked for them in another language
+# (`language`) keeps it where the engine has a choice.
+OPENAI_VOICE_GENDERS = {
+    "alloy": "female",
+    "ash": "male",
+    "ballad": "female",
+    "coral": "female",
+    "echo": "male",
+    "fable": "female",
+    "nova": "female",
+    "onyx": "male",
+    "sage": "female",
+    "shimmer": "female",
+    "verse": "male",
+    "marin": "female",
+    "cedar": "male",
+}
+# Generic names (`<language>_<gender>`) per engine: a default voice for each language and
+# gender. Piper's are voice keys of rhasspy/piper-voices (pulled with `speechgate voices pull
+# piper:<key>`); "male"/"female" alone mean American English.
+_PIPER_GENERIC = {
+    "en_us_male": "en_US-joe-medium",
+    "en_us_female": "en_US-lessac-medium",
+    "en_gb_male": "en_GB-alan-medium",
+    "en_gb_female": "en_GB-jenny_dioco-medium",
+    "de_de_male": "de_DE-thorsten-medium",
+    "de_de_female": "de_DE-kerstin-low",
+    "fr_fr_male": "fr_FR-tom-medium",
+    "fr_fr_female": "fr_FR-siwis-medium",
+    "es_es_male": "es_ES-davefx-medium",
+    "es_mx_male": "es_MX-ald-medium",
+    "es_mx_female": "es_MX-claude-high",
+    "it_it_male": "it_IT-riccardo-x_low",
+    "it_it_female": "it_IT-paola-medium",
+}
+# Kokoro-82M v1.0's voices: the first letter is the language, the second the gender.
+_KOKORO_GENERIC = {
+    "en_us_female": "af_heart",
+    "en_us_male": "am_adam",
+    "en_gb_female": "bf_emma",
+    "en_gb_male": "bm_george",
+    "es_female": "ef_dora",
+    "es_male": "em_alex",
+    "fr_fr_female": "ff_siwis",
+    "hi_female": "hf_alpha",
+    "hi_male": "hm_omega",
+    "it_female": "if_sara",
+    "it_male": "im_nicola",
+    "ja_female": "jf_alpha",
+    "ja_male": "jm_kumo",
+    "pt_br_female": "pf_dora",
+    "pt_br_male": "pm_alex",
+    "zh_female": "zf_xiaobei",
+    "zh_male": "zm_yunjian",
+}
+_POCKET_GENERIC = {"en_us_female": "alba", "en_us_male": "marius"}
+_ESPEAK_GENERIC = {"en_us_female": "en-us+f3", "en_us_male": "en-us+m3"}
+
+
+def _generic_aliases(table: dict[str, str]) -> dict[str, str]:
+    """`table` plus each language's name without its region ("de_male" as "de_de_male", the
+    first region listed winning) and plain "male"/"female" (American English)."""
+    aliases = dict(table)
+    for name, voice in table.items():
+        parts = name.split("_")
+        if len(parts) == 3:
+            aliases.setdefault(f"{parts[0]}_{parts[2]}", voice)
+    for gender in ("male", "female"):
+        if f"en_us_{gender}" in table:
+            aliases[gender] = table[f"en_us_{gender}"]
+    return aliases
 
 
 def _default_voice_aliases() -> dict[str, dict[str, str]]:
@@ -71,13 +150,19 @@ def _default_voice_aliases() -> dict[str, dict[str, str]]:
         "cedar": "george",
     }
     return {
-        "piper": dict.fromkeys(OPENAI_VOICES, "en_US-joe-medium"),
-        "espeak": {
-            voice: f"en-us+{variant}"
-            for voice, variant in zip(OPENAI_VOICES, espeak_variants, strict=True)
+        "piper": {
+            **dict.fromkeys(OPENAI_VOICES, "en_US-joe-medium"),
+            **_generic_aliases(_PIPER_GENERIC),
         },
-        "kokoro": kokoro,
-        "pocket": pocket,
+        "espeak": {
+            **{
+                voice: f"en-us+{variant}"
+                for voice, variant in zip(OPENAI_VOICES, espeak_variants, strict=True)
+            },
+            **_generic_aliases(_ESPEAK_GENERIC),
+        },
+        "kokoro": {**kokoro, **_generic_aliases(_KOKORO_GENERIC)},
+        "pocket": {**pocket, **_generic_aliases(_POCKET_GENERIC)},
     }
 
 
@@ -115,7 +200,8 @@ class Settings(BaseSettings):
     """Extra or overriding model names, mapped to an engine id (JSON in the environment)."""
 
     voice_aliases: dict[str, dict[str, str]] = Field(default_factory=_default_voice_aliases)
-    """Per engine: voice name clients may send (e.g. OpenAI's "alloy") -> the engine's voice id."""
+    """Per engine: voice name clients may send (e.g. OpenAI's "alloy", or "en_us_female": a
+    generic `<language>_<gender>`) -> the engine's voice id. Replaces the whole default table."""
 
     workers: int | None = Field(default=None, ge=1)
     """Worker processes per engine; default: usable cores // cores_per_worker (at least 1)."""
@@ -365,5 +451,11 @@ class Settings(BaseSettings):
         return self.workers or max(1, cores // self.cores_per_worker)
 
     def resolved_model_aliases(self) -> dict[str, str]:
-        """OpenAI model names -> default engine, then the configured overrides."""
-        return {**dict.fromkeys(OPENAI_MODELS, self.default_engine), **self.model_aliases}
+        """OpenAI model names -> default engine, other servers' names for the loaded engines
+        (`pocket-tts`, `kokoro-82m`), then the configured overrides."""
+        loaded = {alias: e for alias, e in ENGINE_MODEL_ALIASES.items() if e in self.engines}
+        return {
+            **dict.fromkeys(OPENAI_MODELS, self.default_engine),
+            **loaded,
+            **self.model_aliases,
+        }

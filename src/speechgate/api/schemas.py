@@ -16,6 +16,10 @@ class VoiceRef(BaseModel):
     id: str = Field(min_length=1)
 
 
+# A BCP 47 tag, loosely: "de", "en-US", "en_us", "zh-Hans", "es-419".
+_LANGUAGE_TAG = r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$"
+
+
 class SpeechOptions(BaseModel):
     """How to speak: what `POST /v1/audio/speech` and a streaming session share."""
 
@@ -51,6 +55,19 @@ class SpeechOptions(BaseModel):
         default=None,
         description="speechgate extension: a base64 audio file (a few seconds of someone "
         "speaking) to clone for this request only, instead of `voice`; for models that clone.",
+    )
+    language: str | None = Field(
+        default=None,
+        pattern=_LANGUAGE_TAG,
+        description='speechgate extension: the language of `input`, a BCP 47 tag ("de", '
+        '"en-GB"). A generic voice (OpenAI\'s names, "male", "female") becomes a voice '
+        "of that language; a voice of another language is refused (400 unsupported_language).",
+        examples=["de"],
+    )
+    language_hint: str | None = Field(
+        default=None,
+        pattern=_LANGUAGE_TAG,
+        description="speechgate extension: the same as `language` (the name some clients send).",
     )
 
     @property
@@ -168,7 +185,13 @@ class VoiceCard(BaseModel):
     id: str
     name: str
     model: str
-    language: str | None = None
+    language: str | None = Field(default=None, description='A BCP 47 tag, e.g. "en-US".')
+    quality: str | None = Field(
+        default=None, description="speechgate extension: Piper's x_low, low, medium or high."
+    )
+    gender: str | None = Field(
+        default=None, description="speechgate extension: where the voice's source says."
+    )
     type: Literal["builtin", "audio_sample"] = Field(
         default="builtin", description="An engine's own voice, or one cloned from a clip."
     )

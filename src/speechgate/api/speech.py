@@ -141,6 +141,9 @@ def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream)
     rtf = service.real_time_factor(plan.engine)
     if rtf is not None:
         headers["x-speechgate-real-time-factor"] = f"{rtf:.2f}"
+    if plan.voice_id:
+        # Which voice spoke: a generic name or `language` may have chosen it.
+        headers["x-speechgate-voice"] = plan.voice_id
     if plan.instructions_ignored:
         headers["x-speechgate-instructions"] = "ignored"
     if plan.stream_format == "sse":

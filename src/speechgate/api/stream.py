@@ -139,7 +139,7 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
             "session": {
                 "model": update.session.model,
                 "engine": plan.engine,
-                "voice": plan.request.voice,
+                "voice": plan.voice_id or plan.request.voice,
                 "response_format": plan.output.format.value,
                 "content_type": plan.output.format.content_type,
                 "sample_rate": plan.output.sample_rate,

@@ -14,7 +14,7 @@ from speechgate.api.schemas import (
     VoiceList,
     error_responses,
 )
-from speechgate.catalog import Catalog
+from speechgate.catalog import Catalog, matches_filter
 from speechgate.errors import PayloadTooLarge
 from speechgate.runtime import Runtime
 from speechgate.voices.cloning import VoiceCloning
@@ -33,15 +33,33 @@ async def list_voices(
     catalog: Annotated[Catalog, Depends(get_catalog)],
     voices: Annotated[VoiceCloning, Depends(get_voices)],
     model: Annotated[str | None, Query(description="Only this model's voices.")] = None,
+    language: Annotated[
+        str | None,
+        Query(
+            description='Only voices of this language (BCP 47): "de" lists de-DE and de-AT, '
+            '"en-GB" only en-GB. Cloned voices have no language.'
+        ),
+    ] = None,
 ) -> VoiceList:
-    """Every voice, built-in and cloned, with `id` and `name` (Open WebUI needs both)."""
+    """Every voice, built-in, installed and cloned, with `id` and `name` (Open WebUI needs
+    both)."""
     engines = [catalog.model(model).engine] if model else list(catalog.engines.values())
     names = {engine.name for engine in engines}
     builtin = [
-        VoiceCard(id=voice.id, name=voice.name, model=engine.name, language=voice.language)
+        VoiceCard(
+            id=voice.id,
+            name=voice.name,
+            model=engine.name,
+            language=voice.language,
+            quality=voice.quality,
+            gender=voice.gender,
+        )
         for engine in engines
-        for voice in engine.voices
+        for voice in catalog.voices(engine.name)
+        if language is None or matches_filter(voice.language, language)
     ]
+    if language is not None:
+        return VoiceList(voices=builtin)
     stored = [
         VoiceCard(
             id=voice.id,
