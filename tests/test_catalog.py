@@ -107,7 +107,7 @@ def install_piper(models: Path, key: str, language: str, gender: str | None = No
         engine="piper",
         name=key,
         files=files,
-        voices=(InstalledVoice(key, language, quality, gender),),  # type: ignore[arg-type]
+        voices=(InstalledVoice(key, language, quality, gender),),
         size_bytes=0,
         installed_at=0,
     )

@@ -30,6 +30,15 @@ def test_openai_voice_names_speak_through_kokoro() -> None:
         ).content
         with pytest.raises(openai.BadRequestError, match="malformed voice blend"):
             client.audio.speech.create(model="kokoro", voice="alloy(0)+onyx", input="Hello.")
+        # Kokoro-FastAPI's model name, and a generic voice name of a language it has.
+        with client.audio.speech.with_streaming_response.create(
+            model="kokoro-82m", voice="ja_male", input="こんにちは。", response_format="wav"
+        ) as response:
+            assert response.headers["x-speechgate-voice"] == "jm_kumo"
+            assert decode_audio(response.read(), "wav").rms > 0.01
+        # Without `speechgate voices pull kokoro` there is no American English voice.
+        with pytest.raises(openai.BadRequestError, match="speechgate voices pull kokoro"):
+            client.audio.speech.create(model="kokoro-82m", voice="en_us_female", input="Hi.")
     for data in (body, blended):
         audio = decode_audio(data, "wav")
         assert audio.sample_rate == 24000

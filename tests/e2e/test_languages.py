@@ -48,7 +48,7 @@ def install_joe_as(models: Path, key: str, language: str, gender: str) -> None:
         engine="piper",
         name=key,
         files={"model": f"{key}.onnx", "config": f"{key}.onnx.json"},
-        voices=(InstalledVoice(key, language.replace("_", "-"), "medium", gender),),  # type: ignore[arg-type]
+        voices=(InstalledVoice(key, language.replace("_", "-"), "medium", gender),),
         size_bytes=0,
         installed_at=0,
     )

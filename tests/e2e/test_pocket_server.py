@@ -374,3 +374,20 @@ def test_a_clone_does_not_shadow_another_models_voice(
         assert error_code(mismatch) == "voice_model_mismatch"
     finally:
         sdk.audio.voices.delete(alloy.id)
+
+
+@pytest.mark.parametrize("model", ["pocket-tts", "pocket-tts-hd", "pocket-tts-rt"])
+def test_pocket_tts_model_names_speak_through_pocket(
+    pocket_server: RunningServer, voice: SdkVoice, model: str
+) -> None:
+    response = speak(pocket_server, model=model, voice=voice.name)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-speechgate-engine"] == "pocket"
+    assert response.headers["x-speechgate-voice"] == voice.id
+
+
+def test_a_built_in_voice_the_model_lacks_says_what_to_pull(pocket_server: RunningServer) -> None:
+    refused = speak(pocket_server, model="pocket-tts", voice="en_us_female")
+    assert refused.status_code == 400
+    assert error_code(refused) == "voice_not_installed"
+    assert "`speechgate voices pull pocket:english`" in refused.json()["error"]["message"]
