@@ -138,3 +138,15 @@ def test_admin_pull_reports_a_checksum_failure_in_the_stream(server: str, hub: F
     last = json.loads(response.text.strip().splitlines()[-1])
     assert last["type"] == "error"
     assert last["error"]["code"] == "checksum_mismatch"
+
+
+def test_serve_pulls_first_and_stops_on_a_failed_pull(hub: FakeHub, tmp_path: Path) -> None:
+    # A pull that fails ends `serve` before any server starts (the test would hang otherwise).
+    result = CliRunner().invoke(
+        app,
+        ["serve", "--pull", "piper:en_US-lessac-medium", "--pull", "piper:xx_XX-nobody-low"],
+        env=_env(hub, tmp_path),
+    )
+    assert result.exit_code == 1
+    assert "installed piper:en_US-lessac-medium" in result.output
+    assert "xx_XX-nobody-low" in result.output
