@@ -155,3 +155,23 @@ def test_references_and_languages_without_the_network() -> None:
     assert ref_for_model("pocket-tts-hd") == "pocket:english"
     assert matches_language("de-DE", "de") and matches_language("de_AT", "DE")
     assert not matches_language("en-US", "en-GB")
+
+
+def test_auto_pull_pulls_once_for_concurrent_requests(
+    hub: FakeHub, client: Hub, tmp_path: Path
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from speechgate.hub.autopull import ensure_installed
+
+    models = tmp_path / "models"
+    with ThreadPoolExecutor(3) as pool:
+        results = list(
+            pool.map(
+                lambda _: ensure_installed("piper:en_GB-alan-low", models=models, hub=client),
+                range(3),
+            )
+        )
+    assert sorted(pulled for _, pulled in results) == [False, False, True]
+    assert len({item.directory for item, _ in results}) == 1
+    assert len(hub.downloads("en_GB-alan-low.onnx.json")) == 1
