@@ -41,6 +41,10 @@ def serve(
     ray_address: Annotated[
         str | None, typer.Option(help="Ray cluster to join [default: start a local one].")
     ] = None,
+    pull: Annotated[
+        list[str] | None,
+        typer.Option(help="Pull this voice or model first, if not installed (repeatable)."),
+    ] = None,
 ) -> None:
     """Run the HTTP server. Every setting can also come from SPEECHGATE_* variables."""
     import uvicorn
@@ -57,6 +61,16 @@ def serve(
         backend=backend,
         ray_address=ray_address,
     )
+    if pull:
+        from speechgate.hub.refs import parse_ref
+        from speechgate.voices.installed import find
+
+        try:
+            missing = [ref for ref in pull if find(settings.models_dir, *parse_ref(ref)) is None]
+            _pull(settings, missing)
+        except SpeechgateError as error:
+            console.print(f"[red]error:[/red] {error.message}")
+            raise typer.Exit(1) from None
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -103,11 +117,32 @@ def say(
     console.print(f"wrote {output} ({seconds:.2f} s of audio, {fmt})")
 
 
-@app.command()
+voices_app = typer.Typer(
+    help="Voices: list a model's, search what can be pulled, pull by name.",
+    invoke_without_command=True,
+)
+app.add_typer(voices_app, name="voices")
+
+_MODEL_OPTION = typer.Option(help="Model or engine id.")
+
+
+@voices_app.callback()
 def voices(
-    model: Annotated[str, typer.Option(help="Model or engine id.")] = "tts-1",
+    ctx: typer.Context,
+    model: Annotated[str, _MODEL_OPTION] = "tts-1",
 ) -> None:
+    """List the voices a model offers (as `voices list`), or search and pull voices."""
+    if ctx.invoked_subcommand is None:
+        _list_voices(model)
+
+
+@voices_app.command("list")
+def voices_list(model: Annotated[str, _MODEL_OPTION] = "tts-1") -> None:
     """List the voices a model offers: its own, the cloned ones, and aliases."""
+    _list_voices(model)
+
+
+def _list_voices(model: str) -> None:
     from speechgate.local import load_catalog, stored_voices
 
     settings = _settings()
@@ -125,6 +160,102 @@ def voices(
         if name not in {v.id for v in engine.voices()}
     ]
     console.print(f"aliases: {', '.join(aliases)}")
+
+
+@voices_app.command("search")
+def voices_search(
+    language: Annotated[
+        str | None, typer.Option(help="BCP 47 language: de (any German), en-GB (British only).")
+    ] = None,
+    engine: Annotated[str | None, typer.Option(help="piper, kokoro or pocket.")] = None,
+) -> None:
+    """List the voices and models that can be pulled, and whether each is installed."""
+    from speechgate.hub import Hub, Index, search
+
+    settings = _settings()
+    found = search(
+        Index(Hub.from_settings(settings)), settings.models_dir, language=language, engine=engine
+    )
+    table = Table("ref", "language", "quality", "voices", "size", "installed")
+    for result in found.results:
+        table.add_row(
+            result.ref,
+            ", ".join(result.languages),
+            result.quality or "",
+            str(result.voices),
+            _megabytes(result.size_bytes),
+            "yes" if result.installed else "",
+        )
+    # Rich assumes 80 columns when stdout is not a terminal, too few for the refs.
+    out = console if console.is_terminal else Console(width=max(console.width, 120))
+    out.print(table)
+    for name, message in found.errors.items():
+        console.print(f"[yellow]{name}:[/yellow] index unavailable: {message}")
+    if not found.results and found.errors:
+        raise typer.Exit(1)
+
+
+def _megabytes(size: int | None) -> str:
+    return "" if size is None else f"{size / 1e6:,.1f} MB"
+
+
+@voices_app.command("pull")
+def voices_pull(
+    refs: Annotated[
+        list[str],
+        typer.Argument(
+            help="piper:<voice key> (e.g. piper:en_US-lessac-medium), kokoro, "
+            "pocket:<config> (e.g. pocket:german)."
+        ),
+    ],
+) -> None:
+    """Download voices or models by name and install them under the data directory."""
+    try:
+        _pull(_settings(), refs)
+    except SpeechgateError as error:
+        console.print(f"[red]error:[/red] {error.message}")
+        raise typer.Exit(1) from None
+
+
+def _pull(settings: Settings, refs: list[str]) -> None:
+    """Pull each of `refs` with a progress bar per file; stops at the first failure."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TransferSpeedColumn,
+    )
+
+    from speechgate.hub import FileProgress, Hub, Index, parse_ref, pull
+
+    for ref in refs:
+        parse_ref(ref)  # a typo fails before anything is downloaded
+    hub = Hub.from_settings(settings)
+    index = Index(hub)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=console,
+        transient=not console.is_terminal,
+    ) as bars:
+        tasks: dict[str, Any] = {}
+
+        def show(event: FileProgress) -> None:
+            if event.file not in tasks:
+                tasks[event.file] = bars.add_task(event.file.rsplit("/", 1)[-1], total=None)
+            bars.update(tasks[event.file], completed=event.done, total=event.total)
+
+        for ref in refs:
+            item = pull(ref, models=settings.models_dir, hub=hub, progress=show, index=index)
+            voices = ", ".join(voice.id for voice in item.manifest.voices[:8])
+            more = len(item.manifest.voices) - 8
+            bars.console.print(
+                f"installed {item.manifest.ref} ({_megabytes(item.manifest.size_bytes)}) in "
+                f"{item.directory}: {voices}{f' and {more} more' if more > 0 else ''}"
+            )
 
 
 @app.command()

@@ -120,6 +120,13 @@ class UnsupportedMediaType(InvalidRequest):
     default_code = "unsupported_media_type"
 
 
+class NotPullable(NotFound):
+    """A `voices pull` reference that no index (Piper's voices.json, Kokoro's repository,
+    pocket-tts' configs) knows."""
+
+    default_code = "not_pullable"
+
+
 # --- capacity: try again later ------------------------------------------------------------
 
 
@@ -319,3 +326,20 @@ class NoProviderAvailable(SpeechgateError):
             f"No provider of model {route!r} is available now; retry after the indicated delay.",
             headers=_retry_headers(1),
         )
+
+
+# --- pulling voices and models from the hub -----------------------------------------------
+
+
+class PullFailed(SpeechgateError):
+    """A pull could not complete: the hub failed or was unreachable (502, like any upstream)."""
+
+    status_code = 502
+    default_code = "pull_failed"
+
+
+class ChecksumMismatch(PullFailed):
+    """A downloaded file does not match the checksum its index gives: it was deleted, and
+    nothing was installed."""
+
+    default_code = "checksum_mismatch"

@@ -251,6 +251,10 @@ class Settings(BaseSettings):
     """Pull a voice or model that is asked for by name but not installed, on first request
     (from the Hugging Face hub); off: such a request is refused with how to pull it."""
 
+    hub_endpoint: str | None = None
+    """The Hugging Face hub (or a mirror) pulls download from, e.g. `https://hf-mirror.com`;
+    unset: huggingface_hub's own default (`HF_ENDPOINT`, else https://huggingface.co)."""
+
     # --- voice cloning ---
 
     clone_min_speech_seconds: float = Field(default=3.0, ge=0.5)

@@ -1,17 +1,20 @@
-"""The admin API (`/v1/admin/...`, the admin key only): manage API keys."""
+"""The admin API (`/v1/admin/...`, the admin key only): manage API keys; pull voices."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from speechgate.api.errors import error_body
 from speechgate.api.schemas import error_responses
 from speechgate.api.tenancy import get_tenancy, require_admin
-from speechgate.errors import NotFound
+from speechgate.errors import NotFound, SpeechgateError
 from speechgate.metering.keys import ApiKey, KeyLimits, check_limits
 from speechgate.metering.records import aware_utc, naive_utc
 
@@ -137,3 +140,131 @@ async def revoke_key(key_id: str, request: Request) -> KeyInfo:
     key = await asyncio.to_thread(tenancy.store.revoke_key, key_id, tenancy.now())
     tenancy.forget_keys()
     return KeyInfo.of(_found(key, key_id))
+
+
+# --- voices and models pulled from the hub ------------------------------------------------
+
+
+class PullBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ref: str = Field(
+        min_length=1,
+        max_length=200,
+        description="piper:<voice key>, kokoro, or pocket:<config>.",
+        examples=["piper:en_US-lessac-medium"],
+    )
+
+
+class PullableInfo(BaseModel):
+    ref: str
+    engine: str
+    name: str
+    languages: list[str]
+    quality: str | None
+    voices: int
+    size_bytes: int | None
+    installed: bool
+
+
+class PullableList(BaseModel):
+    data: list[PullableInfo]
+    errors: dict[str, str] = Field(description="Engines whose index could not be read, and why.")
+
+
+@router.get(
+    "/voices/search", response_model=PullableList, summary="Voices and models that can be pulled"
+)
+async def search_voices(
+    request: Request,
+    language: Annotated[str | None, Query(description="BCP 47: de, en-GB, ...")] = None,
+    engine: Annotated[str | None, Query(description="piper, kokoro or pocket.")] = None,
+) -> PullableList:
+    from speechgate.hub import Hub, Index, search
+
+    settings = request.app.state.settings
+    found = await asyncio.to_thread(
+        search,
+        Index(Hub.from_settings(settings)),
+        settings.models_dir,
+        language=language,
+        engine=engine,
+    )
+    return PullableList(
+        data=[
+            PullableInfo(**{**vars(result), "languages": list(result.languages)})
+            for result in found.results
+        ],
+        errors=found.errors,
+    )
+
+
+@router.post(
+    "/voices/pull",
+    summary="Pull a voice or model, streaming progress as NDJSON",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"application/x-ndjson": {}},
+            "description": 'One JSON object a line: {"type": "progress", "file", "done", '
+            '"total"} while downloading, then {"type": "installed", "ref", "voices"} or '
+            '{"type": "error", "error": {...}}.',
+        },
+        **error_responses(502),
+    },
+)
+async def pull_voice(body: PullBody, request: Request) -> StreamingResponse:
+    from speechgate.hub import Hub, Index
+    from speechgate.hub.pull import install_pullable
+
+    settings = request.app.state.settings
+    hub = Hub.from_settings(settings)
+    # Resolved before the response starts: an unknown ref is a 404, an unreachable hub a 502.
+    item = await asyncio.to_thread(Index(hub).find, body.ref)
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+    def emit(event: dict[str, Any] | None) -> None:
+        loop.call_soon_threadsafe(events.put_nowait, event)
+
+    def run() -> None:
+        try:
+            installed = install_pullable(
+                item,
+                models=settings.models_dir,
+                hub=hub,
+                progress=lambda p: emit(
+                    {"type": "progress", "file": p.file, "done": p.done, "total": p.total}
+                ),
+            )
+            # On the event loop, where the catalog lives, whether or not the client stayed.
+            loop.call_soon_threadsafe(_refresh_installed, request)
+            voices = [voice.id for voice in installed.manifest.voices]
+            emit({"type": "installed", "ref": installed.manifest.ref, "voices": voices})
+        except SpeechgateError as error:
+            emit({"type": "error", **error_body(error)})
+        except Exception as error:  # the stream is under way: report, do not re-raise
+            failure = SpeechgateError(f"The pull failed: {error}", code="pull_failed")
+            emit({"type": "error", **error_body(failure)})
+        finally:
+            emit(None)
+
+    async def stream() -> Any:
+        # The pull runs to its end even if the client leaves: a half-pulled item is never
+        # installed, and a whole one is worth keeping.
+        task = asyncio.create_task(asyncio.to_thread(run))
+        try:
+            while (event := await events.get()) is not None:
+                yield json.dumps(event) + "\n"
+        finally:
+            await asyncio.shield(task)
+
+    return StreamingResponse(stream(), media_type="application/x-ndjson")
+
+
+def _refresh_installed(request: Request) -> None:
+    """Tell the catalog about the new item. `Runtime.refresh_installed` comes with the catalog
+    work of issue 14; until then the new voices show after a restart."""
+    refresh = getattr(request.app.state.runtime, "refresh_installed", None)
+    if refresh is not None:
+        refresh()

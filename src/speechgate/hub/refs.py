@@ -1,0 +1,114 @@
+"""Pull references ("piper:en_US-lessac-medium", "kokoro", "pocket:german") and languages.
+
+Everything here works without the network, so the gateway can name the exact
+`speechgate voices pull <ref>` in an error without asking the hub.
+"""
+
+from __future__ import annotations
+
+import re
+
+from speechgate.errors import InvalidRequest
+from speechgate.voices.installed import Gender
+
+PIPER, KOKORO, POCKET = "piper", "kokoro", "pocket"
+KOKORO_ITEM = "kokoro-v1.0"
+"""The name of the one Kokoro item (`models/kokoro/kokoro-v1.0/`)."""
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+# Kokoro voice ids: a language letter, f(emale) or m(ale), then a name ("af_heart").
+KOKORO_VOICE = re.compile(r"([abefhijpz])([fm])_[a-z0-9_]+")
+_KOKORO_LANGUAGES = {
+    "a": "en-US",
+    "b": "en-GB",
+    "e": "es",
+    "f": "fr-FR",
+    "h": "hi",
+    "i": "it",
+    "j": "ja",
+    "p": "pt-BR",
+    "z": "zh",
+}
+_POCKET_LANGUAGES = {
+    "english": "en",
+    "french": "fr",
+    "german": "de",
+    "italian": "it",
+    "portuguese": "pt",
+    "spanish": "es",
+    "dutch": "nl",
+}
+
+
+def parse_ref(ref: str) -> tuple[str, str]:
+    """`(engine, item name)` of a pull reference; InvalidRequest (param `ref`) if malformed."""
+    engine, _, name = ref.strip().partition(":")
+    engine = engine.lower()
+    if engine == KOKORO and name in ("", KOKORO_ITEM):
+        return KOKORO, KOKORO_ITEM
+    if engine in (PIPER, POCKET) and _NAME.fullmatch(name):
+        return engine, name
+    raise InvalidRequest(
+        f"{ref!r} is not a pull reference: use piper:<voice key> (e.g. "
+        "piper:en_US-lessac-medium), kokoro, or pocket:<config> (e.g. pocket:german).",
+        param="ref",
+        code="invalid_ref",
+    )
+
+
+def make_ref(engine: str, name: str) -> str:
+    return KOKORO if engine == KOKORO else f"{engine}:{name}"
+
+
+def bcp47(code: str) -> str:
+    """A language code as BCP 47 with `-` and the region upper-case ("en_US" -> "en-US")."""
+    parts = code.replace("_", "-").split("-")
+    return "-".join([parts[0].lower(), *(p.upper() if len(p) == 2 else p for p in parts[1:])])
+
+
+def matches_language(tag: str | None, wanted: str) -> bool:
+    """Whether `tag` is of the language `wanted`: "de" matches "de-DE" and "de-AT" (the
+    primary subtag); "en-GB" matches only "en-GB"."""
+    if tag is None:
+        return False
+    have, want = bcp47(tag).lower(), bcp47(wanted).lower()
+    return have == want if "-" in want else have.split("-")[0] == want
+
+
+def kokoro_voice_language(voice: str) -> str | None:
+    match = KOKORO_VOICE.fullmatch(voice)
+    return _KOKORO_LANGUAGES[match.group(1)] if match else None
+
+
+def kokoro_voice_gender(voice: str) -> Gender | None:
+    match = KOKORO_VOICE.fullmatch(voice)
+    return None if match is None else "female" if match.group(2) == "f" else "male"
+
+
+def pocket_config_language(config: str) -> str | None:
+    """ "german" -> "de", "english_2m_2026-10" -> "en" (pocket names configs by language)."""
+    return _POCKET_LANGUAGES.get(config.split("_")[0])
+
+
+def ref_for_voice(engine: str, voice: str) -> str | None:
+    """The reference that would install `voice` of `engine`, if its name says so: Piper voice
+    keys ("en_US-lessac-medium", optionally "#speaker"), Kokoro voice ids ("af_heart"). None
+    when the name alone cannot tell (pocket voices: their config decides)."""
+    if engine == PIPER:
+        key = voice.partition("#")[0]
+        if re.fullmatch(r"[a-z]{2,3}_[A-Z]{2}-[A-Za-z0-9_]+-(x_low|low|medium|high)", key):
+            return make_ref(PIPER, key)
+    if engine == KOKORO and KOKORO_VOICE.fullmatch(voice):
+        return KOKORO
+    return None
+
+
+def ref_for_model(model: str) -> str | None:
+    """The reference that installs a model clients name: "kokoro", "kokoro-82m" -> kokoro;
+    "pocket-tts", "pocket-tts-hd", "pocket-tts-rt" -> pocket:english (its default config)."""
+    name = model.lower()
+    if name in ("kokoro", "kokoro-82m", "kokoro-82m-v1.0"):
+        return KOKORO
+    if name in ("pocket", "pocket-tts", "pocket-tts-hd", "pocket-tts-rt"):
+        return make_ref(POCKET, "english")
+    return None
