@@ -58,6 +58,12 @@ _CODECS: dict[AudioFormat, _Codec] = {
 }
 
 
+# Samples of priming a decoder plays before the first input sample, in a stream that cannot
+# say so (measured at 8-48 kHz): MP3 is libmp3lame's 576 plus the decoder's 529, unmarked
+# without a LAME tag; ADTS has no field for AAC's 1024. Ogg Opus marks its pre-skip.
+_STREAM_PRIMING = {AudioFormat.MP3: 1105, AudioFormat.AAC: 1024}
+
+
 class StreamEncoder:
     """Encodes mono PCM at `input_rate` to `format` at `output_rate`, chunk by chunk.
 
@@ -93,6 +99,10 @@ class StreamEncoder:
         )
         self._next_pts = 0
         self._closed = False
+        # A seekable MP3 file gets a LAME tag, from which decoders trim the priming.
+        marked = file is not None and self.format is AudioFormat.MP3
+        self.priming = 0.0 if marked else _STREAM_PRIMING.get(self.format, 0) / output_rate
+        """Seconds of silence a decoder plays before the first input sample."""
 
     @property
     def content_type(self) -> str:
