@@ -171,6 +171,14 @@ class EngineFailed(SpeechgateError):
     default_code = "engine_error"
 
 
+class SlowReader(SpeechgateError):
+    """The client read nothing for too long, so its job was given up: seen mid-stream only."""
+
+    status_code = 408
+    error_type = "invalid_request_error"
+    default_code = "slow_reader"
+
+
 class WorkerLost(SpeechgateError):
     """The worker running a job died; the request may be retried."""
 

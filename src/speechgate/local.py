@@ -57,8 +57,9 @@ def synthesize_to_file(
         )
         seconds = 0.0
         with output.open("wb") as file:
-            for chunk in render(engine, plan.request, plan.output):
-                file.write(chunk.data)
+            # The encoder writes the file itself: it is seekable, so the headers a stream
+            # leaves open (sizes, sample counts, MP3's gapless delay) come out right.
+            for chunk in render(engine, plan.request, plan.output, file):
                 seconds += chunk.audio_seconds
         return seconds
     finally:

@@ -11,6 +11,7 @@ import contextlib
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, replace
+from typing import BinaryIO
 
 from speechgate.audio.encoders import StreamEncoder
 from speechgate.audio.fade import fade_edges
@@ -59,14 +60,15 @@ def speak_segments(engine: Engine, request: SynthesisRequest) -> Generator[PcmCh
 
 
 def render(
-    engine: Engine, request: SynthesisRequest, output: OutputSpec
+    engine: Engine, request: SynthesisRequest, output: OutputSpec, file: BinaryIO | None = None
 ) -> Generator[EncodedChunk]:
-    """Synthesize and encode, yielding bytes as soon as the encoder releases them.
+    """Synthesize and encode, yielding bytes as soon as the encoder releases them (into a
+    seekable `file` instead, if given, with complete headers: see `StreamEncoder`).
 
     Closing the iterator early stops the engine at its next chunk.
     """
     started = time.perf_counter()
-    encoder = StreamEncoder(output.format, engine.sample_rate, output.sample_rate)
+    encoder = StreamEncoder(output.format, engine.sample_rate, output.sample_rate, file)
     try:
         with contextlib.closing(speak_segments(engine, request)) as pcm_chunks:
             for pcm in pcm_chunks:

@@ -53,6 +53,7 @@ def _pools(settings: Settings, cluster: RayCluster | None) -> dict[str, Pool]:
                 queue_size=settings.queue_size,
                 max_queue_wait=settings.max_queue_wait,
                 job_timeout=settings.job_timeout,
+                slow_reader_timeout=settings.slow_reader_timeout,
                 cores=settings.worker_cores,
             )
             for name in settings.engines

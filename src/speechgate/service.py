@@ -22,6 +22,7 @@ from speechgate.errors import InvalidRequest
 from speechgate.metrics import Metrics
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
+from speechgate.text.segment import clean_text
 from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
 from speechgate.workers.base import Pool
 from speechgate.workers.messages import EngineInfo
@@ -126,7 +127,7 @@ class SpeechService:
                 param="input",
                 code="string_above_max_length",
             )
-        if not body.input.strip():
+        if not clean_text(body.input).strip():
             raise InvalidRequest("Input must contain text to speak.", param="input")
         return self.plan_options(body, body.input, body.stream_format)
 

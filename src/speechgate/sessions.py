@@ -114,7 +114,8 @@ class SpeechSession:
                     yield silence
                 if self._before_segment is not None:
                     await self._before_segment(text)
-                start = self.audio_seconds
+                # Times in the decoded stream, which begins with the codec's priming.
+                start = self.audio_seconds + self._encoder.priming
                 yield SegmentStarted(index, text, start)
                 asked = time.perf_counter()
                 chunks = self._pool.synthesize(replace(request, text=text), self._raw)
@@ -127,7 +128,7 @@ class SpeechSession:
                             yield data
                 finally:
                     await chunks.aclose()
-                yield SegmentDone(index, start, self.audio_seconds)
+                yield SegmentDone(index, start, self.audio_seconds + self._encoder.priming)
                 index += 1
             if tail := self._encoder.finish():
                 yield tail

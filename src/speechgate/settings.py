@@ -220,7 +220,12 @@ class Settings(BaseSettings):
     """Seconds a request may wait for a worker before it is answered 503 with Retry-After."""
 
     job_timeout: float = Field(default=300.0, gt=0)
-    """Seconds one synthesis job may run before its worker is killed and restarted."""
+    """Seconds of synthesis one job may take before its worker is killed and restarted. Time
+    its worker spends paused for a slow reader does not count (see `slow_reader_timeout`)."""
+
+    slow_reader_timeout: float = Field(default=60.0, gt=0)
+    """Seconds a client may read nothing while its job's audio waits for it; then the job is
+    cancelled (its worker freed) and the stream ends."""
 
     max_input_chars: int = Field(default=4096, ge=1)
     """Longest `input` accepted (OpenAI's limit is 4096)."""

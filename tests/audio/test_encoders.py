@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import wave
+from pathlib import Path
 
 import av
 import numpy as np
@@ -12,7 +14,7 @@ import pytest
 from speechgate.audio.encoders import StreamEncoder, encode_all
 from speechgate.audio.formats import AudioFormat
 from speechgate.audio.pcm import PcmChunk
-from tests.helpers.audio import DecodedAudio, decode_audio
+from tests.helpers.audio import DecodedAudio, decode_audio, flac_total_samples
 
 TONE_HZ = 440.0
 CHUNK_SECONDS = 0.1
@@ -204,3 +206,27 @@ def test_a_finished_or_closed_encoder_refuses_more_audio() -> None:
             encoder.encode(chunk)
         with pytest.raises(RuntimeError):
             encoder.finish()
+
+
+@pytest.mark.parametrize("fmt", [AudioFormat.WAV, AudioFormat.FLAC, AudioFormat.MP3])
+def test_a_seekable_file_gets_complete_headers(fmt: AudioFormat, tmp_path: Path) -> None:
+    samples = tone(1.3, 24000)
+    path = tmp_path / f"out.{fmt.value}"
+    with path.open("wb") as file:
+        encoder = StreamEncoder(fmt, 24000, 24000, file)
+        assert b"".join(encoder.encode(chunk) for chunk in split(samples, 24000)) == b""
+        assert encoder.finish() == b""
+    data = path.read_bytes()
+    decoded = decode_audio(data, fmt)
+    # MP3 included: its LAME tag gives the encoder delay and padding, which decoders trim.
+    assert len(decoded.samples) == len(samples)
+    if fmt is AudioFormat.WAV:
+        with wave.open(str(path)) as reader:
+            assert reader.getnframes() == len(samples)
+    if fmt is AudioFormat.FLAC:
+        assert flac_total_samples(data) == len(samples)
+
+
+def test_a_flac_stream_declares_an_unknown_length() -> None:
+    data = encode_all(split(tone(0.5, 24000), 24000), "flac", 24000)
+    assert flac_total_samples(data) == 0

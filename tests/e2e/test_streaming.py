@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import numpy.typing as npt
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
@@ -167,3 +168,41 @@ def test_bad_session_messages_get_an_error_event_and_close(
         with pytest.raises(ConnectionClosed):
             ws.recv(timeout=30)
         assert ws.close_code == code
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "aac", "opus"])
+def test_segment_times_point_into_the_decoded_stream(server: RunningServer, fmt: str) -> None:
+    # espeak-ng is deterministic, so the same text in pcm is the reference.
+    text = "Hello there. This is a streaming test! Does it work? It does."
+
+    def session(response_format: str) -> tuple[list[dict[str, Any]], DecodedAudio]:
+        with speech_session(server, response_format=response_format) as ws:
+            ws.send(json.dumps({"type": "input_text.delta", "delta": text}))
+            ws.send(json.dumps({"type": "input_text.done"}))
+            events, audio = _events(ws)
+        done = [e for e in events if e["type"] == "segment.done"]
+        return done, decode_audio(audio, response_format)
+
+    reference_done, reference = session("pcm")
+    done, decoded = session(fmt)
+    # Where the reference sits in the decoded stream: the lag (in 1 ms steps) that best lines
+    # up their loudness envelopes, which a lossy codec keeps while it changes the waveform.
+    lag = best_lag(envelope(decoded), envelope(reference), most=200)
+    for ours, theirs in zip(done, reference_done, strict=True):
+        # The codec's priming comes first in the decoded stream (~45 ms for mp3 and aac): the
+        # times must say where each segment is there.
+        for key in ("audio_start", "audio_end"):
+            assert ours[key] - theirs[key] == pytest.approx(lag / 1000, abs=0.003)
+
+
+def envelope(audio: DecodedAudio) -> npt.NDArray[np.float64]:
+    """RMS per millisecond."""
+    step = audio.sample_rate // 1000
+    frames = audio.samples[: len(audio.samples) // step * step].reshape(-1, step)
+    return np.sqrt(np.mean(np.square(frames.astype(np.float64)), axis=1))
+
+
+def best_lag(signal: npt.NDArray[np.float64], reference: npt.NDArray[np.float64], most: int) -> int:
+    n = len(reference) - most
+    scores = [np.dot(signal[lag : lag + n], reference[:n]) for lag in range(most)]
+    return int(np.argmax(scores))

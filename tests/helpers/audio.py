@@ -54,3 +54,12 @@ def decode_audio(data: bytes, fmt: str, pcm_rate: int = 24000) -> DecodedAudio:
     parts = [frame.to_ndarray().reshape(-1) for frame in frames]
     samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
     return DecodedAudio(samples.astype(np.float32, copy=False), sample_rate)
+
+
+def flac_total_samples(data: bytes) -> int:
+    """The sample count a FLAC file's STREAMINFO declares (0: unknown, as in a stream)."""
+    assert data[:4] == b"fLaC" and data[4] & 0x7F == 0  # STREAMINFO is the first block
+    # After min/max block size (2+2) and min/max frame size (3+3): 20 bits of sample rate,
+    # 3 of channels, 5 of bits per sample, then 36 bits of total samples.
+    packed = int.from_bytes(data[18:26], "big")
+    return packed & ((1 << 36) - 1)

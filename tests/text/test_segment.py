@@ -99,3 +99,24 @@ def test_a_sentence_is_released_as_soon_as_the_next_one_starts() -> None:
 
 def test_whitespace_only_yields_nothing() -> None:
     assert segment("  \n\n  ") == []
+
+
+@pytest.mark.parametrize(
+    "dirty",
+    [
+        "Hello\u0000 world. Bye\u0007 now.",
+        "Hello\u0085 world.\u001b[31m Bye\ud800 now\ufffe.\uffff",
+        "Hello\u0000world. Bye\u009bnow.",
+    ],
+)
+def test_control_characters_never_reach_a_segment(dirty: str) -> None:
+    segments = segment(dirty)
+    assert len(segments) == 2
+    for text in segments:
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
+        assert not any(0xD800 <= ord(c) <= 0xDFFF or ord(c) in (0xFFFE, 0xFFFF) for c in text)
+    assert segments[0].startswith("Hello") and "world" in segments[0]
+
+
+def test_newlines_and_tabs_are_kept() -> None:
+    assert segment("One\tline.\n\nTwo") == ["One\tline.", "Two"]

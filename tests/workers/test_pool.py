@@ -12,7 +12,7 @@ import pytest
 
 from speechgate.audio.formats import AudioFormat
 from speechgate.engines.base import EngineConfig, SynthesisRequest
-from speechgate.errors import EngineFailed, WorkerLost
+from speechgate.errors import EngineFailed, SlowReader, WorkerLost
 from speechgate.pipeline import OutputSpec
 from speechgate.workers.pool import StartupError, WorkerPool, WorkerState, assign_cpus
 from tests.helpers.waiting import until
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 T = TypeVar("T")
 PCM = OutputSpec(AudioFormat.PCM, 24000)
 SHORT = SynthesisRequest("One sentence of speech.", "en-us")
+MEDIUM = SynthesisRequest(" ".join(f"This is sentence number {n}." for n in range(30)), "en-us")
 LONG = SynthesisRequest(" ".join(f"This is sentence number {n}." for n in range(300)), "en-us")
 
 
@@ -31,6 +32,7 @@ def run_with_pool(
     config: EngineConfig | None = None,
     workers: int = 2,
     job_timeout: float = 60.0,
+    slow_reader_timeout: float = 60.0,
 ) -> T:
     async def main() -> T:
         pool = WorkerPool(
@@ -39,6 +41,7 @@ def run_with_pool(
             queue_size=8,
             max_queue_wait=30,
             job_timeout=job_timeout,
+            slow_reader_timeout=slow_reader_timeout,
         )
         await pool.start()
         try:
@@ -145,3 +148,33 @@ def test_a_slow_consumer_pauses_the_worker_instead_of_buffering_everything() -> 
         assert sum(c.audio_seconds for c in [first, *rest]) > 60  # all of it, in the end
 
     run_with_pool(scenario, workers=1)
+
+
+def test_time_paused_for_a_slow_reader_does_not_count_against_the_job_timeout() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        chunks = pool.synthesize(MEDIUM, PCM)
+        first = await anext(chunks)
+        # Nobody reads for longer than the whole job may take: the worker waits, paused
+        # (more chunks than the inbox holds are ready), and that wait is not synthesis.
+        await asyncio.sleep(2.5)
+        rest = [chunk async for chunk in chunks]
+        assert sum(c.audio_seconds for c in [first, *rest]) > 10
+        assert pool.stats().restarts == 0
+
+    # espeak speaks MEDIUM in a few hundredths of a second when nobody holds it back.
+    run_with_pool(scenario, workers=1, job_timeout=2.0)
+
+
+def test_a_reader_that_reads_nothing_for_too_long_loses_its_job() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        chunks = pool.synthesize(LONG, PCM)
+        await anext(chunks)
+        await until(lambda: pool.stats().jobs["cancelled"] == 1)
+        assert pool.stats().in_flight == 0  # the worker is free for others at once
+        with pytest.raises(SlowReader):
+            async for _ in chunks:
+                pass
+        assert await collect(pool.synthesize(SHORT, PCM)) >= 2
+        assert pool.stats().restarts == 0
+
+    run_with_pool(scenario, workers=1, slow_reader_timeout=0.3)

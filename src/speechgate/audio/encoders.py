@@ -6,6 +6,10 @@
     yield encoder.finish()
 
 An encoder is stateful and not thread-safe: use one per response, from one thread at a time.
+
+Given a seekable `file`, an encoder writes there instead and completes the headers a stream
+cannot (WAV sizes, FLAC's sample count, MP3's Xing/LAME frame with the gapless delay and
+padding); `encode` and `finish` then return nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import BinaryIO
 
 import av
 import numpy as np
@@ -53,6 +58,12 @@ _CODECS: dict[AudioFormat, _Codec] = {
 }
 
 
+# Samples of priming a decoder plays before the first input sample, in a stream that cannot
+# say so (measured at 8-48 kHz): MP3 is libmp3lame's 576 plus the decoder's 529, unmarked
+# without a LAME tag; ADTS has no field for AAC's 1024. Ogg Opus marks its pre-skip.
+_STREAM_PRIMING = {AudioFormat.MP3: 1105, AudioFormat.AAC: 1024}
+
+
 class StreamEncoder:
     """Encodes mono PCM at `input_rate` to `format` at `output_rate`, chunk by chunk.
 
@@ -63,7 +74,13 @@ class StreamEncoder:
     Raises `ValueError` if `format` cannot be encoded at `output_rate`.
     """
 
-    def __init__(self, format: AudioFormat | str, input_rate: int, output_rate: int) -> None:
+    def __init__(
+        self,
+        format: AudioFormat | str,
+        input_rate: int,
+        output_rate: int,
+        file: BinaryIO | None = None,
+    ) -> None:
         self.format = AudioFormat(format)
         self.format.check_sample_rate(output_rate)
         if input_rate <= 0:
@@ -72,9 +89,9 @@ class StreamEncoder:
         self.output_rate = output_rate
         self._backend: _RawBackend | _MuxerBackend
         if self.format in _CODECS:
-            self._backend = _MuxerBackend(self.format, output_rate)
+            self._backend = _MuxerBackend(self.format, output_rate, file)
         else:
-            self._backend = _RawBackend(self.format, output_rate)
+            self._backend = _RawBackend(self.format, output_rate, file)
         # The resampler keeps filter state across calls, so chunk boundaries leave no clicks
         # or gaps; it also converts to the sample format the codec wants (s32p for mp3, ...).
         self._resampler = av.AudioResampler(
@@ -82,6 +99,10 @@ class StreamEncoder:
         )
         self._next_pts = 0
         self._closed = False
+        # A seekable MP3 file gets a LAME tag, from which decoders trim the priming.
+        marked = file is not None and self.format is AudioFormat.MP3
+        self.priming = 0.0 if marked else _STREAM_PRIMING.get(self.format, 0) / output_rate
+        """Seconds of silence a decoder plays before the first input sample."""
 
     @property
     def content_type(self) -> str:
@@ -141,16 +162,20 @@ def encode_all(chunks: Iterable[PcmChunk], format: AudioFormat | str, output_rat
     return b"".join(parts)
 
 
-def _wav_header(sample_rate: int) -> bytes:
-    """A 44-byte RIFF/WAVE header for mono s16 PCM of unknown length.
+_WAV_HEADER_SIZE = 44
+_UNKNOWN_SIZE = 0xFFFFFFFF
+
+
+def _wav_header(sample_rate: int, data_size: int = _UNKNOWN_SIZE) -> bytes:
+    """A 44-byte RIFF/WAVE header for mono s16 PCM of `data_size` bytes.
 
     A streamed body cannot be rewound to fill in the sizes, so both are 0xFFFFFFFF, as in
     OpenAI's streamed WAV; ffmpeg and Python's `wave` read such a file to its end.
     """
-    unknown = 0xFFFFFFFF
+    riff_size = _UNKNOWN_SIZE if data_size == _UNKNOWN_SIZE else data_size + _WAV_HEADER_SIZE - 8
     channels, sample_width = 1, 2
     return (
-        struct.pack("<4sI4s", b"RIFF", unknown, b"WAVE")
+        struct.pack("<4sI4s", b"RIFF", riff_size, b"WAVE")
         + struct.pack(
             "<4sIHHIIHH",
             b"fmt ",
@@ -162,7 +187,7 @@ def _wav_header(sample_rate: int) -> bytes:
             channels * sample_width,  # block align
             8 * sample_width,  # bits per sample
         )
-        + struct.pack("<4sI", b"data", unknown)
+        + struct.pack("<4sI", b"data", data_size)
     )
 
 
@@ -171,19 +196,35 @@ class _RawBackend:
 
     sample_format = "s16"
 
-    def __init__(self, format: AudioFormat, sample_rate: int) -> None:
-        self._pending = bytearray(_wav_header(sample_rate) if format is AudioFormat.WAV else b"")
+    def __init__(self, format: AudioFormat, sample_rate: int, file: BinaryIO | None) -> None:
+        self._wav = format is AudioFormat.WAV
+        self._sample_rate = sample_rate
+        self._file = file
+        self._start = file.tell() if file is not None else 0
+        self._data_size = 0
+        self._pending = bytearray(_wav_header(sample_rate) if self._wav else b"")
 
     def write(self, frame: AudioFrame) -> None:
-        self._pending += frame.to_ndarray().astype("<i2", copy=False).tobytes()
+        data = frame.to_ndarray().astype("<i2", copy=False).tobytes()
+        self._data_size += len(data)
+        self._pending += data
 
     def drain(self) -> bytes:
         data = bytes(self._pending)
         self._pending.clear()
-        return data
+        if self._file is None:
+            return data
+        self._file.write(data)
+        return b""
 
     def finish(self) -> bytes:
-        return self.drain()
+        data = self.drain()
+        if self._file is not None and self._wav:
+            end = self._file.tell()
+            self._file.seek(self._start)
+            self._file.write(_wav_header(self._sample_rate, self._data_size))
+            self._file.seek(end)
+        return data
 
     def close(self) -> None:
         self._pending.clear()
@@ -212,14 +253,16 @@ class _Sink:
 class _MuxerBackend:
     """A PyAV codec in a PyAV container, written to a `_Sink`."""
 
-    def __init__(self, format: AudioFormat, sample_rate: int) -> None:
+    def __init__(self, format: AudioFormat, sample_rate: int, file: BinaryIO | None) -> None:
         codec = _CODECS[format]
         self._sink = _Sink()
+        # A seekable file lets the muxer go back and complete its headers at the end.
+        output: BinaryIO | _Sink = file if file is not None else self._sink
         # Streaming relies on every packet reaching the sink at once rather than sitting in
         # the 32 KiB I/O buffer; ffmpeg's "auto" already does that for a non-seekable output,
         # but say so.
         options = {"flush_packets": "1", **codec.muxer_options}
-        self._container = av.open(self._sink, mode="w", format=codec.muxer, options=options)
+        self._container = av.open(output, mode="w", format=codec.muxer, options=options)
         stream = self._container.add_stream(
             codec.codec, rate=sample_rate, layout="mono", options=dict(codec.codec_options)
         )

@@ -37,6 +37,16 @@ _END = re.compile(rf"[.!?\u2026]+[{_CLOSERS}]*(?=\s)|[{_CJK_ENDS}]+[{_CLOSERS}]*
 # Where a sentence that is too long may be cut: after clause punctuation or around a dash.
 _CLAUSE = re.compile(rf"[,;:{_DASHES}][{_CLOSERS}]*\s|\s[{_DASHES}-]\s")
 _LAST_WORD = re.compile(rf"(\S+?)[.!?\u2026]+[{_CLOSERS}]*$")
+# What no engine should see: C0 and C1 controls but tab and newline (a NUL ends the text for
+# espeak-ng's C API and makes Piper's phonemizer raise), lone surrogates (not encodable as
+# UTF-8) and the noncharacters U+FFFE/U+FFFF.
+_UNSPEAKABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def clean_text(text: str) -> str:
+    """`text` with every control character a space: a space keeps the words apart that a
+    control character separated ("one\x00two"), and segmentation collapses spaces anyway."""
+    return _UNSPEAKABLE.sub(" ", text)
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,7 @@ class Segmenter:
 
     def feed(self, delta: str) -> Iterator[str]:
         """Add text; yield the segments it completes."""
-        self._buffer += delta
+        self._buffer += clean_text(delta)
         yield from self._release(final=False)
 
     def flush(self) -> Iterator[str]:

@@ -22,7 +22,7 @@ from multiprocessing.process import BaseProcess
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, SynthesisRequest
-from speechgate.errors import EngineFailed, NotReady, SpeechgateError, WorkerLost
+from speechgate.errors import EngineFailed, NotReady, SlowReader, SpeechgateError, WorkerLost
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers import wire
 from speechgate.workers.admission import Admission, ServiceTimes
@@ -70,7 +70,8 @@ class _Job:
     ended: bool = False
     abandoned: bool = False  # the consumer left; whatever still comes is dropped
     error: SpeechgateError | None = None  # what to report if the worker is killed
-    timer: asyncio.TimerHandle | None = None
+    # Called with False when the worker is paused for the reader, True when it may go on.
+    on_room: Callable[[bool], None] = lambda _: None
 
     def __post_init__(self) -> None:
         self.room.set()
@@ -78,18 +79,63 @@ class _Job:
     def deliver(self, message: FromWorker | SpeechgateError) -> None:
         if not self.abandoned:
             self.inbox.put_nowait(message)
-            if self.inbox.qsize() >= _INBOX_CHUNKS:
+            if self.inbox.qsize() >= _INBOX_CHUNKS and self.room.is_set():
                 self.room.clear()
+                self.on_room(False)
 
     async def next(self) -> FromWorker | SpeechgateError:
         message = await self.inbox.get()
         if self.inbox.qsize() < _INBOX_CHUNKS:
-            self.room.set()
+            self._open()
         return message
 
     def abandon(self) -> None:
         self.abandoned = True
-        self.room.set()
+        self._open()
+
+    def _open(self) -> None:
+        if not self.room.is_set():
+            self.room.set()
+            self.on_room(True)
+
+
+class _Clocks:
+    """A job's two bounds: its synthesis time (`job_timeout`), which runs only while its worker
+    may send, and its reader's idleness (`slow_reader_timeout`), which runs only while the
+    worker is paused because the reader has not taken what is waiting."""
+
+    def __init__(
+        self,
+        synthesis: float,
+        slow_reader: float,
+        on_synthesis_timeout: Callable[[], None],
+        on_slow_reader: Callable[[], None],
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._left = synthesis
+        self._slow_reader = slow_reader
+        self._on_synthesis_timeout = on_synthesis_timeout
+        self._on_slow_reader = on_slow_reader
+        self._resumed = self._loop.time()
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(
+            synthesis, on_synthesis_timeout
+        )
+
+    def room(self, open: bool) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        now = self._loop.time()
+        if open:
+            self._resumed = now
+            self._timer = self._loop.call_later(self._left, self._on_synthesis_timeout)
+        else:
+            self._left = max(0.0, self._left - (now - self._resumed))
+            self._timer = self._loop.call_later(self._slow_reader, self._on_slow_reader)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 @dataclass(eq=False)
@@ -130,11 +176,14 @@ class WorkerPool:
         queue_size: int,
         max_queue_wait: float,
         job_timeout: float,
+        slow_reader_timeout: float = 60.0,
         cores: Sequence[int] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self._job_timeout = job_timeout
+        self._slow_reader_timeout = slow_reader_timeout
+        self._clocks: dict[_Job, _Clocks] = {}
         self._clock = clock
         cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
         self._workers = [
@@ -227,9 +276,13 @@ class WorkerPool:
         job = _Job(next(self._job_ids), self._clock())
         worker.job = job
         worker.state = WorkerState.BUSY
-        job.timer = asyncio.get_running_loop().call_later(
-            self._job_timeout, self._time_out, worker, job
+        clocks = self._clocks[job] = _Clocks(
+            self._job_timeout,
+            self._slow_reader_timeout,
+            lambda: self._time_out(worker, job),
+            lambda: self._drop_slow_reader(worker, job),
         )
+        job.on_room = clocks.room
         worker.send(job_message(job.job_id))
         try:
             while True:
@@ -338,8 +391,9 @@ class WorkerPool:
 
     def _end_job(self, worker: _Worker, job: _Job) -> None:
         job.ended = True
-        if job.timer is not None:
-            job.timer.cancel()
+        clocks = self._clocks.pop(job, None)
+        if clocks is not None:
+            clocks.cancel()
         worker.job = None
 
     def _time_out(self, worker: _Worker, job: _Job) -> None:
@@ -354,6 +408,25 @@ class WorkerPool:
                 f"synthesis did not finish within {self._job_timeout:g} s", code="job_timeout"
             )
             worker.process.kill()
+
+    def _drop_slow_reader(self, worker: _Worker, job: _Job) -> None:
+        if worker.job is not job:
+            return
+        log.warning(
+            "%s worker %d: the reader took nothing for %g s, cancelling its job",
+            self.config.name,
+            worker.index,
+            self._slow_reader_timeout,
+        )
+        # Told after what is already waiting for it; then the worker reads on (dropping the
+        # rest) until it answers the Cancel, and is free again.
+        job.inbox.put_nowait(
+            SlowReader(
+                f"The client read no audio for {self._slow_reader_timeout:g} s.",
+            )
+        )
+        job.abandon()
+        worker.send(Cancel(job.job_id))
 
     def _on_death(self, worker: _Worker) -> None:
         was_starting = worker.state is WorkerState.STARTING
