@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,63 @@ def test_incomplete_or_broken_entries_are_skipped(tmp_path: Path) -> None:
     library.state_path(orphan).unlink()  # as if a crash came between the two writes
     (tmp_path / ("voice_" + "1" * 24 + ".json")).write_text("{not json")
     assert VoiceLibrary(tmp_path).list() == [good]
+
+
+def test_parallel_deletes_of_one_voice_delete_it_once(tmp_path: Path) -> None:
+    library = VoiceLibrary(tmp_path)
+    for _ in range(20):
+        voice = library.add("doomed", "pocket", b"state", 3.0)
+        start = threading.Barrier(10)
+
+        def delete() -> str:
+            start.wait()
+            try:
+                library.delete(voice.id)
+            except NotFound:
+                return "404"
+            return "deleted"
+
+        with ThreadPoolExecutor(10) as pool:
+            outcomes = sorted(pool.map(lambda _: delete(), range(10)))
+        assert outcomes == ["404"] * 9 + ["deleted"]
+        assert library.list() == []
+
+
+def test_parallel_adds_with_one_name_store_one_voice(tmp_path: Path) -> None:
+    library = VoiceLibrary(tmp_path)
+    for round_ in range(20):
+        start = threading.Barrier(10)
+
+        def add() -> str:
+            start.wait()
+            try:
+                library.add(f"twin {round_}", "pocket", b"state", 3.0)
+            except Conflict:
+                return "409"
+            return "added"
+
+        with ThreadPoolExecutor(10) as pool:
+            outcomes = sorted(pool.map(lambda _: add(), range(10)))
+        assert outcomes == ["409"] * 9 + ["added"]
+    assert len(library.list()) == 20
+    assert len(list(tmp_path.glob("voice_*.json"))) == 20
+
+
+def test_a_keys_voices_are_its_own(tmp_path: Path) -> None:
+    library = VoiceLibrary(tmp_path)
+    mine = library.add("Ada", "pocket", b"a", 3.0, owner="key_a")
+    theirs = library.add("Ada", "pocket", b"b", 3.0, owner="key_b")  # names are per key
+    for voice, other in ((mine, "key_b"), (theirs, "key_a")):
+        assert library.find(voice.id, owner=other) is None
+        with pytest.raises(NotFound):
+            library.get(voice.id, owner=other)
+        with pytest.raises(NotFound):
+            library.delete(voice.id, owner=other)
+    assert library.list(owner="key_a") == [mine]
+    assert library.find("ada", owner="key_b") == theirs
+    # No owner (the admin, or anyone on a server without keys) sees every voice.
+    assert {v.id for v in library.list()} == {mine.id, theirs.id}
+    assert library.get(mine.id) == mine
+    # The owner is stored with the voice and survives a restart.
+    assert VoiceLibrary(tmp_path).list(owner="key_b") == [theirs]
+    assert library.delete(mine.id, owner="key_a") == mine
