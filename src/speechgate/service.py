@@ -6,7 +6,6 @@ and waits for its first audio, so that errors up to that point can still be a JS
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import dataclasses
@@ -105,8 +104,9 @@ class SpeechService:
         self._clock = clock
         self._voices = voices
 
-    def plan(self, body: SpeechRequest) -> SpeechPlan:
-        """Check the request against the catalog and the limits; raises InvalidRequest."""
+    def plan(self, body: SpeechRequest, owner: str | None = None) -> SpeechPlan:
+        """Check the request against the catalog and the limits; raises InvalidRequest.
+        `owner`, the asking key's id, decides which stored voices it may name (None: all)."""
         limit = self._settings.max_input_chars
         if len(body.input) > limit:
             raise InvalidRequest(
@@ -116,16 +116,20 @@ class SpeechService:
             )
         if not body.input.strip():
             raise InvalidRequest("Input must contain text to speak.", param="input")
-        return self.plan_options(body, body.input, body.stream_format)
+        return self.plan_options(body, body.input, body.stream_format, owner)
 
     def plan_options(
-        self, options: SpeechOptions, text: str = "", stream_format: str = "audio"
+        self,
+        options: SpeechOptions,
+        text: str = "",
+        stream_format: str = "audio",
+        owner: str | None = None,
     ) -> SpeechPlan:
         """Resolve model, voice and output format; a streaming session plans with no text."""
         engine = self._catalog.model(options.model).engine
         reference = self._reference_audio(options, engine)
         # A one-off voice prompt replaces the voice, whatever it names.
-        voice = "" if reference is not None else self._voice(engine, options.voice_name)
+        voice = "" if reference is not None else self._voice(engine, options.voice_name, owner)
         if options.seed is not None and not engine.supports_seed:
             raise InvalidRequest(
                 f"The model {options.model!r} ({engine.name}) cannot repeat its output for a "
@@ -154,9 +158,9 @@ class SpeechService:
             reference_audio=reference,
         )
 
-    def _voice(self, engine: EngineInfo, name: str) -> str:
-        """The engine's voice id, or the state file of a voice in the library."""
-        stored = self._voices.resolve(engine, name) if self._voices else None
+    def _voice(self, engine: EngineInfo, name: str, owner: str | None) -> str:
+        """The engine's voice id, or the state file of a voice of `owner`'s in the library."""
+        stored = self._voices.resolve(engine, name, owner) if self._voices else None
         return stored or self._catalog.voice(engine.name, name)
 
     def _reference_audio(self, options: SpeechOptions, engine: EngineInfo) -> bytes | None:
@@ -184,9 +188,7 @@ class SpeechService:
         if plan.reference_audio is None or self._voices is None:
             return plan.request
         engine = self._catalog.engines[plan.engine]
-        prompt = await asyncio.to_thread(
-            self._voices.prompt, plan.reference_audio, engine, "reference_audio"
-        )
+        prompt = await self._voices.decode(plan.reference_audio, engine, "reference_audio")
         return dataclasses.replace(plan.request, reference=prompt)
 
     async def open(self, plan: SpeechPlan) -> SpeechStream:

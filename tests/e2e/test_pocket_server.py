@@ -29,7 +29,7 @@ from websockets.sync.client import connect
 from speechgate.audio.formats import AudioFormat
 from speechgate.settings import Settings
 from tests.conftest import make_settings, sdk_client
-from tests.helpers.audio import decode_audio
+from tests.helpers.audio import decode_audio, flac_bomb, piper_speech, wav_file
 from tests.helpers.pocket import RATE, build_tiny_model
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.waiting import wait_for
@@ -85,7 +85,7 @@ def clone(sdk: openai.OpenAI, name: str, data: bytes, **extra: Any) -> SdkVoice:
 @pytest.fixture(scope="module")
 def voice(pocket_server: RunningServer, model_dir: Path) -> SdkVoice:
     with sdk_client(pocket_server) as client:
-        return clone(client, "low", (model_dir / "low.wav").read_bytes())
+        return clone(client, "low", speech())
 
 
 def speak(server: RunningServer, **body: Any) -> httpx.Response:
@@ -95,6 +95,11 @@ def speak(server: RunningServer, **body: Any) -> httpx.Response:
 
 def error_code(response: httpx.Response) -> str:
     return str(response.json()["error"]["code"])
+
+
+def speech() -> bytes:
+    """Someone speaking (Piper's voice): a tone or noise is refused as no speech."""
+    return wav_file(piper_speech())
 
 
 def wav_bytes(samples: np.ndarray, rate: int, channels: int = 1) -> bytes:
@@ -155,7 +160,7 @@ def test_voices_are_listed_read_and_deleted(
     assert models["pocket"] is True
     assert models["espeak"] is False
 
-    doomed = clone(sdk, "doomed", (model_dir / "noise.wav").read_bytes())
+    doomed = clone(sdk, "doomed", speech())
     assert speak(pocket_server, voice="doomed").status_code == 200
     deleted = sdk.audio.voices.delete(doomed.id)
     assert (deleted.id, deleted.deleted, deleted.object) == (doomed.id, True, "audio.voice.deleted")
@@ -212,7 +217,7 @@ def test_a_seed_repeats_the_audio_exactly(pocket_server: RunningServer, voice: S
 def test_a_reference_clip_speaks_like_the_voice_cloned_from_it(
     pocket_server: RunningServer, voice: SdkVoice, model_dir: Path
 ) -> None:
-    reference = base64.b64encode((model_dir / "low.wav").read_bytes()).decode()
+    reference = base64.b64encode(speech()).decode()
     one_off = speak(pocket_server, voice="anything", reference_audio=reference, seed=2)
     assert one_off.status_code == 200, one_off.text
     assert one_off.content == speak(pocket_server, voice={"id": voice.id}, seed=2).content
@@ -230,6 +235,19 @@ def test_a_reference_clip_speaks_like_the_voice_cloned_from_it(
         ({"voice": "x", "reference_audio": "not base64!"}, "reference_audio", "invalid_audio"),
         ({"voice": "x", "reference_audio": ""}, "reference_audio", "empty_file"),
         ({"voice": "nobody"}, "voice", "voice_not_found"),
+        (
+            {"voice": "x", "reference_audio": base64.b64encode(flac_bomb(4, 8000)).decode()},
+            "reference_audio",
+            "audio_not_speech",
+        ),
+        (
+            {
+                "voice": "x",
+                "reference_audio": base64.b64encode(wav_bytes(np.ones(7000), 1)).decode(),
+            },
+            "reference_audio",
+            "invalid_audio",
+        ),
     ],
 )
 def test_bad_speech_extensions_are_refused(
@@ -251,9 +269,29 @@ def test_bad_speech_extensions_are_refused(
         (b"This is a text file, not audio." * 50, 400, "invalid_audio"),
         (tone(1.0, 24000), 400, "audio_too_short"),
         (wav_bytes(np.zeros(5 * 24000), 24000), 400, "audio_too_short"),
+        (wav_bytes(0.3 * np.sin(np.arange(5 * 24000) / 24), 24000), 400, "audio_not_speech"),
+        (
+            wav_bytes(np.random.default_rng(2).uniform(-0.3, 0.3, 5 * 24000), 24000),
+            400,
+            "audio_not_speech",
+        ),
+        # 4 h of DC in 27 KB: decoded only up to the prompt's length, and not speech.
+        (flac_bomb(hours=4, rate=8000), 400, "audio_not_speech"),
+        # 7000 samples at 1 Hz, two hours: refused before decoding.
+        (wav_bytes(np.random.default_rng(3).uniform(-0.3, 0.3, 7000), 1), 400, "invalid_audio"),
         (np.random.default_rng(1).bytes(11 * 1024 * 1024), 413, "payload_too_large"),
     ],
-    ids=["empty", "not-audio", "one-second", "silence", "11-MiB"],
+    ids=[
+        "empty",
+        "not-audio",
+        "one-second",
+        "silence",
+        "constant-tone",
+        "white-noise",
+        "flac-bomb",
+        "1-hz-wav",
+        "11-MiB",
+    ],
 )
 def test_bad_uploads_are_refused_and_nothing_is_stored(
     pocket_server: RunningServer, sdk: openai.OpenAI, data: bytes, status: int, code: str
@@ -277,10 +315,25 @@ def test_stereo_and_narrowband_uploads_are_accepted(
     assert speak(pocket_server, voice={"id": voice.id}).status_code == 200
 
 
+def test_a_long_sample_is_cloned_from_its_first_seconds(
+    pocket_server: RunningServer, sdk: openai.OpenAI
+) -> None:
+    # Three minutes of speech: decoded only up to the engine's 30 s prompt and a margin.
+    pcm = piper_speech()
+    repeats = int(180 / pcm.duration) + 1
+    long = wav_file(type(pcm)(np.tile(pcm.samples, repeats), pcm.sample_rate))
+    voice = clone(sdk, "long", long)
+    try:
+        stored = pocket_server.app.state.runtime.voices.library.get(voice.id)
+        assert stored.prompt_seconds == pytest.approx(30.0, abs=0.05)
+    finally:
+        sdk.audio.voices.delete(voice.id)
+
+
 def test_names_are_unique_and_cloning_needs_a_cloning_model(
     sdk: openai.OpenAI, voice: SdkVoice, model_dir: Path
 ) -> None:
-    data = (model_dir / "noise.wav").read_bytes()
+    data = speech()
     with pytest.raises(openai.ConflictError):
         clone(sdk, "low", data)
     with pytest.raises(openai.BadRequestError) as raised:
@@ -294,7 +347,7 @@ def test_names_are_unique_and_cloning_needs_a_cloning_model(
 def test_the_library_survives_a_restart(model_dir: Path, tmp_path: Path) -> None:
     settings = pocket_settings(model_dir, tmp_path, engines=["pocket"])
     with running_server(settings) as first, sdk_client(first) as sdk:
-        created = clone(sdk, "keeper", (model_dir / "noise.wav").read_bytes())
+        created = clone(sdk, "keeper", speech())
         before = speak(first, voice="keeper", seed=9).content
     with running_server(settings) as second:
         listed = httpx.get(f"{second.url}/v1/audio/voices").json()["voices"]
@@ -322,10 +375,10 @@ def test_a_model_without_cloning_weights_says_so(
     )
     with running_server(settings) as server, sdk_client(server) as sdk:
         with pytest.raises(openai.BadRequestError) as raised:
-            clone(sdk, "refused", (model_dir / "low.wav").read_bytes())
+            clone(sdk, "refused", speech())
         assert raised.value.body["code"] == "cloning_unsupported"  # type: ignore[index]
         assert "voice-cloning weights" in raised.value.message
-        reference = base64.b64encode((model_dir / "low.wav").read_bytes()).decode()
+        reference = base64.b64encode(speech()).decode()
         response = speak(server, voice="x", reference_audio=reference)
         assert response.status_code == 400
         assert error_code(response) == "cloning_unsupported"
@@ -334,7 +387,7 @@ def test_a_model_without_cloning_weights_says_so(
 def test_a_streaming_session_speaks_with_a_reference_clip(
     pocket_server: RunningServer, model_dir: Path
 ) -> None:
-    reference = base64.b64encode((model_dir / "low.wav").read_bytes()).decode()
+    reference = base64.b64encode(speech()).decode()
     update = {
         "model": "pocket",
         "voice": "anything",
@@ -365,7 +418,7 @@ def test_a_clone_does_not_shadow_another_models_voice(
     pocket_server: RunningServer, sdk: openai.OpenAI, model_dir: Path
 ) -> None:
     # This pocket model has no built-in voices, so "alloy" is free to name a clone there.
-    alloy = clone(sdk, "alloy", (model_dir / "noise.wav").read_bytes())
+    alloy = clone(sdk, "alloy", speech())
     try:
         assert speak(pocket_server, voice="alloy").status_code == 200
         assert speak(pocket_server, model="espeak", voice="alloy").status_code == 200

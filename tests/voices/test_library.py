@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from speechgate.errors import Conflict, NotFound
+from speechgate.errors import Conflict, NotFound, SpeechgateError
 from speechgate.voices.library import VoiceLibrary
 
 
@@ -70,42 +72,36 @@ def test_incomplete_or_broken_entries_are_skipped(tmp_path: Path) -> None:
     assert VoiceLibrary(tmp_path).list() == [good]
 
 
+def at_once(action: Callable[[], object], times: int = 10) -> list[str]:
+    """Run `action` in `times` threads released together; each outcome, sorted: "ok" or the
+    status of the error it raised."""
+    start = threading.Barrier(times)
+
+    def run() -> str:
+        start.wait()
+        try:
+            action()
+        except SpeechgateError as error:
+            return str(error.status_code)
+        return "ok"
+
+    with ThreadPoolExecutor(times) as pool:
+        return sorted(pool.map(lambda _: run(), range(times)))
+
+
 def test_parallel_deletes_of_one_voice_delete_it_once(tmp_path: Path) -> None:
     library = VoiceLibrary(tmp_path)
     for _ in range(20):
         voice = library.add("doomed", "pocket", b"state", 3.0)
-        start = threading.Barrier(10)
-
-        def delete() -> str:
-            start.wait()
-            try:
-                library.delete(voice.id)
-            except NotFound:
-                return "404"
-            return "deleted"
-
-        with ThreadPoolExecutor(10) as pool:
-            outcomes = sorted(pool.map(lambda _: delete(), range(10)))
-        assert outcomes == ["404"] * 9 + ["deleted"]
+        assert at_once(partial(library.delete, voice.id)) == ["404"] * 9 + ["ok"]
         assert library.list() == []
 
 
 def test_parallel_adds_with_one_name_store_one_voice(tmp_path: Path) -> None:
     library = VoiceLibrary(tmp_path)
     for round_ in range(20):
-        start = threading.Barrier(10)
-
-        def add() -> str:
-            start.wait()
-            try:
-                library.add(f"twin {round_}", "pocket", b"state", 3.0)
-            except Conflict:
-                return "409"
-            return "added"
-
-        with ThreadPoolExecutor(10) as pool:
-            outcomes = sorted(pool.map(lambda _: add(), range(10)))
-        assert outcomes == ["409"] * 9 + ["added"]
+        add = partial(library.add, f"twin {round_}", "pocket", b"state", 3.0)
+        assert at_once(add) == ["409"] * 9 + ["ok"]
     assert len(library.list()) == 20
     assert len(list(tmp_path.glob("voice_*.json"))) == 20
 
