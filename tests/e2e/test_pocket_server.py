@@ -427,3 +427,115 @@ def test_a_clone_does_not_shadow_another_models_voice(
         assert error_code(mismatch) == "voice_model_mismatch"
     finally:
         sdk.audio.voices.delete(alloy.id)
+
+
+# --- keys: voices belong to the key that cloned them ------------------------------------------
+
+ADMIN_KEY = "sg-admin-" + "v" * 40
+
+
+@pytest.fixture(scope="module")
+def keyed_pocket(
+    model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    data = tmp_path_factory.mktemp("keyed")
+    settings = pocket_settings(
+        model_dir,
+        data,
+        auth_mode="keys",
+        admin_key=ADMIN_KEY,
+        database_url=f"sqlite:///{data / 'store.db'}",
+    )
+    with running_server(settings) as server:
+        yield server
+
+
+def new_key(server: RunningServer, **limits: Any) -> str:
+    response = httpx.post(
+        f"{server.url}/v1/admin/keys",
+        json={"name": "test", **limits},
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["key"])
+
+
+def keyed_sdk(server: RunningServer, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
+
+
+def as_key(
+    server: RunningServer, key: str, method: str, path: str, **kwargs: Any
+) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"}
+    return httpx.request(method, f"{server.url}/v1{path}", headers=headers, timeout=120, **kwargs)
+
+
+def stored_ids(server: RunningServer, key: str) -> set[str]:
+    voices = as_key(server, key, "GET", "/audio/voices").json()["voices"]
+    return {card["id"] for card in voices if card["type"] == "audio_sample"}
+
+
+def test_a_cloned_voice_is_its_keys_own(keyed_pocket: RunningServer) -> None:
+    alice, bob = new_key(keyed_pocket), new_key(keyed_pocket)
+    with keyed_sdk(keyed_pocket, alice) as sdk:
+        mine = clone(sdk, "mine", speech())
+    body = {"model": "pocket", "input": TEXT, "response_format": "pcm"}
+    # Another key does not see it: not listed, not found, not spoken with, not deleted.
+    assert mine.id not in stored_ids(keyed_pocket, bob)
+    assert as_key(keyed_pocket, bob, "GET", f"/audio/voices/{mine.id}").status_code == 404
+    for voice in ("mine", {"id": mine.id}):
+        refused = as_key(keyed_pocket, bob, "POST", "/audio/speech", json=body | {"voice": voice})
+        assert refused.status_code == 400, refused.text
+        assert error_code(refused) == "voice_not_found"
+    assert as_key(keyed_pocket, bob, "DELETE", f"/audio/voices/{mine.id}").status_code == 404
+    # Names are per key: the other key may have its own "mine".
+    with keyed_sdk(keyed_pocket, bob) as sdk:
+        theirs = clone(sdk, "mine", speech())
+    assert stored_ids(keyed_pocket, bob) == {theirs.id}
+    # Its owner still has it, by name and by id; the stored voice records the owner.
+    assert stored_ids(keyed_pocket, alice) == {mine.id}
+    for voice in ("mine", {"id": mine.id}):
+        spoken = as_key(keyed_pocket, alice, "POST", "/audio/speech", json=body | {"voice": voice})
+        assert spoken.status_code == 200, spoken.text
+    stored = keyed_pocket.app.state.runtime.voices.library.get(mine.id)
+    assert stored.owner is not None
+    # The admin key sees and speaks with every key's voices.
+    assert {mine.id, theirs.id} <= stored_ids(keyed_pocket, ADMIN_KEY)
+    by_admin = as_key(
+        keyed_pocket, ADMIN_KEY, "POST", "/audio/speech", json=body | {"voice": {"id": theirs.id}}
+    )
+    assert by_admin.status_code == 200, by_admin.text
+    assert as_key(keyed_pocket, alice, "DELETE", f"/audio/voices/{mine.id}").status_code == 200
+    assert (
+        as_key(keyed_pocket, ADMIN_KEY, "DELETE", f"/audio/voices/{theirs.id}").status_code == 200
+    )
+
+
+def test_cloning_is_held_to_the_keys_models_and_rate_and_metered(
+    keyed_pocket: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    espeak_only = new_key(keyed_pocket, models=["espeak"])
+    with keyed_sdk(keyed_pocket, espeak_only) as sdk:
+        for model in ({}, {"model": "pocket"}):
+            with pytest.raises(openai.PermissionDeniedError) as denied:
+                clone(sdk, "not allowed", speech(), **model)
+            assert denied.value.code == "model_not_allowed"
+    assert stored_ids(keyed_pocket, ADMIN_KEY) & stored_ids(keyed_pocket, espeak_only) == set()
+
+    seconds = [0.0]
+    monkeypatch.setattr(keyed_pocket.app.state.tenancy, "clock", lambda: seconds[0])
+    limited = new_key(keyed_pocket, requests_per_second=0.5, burst=2)
+    with keyed_sdk(keyed_pocket, limited) as sdk:
+        made = [clone(sdk, f"rated {n}", speech()) for n in range(2)]
+        with pytest.raises(openai.RateLimitError) as raised:
+            clone(sdk, "one too many", speech())
+        assert raised.value.code == "rate_limit_exceeded"
+    assert stored_ids(keyed_pocket, limited) == {voice.id for voice in made}
+
+    def requests() -> int:
+        report = as_key(keyed_pocket, limited, "GET", "/usage").json()
+        return int(report["total"]["requests"])
+
+    # A usage record for each clone, the refused one included.
+    wait_for(lambda: requests() == 3)
