@@ -13,6 +13,7 @@ import io
 import json
 import wave
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -539,3 +540,18 @@ def test_cloning_is_held_to_the_keys_models_and_rate_and_metered(
 
     # A usage record for each clone, the refused one included.
     wait_for(lambda: requests() == 3)
+
+
+def test_parallel_uploads_and_deletes_of_one_voice(pocket_server: RunningServer) -> None:
+    url = f"{pocket_server.url}/v1/audio/voices"
+    sample = speech()
+
+    def upload(_: int) -> int:
+        files = {"audio_sample": ("twin.wav", sample, "audio/wav")}
+        return httpx.post(url, data={"name": "twin"}, files=files, timeout=120).status_code
+
+    with ThreadPoolExecutor(10) as pool:
+        assert sorted(pool.map(upload, range(10))) == [200] + [409] * 9
+        [twin] = [card for card in httpx.get(url).json()["voices"] if card["name"] == "twin"]
+        deletes = pool.map(lambda _: httpx.delete(f"{url}/{twin['id']}").status_code, range(10))
+        assert sorted(deletes) == [200] + [404] * 9
