@@ -105,7 +105,13 @@ class Runtime:
         if metrics is not None:
             metrics.watch(pools)
         library = await asyncio.to_thread(VoiceLibrary, settings.voices_dir)
-        voices = VoiceCloning(catalog, pools, library, settings.clone_min_speech_seconds)
+        voices = VoiceCloning(
+            catalog,
+            pools,
+            library,
+            settings.clone_min_speech_seconds,
+            max_decodes=settings.clone_max_decodes,
+        )
         recent = RecentRequests()
         service = SpeechService(settings, catalog, pools, metrics, voices=voices, recent=recent)
         return cls(settings, pools, catalog, service, voices, recent, cluster)

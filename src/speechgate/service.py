@@ -6,7 +6,6 @@ and waits for its first audio, so that errors up to that point can still be a JS
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import dataclasses
@@ -118,8 +117,9 @@ class SpeechService:
         self._clock = clock
         self._voices = voices
 
-    def plan(self, body: SpeechRequest) -> SpeechPlan:
-        """Check the request against the catalog and the limits; raises InvalidRequest."""
+    def plan(self, body: SpeechRequest, owner: str | None = None) -> SpeechPlan:
+        """Check the request against the catalog and the limits; raises InvalidRequest.
+        `owner`, the asking key's id, decides which stored voices it may name (None: all)."""
         limit = self._settings.max_input_chars
         if len(body.input) > limit:
             raise InvalidRequest(
@@ -129,10 +129,14 @@ class SpeechService:
             )
         if not clean_text(body.input).strip():
             raise InvalidRequest("Input must contain text to speak.", param="input")
-        return self.plan_options(body, body.input, body.stream_format)
+        return self.plan_options(body, body.input, body.stream_format, owner)
 
     def plan_options(
-        self, options: SpeechOptions, text: str = "", stream_format: str = "audio"
+        self,
+        options: SpeechOptions,
+        text: str = "",
+        stream_format: str = "audio",
+        owner: str | None = None,
     ) -> SpeechPlan:
         """Resolve model, voice and output format; a streaming session plans with no text."""
         engine = self._catalog.model(options.model).engine
@@ -140,7 +144,9 @@ class SpeechService:
         language = _language(options)
         # A one-off voice prompt replaces the voice, whatever it names.
         voice, voice_id = (
-            ("", "") if reference is not None else self._voice(engine, options.voice_name, language)
+            ("", "")
+            if reference is not None
+            else self._voice(engine, options.voice_name, language, owner)
         )
         if options.seed is not None and not engine.supports_seed:
             raise InvalidRequest(
@@ -171,13 +177,15 @@ class SpeechService:
             voice_id=voice_id,
         )
 
-    def _voice(self, engine: EngineInfo, name: str, language: str | None) -> tuple[str, str]:
-        """The engine's voice id, or the state file of a voice in the library; and the id to
-        tell the client."""
-        stored = self._voices.resolve(engine, name) if self._voices else None
+    def _voice(
+        self, engine: EngineInfo, name: str, language: str | None, owner: str | None
+    ) -> tuple[str, str]:
+        """The engine's voice id, or the state file of a voice of `owner`'s in the library; and
+        the id to tell the client."""
+        stored = self._voices.resolve(engine, name, owner) if self._voices else None
         if stored:
             # A cloned voice's language is unknown: `language` cannot be checked against it.
-            found = self._voices.library.find(name) if self._voices else None
+            found = self._voices.library.find(name, owner) if self._voices else None
             return stored, found.id if found else name
         voice = self._catalog.voice(engine.name, name, language)
         return voice, voice
@@ -207,9 +215,7 @@ class SpeechService:
         if plan.reference_audio is None or self._voices is None:
             return plan.request
         engine = self._catalog.engines[plan.engine]
-        prompt = await asyncio.to_thread(
-            self._voices.prompt, plan.reference_audio, engine, "reference_audio"
-        )
+        prompt = await self._voices.decode(plan.reference_audio, engine, "reference_audio")
         return dataclasses.replace(plan.request, reference=prompt)
 
     async def open(self, plan: SpeechPlan) -> SpeechStream:

@@ -268,6 +268,10 @@ class Settings(BaseSettings):
     clone_max_upload_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     """Largest audio file `POST /v1/audio/voices` accepts (OpenAI's limit is 10 MiB)."""
 
+    clone_max_decodes: int = Field(default=2, ge=1)
+    """Voice samples (uploads and `reference_audio`) decoded at once, each in a thread; more
+    wait their turn. Each holds at most the engine's longest prompt plus 5 s of PCM."""
+
     llm_base_url: str | None = None
     """Base URL of an OpenAI-compatible LLM server that `POST /v1/chat/completions` is relayed
     to, e.g. "http://127.0.0.1:11434/v1" (Ollama). Unset, that route answers 404."""

@@ -13,6 +13,7 @@ import io
 import json
 import wave
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from websockets.sync.client import connect
 from speechgate.audio.formats import AudioFormat
 from speechgate.settings import Settings
 from tests.conftest import make_settings, sdk_client
-from tests.helpers.audio import decode_audio
+from tests.helpers.audio import decode_audio, flac_bomb, piper_speech, wav_file
 from tests.helpers.pocket import RATE, build_tiny_model
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.waiting import wait_for
@@ -85,7 +86,7 @@ def clone(sdk: openai.OpenAI, name: str, data: bytes, **extra: Any) -> SdkVoice:
 @pytest.fixture(scope="module")
 def voice(pocket_server: RunningServer, model_dir: Path) -> SdkVoice:
     with sdk_client(pocket_server) as client:
-        return clone(client, "low", (model_dir / "low.wav").read_bytes())
+        return clone(client, "low", speech())
 
 
 def speak(server: RunningServer, **body: Any) -> httpx.Response:
@@ -95,6 +96,11 @@ def speak(server: RunningServer, **body: Any) -> httpx.Response:
 
 def error_code(response: httpx.Response) -> str:
     return str(response.json()["error"]["code"])
+
+
+def speech() -> bytes:
+    """Someone speaking (Piper's voice): a tone or noise is refused as no speech."""
+    return wav_file(piper_speech())
 
 
 def wav_bytes(samples: np.ndarray, rate: int, channels: int = 1) -> bytes:
@@ -155,7 +161,7 @@ def test_voices_are_listed_read_and_deleted(
     assert models["pocket"] is True
     assert models["espeak"] is False
 
-    doomed = clone(sdk, "doomed", (model_dir / "noise.wav").read_bytes())
+    doomed = clone(sdk, "doomed", speech())
     assert speak(pocket_server, voice="doomed").status_code == 200
     deleted = sdk.audio.voices.delete(doomed.id)
     assert (deleted.id, deleted.deleted, deleted.object) == (doomed.id, True, "audio.voice.deleted")
@@ -212,7 +218,7 @@ def test_a_seed_repeats_the_audio_exactly(pocket_server: RunningServer, voice: S
 def test_a_reference_clip_speaks_like_the_voice_cloned_from_it(
     pocket_server: RunningServer, voice: SdkVoice, model_dir: Path
 ) -> None:
-    reference = base64.b64encode((model_dir / "low.wav").read_bytes()).decode()
+    reference = base64.b64encode(speech()).decode()
     one_off = speak(pocket_server, voice="anything", reference_audio=reference, seed=2)
     assert one_off.status_code == 200, one_off.text
     assert one_off.content == speak(pocket_server, voice={"id": voice.id}, seed=2).content
@@ -230,6 +236,19 @@ def test_a_reference_clip_speaks_like_the_voice_cloned_from_it(
         ({"voice": "x", "reference_audio": "not base64!"}, "reference_audio", "invalid_audio"),
         ({"voice": "x", "reference_audio": ""}, "reference_audio", "empty_file"),
         ({"voice": "nobody"}, "voice", "voice_not_found"),
+        (
+            {"voice": "x", "reference_audio": base64.b64encode(flac_bomb(4, 8000)).decode()},
+            "reference_audio",
+            "audio_not_speech",
+        ),
+        (
+            {
+                "voice": "x",
+                "reference_audio": base64.b64encode(wav_bytes(np.ones(7000), 1)).decode(),
+            },
+            "reference_audio",
+            "invalid_audio",
+        ),
     ],
 )
 def test_bad_speech_extensions_are_refused(
@@ -251,9 +270,29 @@ def test_bad_speech_extensions_are_refused(
         (b"This is a text file, not audio." * 50, 400, "invalid_audio"),
         (tone(1.0, 24000), 400, "audio_too_short"),
         (wav_bytes(np.zeros(5 * 24000), 24000), 400, "audio_too_short"),
+        (wav_bytes(0.3 * np.sin(np.arange(5 * 24000) / 24), 24000), 400, "audio_not_speech"),
+        (
+            wav_bytes(np.random.default_rng(2).uniform(-0.3, 0.3, 5 * 24000), 24000),
+            400,
+            "audio_not_speech",
+        ),
+        # 4 h of DC in 27 KB: decoded only up to the prompt's length, and not speech.
+        (flac_bomb(hours=4, rate=8000), 400, "audio_not_speech"),
+        # 7000 samples at 1 Hz, two hours: refused before decoding.
+        (wav_bytes(np.random.default_rng(3).uniform(-0.3, 0.3, 7000), 1), 400, "invalid_audio"),
         (np.random.default_rng(1).bytes(11 * 1024 * 1024), 413, "payload_too_large"),
     ],
-    ids=["empty", "not-audio", "one-second", "silence", "11-MiB"],
+    ids=[
+        "empty",
+        "not-audio",
+        "one-second",
+        "silence",
+        "constant-tone",
+        "white-noise",
+        "flac-bomb",
+        "1-hz-wav",
+        "11-MiB",
+    ],
 )
 def test_bad_uploads_are_refused_and_nothing_is_stored(
     pocket_server: RunningServer, sdk: openai.OpenAI, data: bytes, status: int, code: str
@@ -277,10 +316,25 @@ def test_stereo_and_narrowband_uploads_are_accepted(
     assert speak(pocket_server, voice={"id": voice.id}).status_code == 200
 
 
+def test_a_long_sample_is_cloned_from_its_first_seconds(
+    pocket_server: RunningServer, sdk: openai.OpenAI
+) -> None:
+    # Three minutes of speech: decoded only up to the engine's 30 s prompt and a margin.
+    pcm = piper_speech()
+    repeats = int(180 / pcm.duration) + 1
+    long = wav_file(type(pcm)(np.tile(pcm.samples, repeats), pcm.sample_rate))
+    voice = clone(sdk, "long", long)
+    try:
+        stored = pocket_server.app.state.runtime.voices.library.get(voice.id)
+        assert stored.prompt_seconds == pytest.approx(30.0, abs=0.05)
+    finally:
+        sdk.audio.voices.delete(voice.id)
+
+
 def test_names_are_unique_and_cloning_needs_a_cloning_model(
     sdk: openai.OpenAI, voice: SdkVoice, model_dir: Path
 ) -> None:
-    data = (model_dir / "noise.wav").read_bytes()
+    data = speech()
     with pytest.raises(openai.ConflictError):
         clone(sdk, "low", data)
     with pytest.raises(openai.BadRequestError) as raised:
@@ -294,7 +348,7 @@ def test_names_are_unique_and_cloning_needs_a_cloning_model(
 def test_the_library_survives_a_restart(model_dir: Path, tmp_path: Path) -> None:
     settings = pocket_settings(model_dir, tmp_path, engines=["pocket"])
     with running_server(settings) as first, sdk_client(first) as sdk:
-        created = clone(sdk, "keeper", (model_dir / "noise.wav").read_bytes())
+        created = clone(sdk, "keeper", speech())
         before = speak(first, voice="keeper", seed=9).content
     with running_server(settings) as second:
         listed = httpx.get(f"{second.url}/v1/audio/voices").json()["voices"]
@@ -322,10 +376,10 @@ def test_a_model_without_cloning_weights_says_so(
     )
     with running_server(settings) as server, sdk_client(server) as sdk:
         with pytest.raises(openai.BadRequestError) as raised:
-            clone(sdk, "refused", (model_dir / "low.wav").read_bytes())
+            clone(sdk, "refused", speech())
         assert raised.value.body["code"] == "cloning_unsupported"  # type: ignore[index]
         assert "voice-cloning weights" in raised.value.message
-        reference = base64.b64encode((model_dir / "low.wav").read_bytes()).decode()
+        reference = base64.b64encode(speech()).decode()
         response = speak(server, voice="x", reference_audio=reference)
         assert response.status_code == 400
         assert error_code(response) == "cloning_unsupported"
@@ -334,7 +388,7 @@ def test_a_model_without_cloning_weights_says_so(
 def test_a_streaming_session_speaks_with_a_reference_clip(
     pocket_server: RunningServer, model_dir: Path
 ) -> None:
-    reference = base64.b64encode((model_dir / "low.wav").read_bytes()).decode()
+    reference = base64.b64encode(speech()).decode()
     update = {
         "model": "pocket",
         "voice": "anything",
@@ -365,7 +419,7 @@ def test_a_clone_does_not_shadow_another_models_voice(
     pocket_server: RunningServer, sdk: openai.OpenAI, model_dir: Path
 ) -> None:
     # This pocket model has no built-in voices, so "alloy" is free to name a clone there.
-    alloy = clone(sdk, "alloy", (model_dir / "noise.wav").read_bytes())
+    alloy = clone(sdk, "alloy", speech())
     try:
         assert speak(pocket_server, voice="alloy").status_code == 200
         assert speak(pocket_server, model="espeak", voice="alloy").status_code == 200
@@ -391,3 +445,130 @@ def test_a_built_in_voice_the_model_lacks_says_what_to_pull(pocket_server: Runni
     assert refused.status_code == 400
     assert error_code(refused) == "voice_not_installed"
     assert "`speechgate voices pull pocket:english`" in refused.json()["error"]["message"]
+
+
+# --- keys: voices belong to the key that cloned them ------------------------------------------
+
+ADMIN_KEY = "sg-admin-" + "v" * 40
+
+
+@pytest.fixture(scope="module")
+def keyed_pocket(
+    model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    data = tmp_path_factory.mktemp("keyed")
+    settings = pocket_settings(
+        model_dir,
+        data,
+        auth_mode="keys",
+        admin_key=ADMIN_KEY,
+        database_url=f"sqlite:///{data / 'store.db'}",
+    )
+    with running_server(settings) as server:
+        yield server
+
+
+def new_key(server: RunningServer, **limits: Any) -> str:
+    response = httpx.post(
+        f"{server.url}/v1/admin/keys",
+        json={"name": "test", **limits},
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["key"])
+
+
+def keyed_sdk(server: RunningServer, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
+
+
+def as_key(
+    server: RunningServer, key: str, method: str, path: str, **kwargs: Any
+) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"}
+    return httpx.request(method, f"{server.url}/v1{path}", headers=headers, timeout=120, **kwargs)
+
+
+def stored_ids(server: RunningServer, key: str) -> set[str]:
+    voices = as_key(server, key, "GET", "/audio/voices").json()["voices"]
+    return {card["id"] for card in voices if card["type"] == "audio_sample"}
+
+
+def test_a_cloned_voice_is_its_keys_own(keyed_pocket: RunningServer) -> None:
+    alice, bob = new_key(keyed_pocket), new_key(keyed_pocket)
+    with keyed_sdk(keyed_pocket, alice) as sdk:
+        mine = clone(sdk, "mine", speech())
+    body = {"model": "pocket", "input": TEXT, "response_format": "pcm"}
+    # Another key does not see it: not listed, not found, not spoken with, not deleted.
+    assert mine.id not in stored_ids(keyed_pocket, bob)
+    assert as_key(keyed_pocket, bob, "GET", f"/audio/voices/{mine.id}").status_code == 404
+    for voice in ("mine", {"id": mine.id}):
+        refused = as_key(keyed_pocket, bob, "POST", "/audio/speech", json=body | {"voice": voice})
+        assert refused.status_code == 400, refused.text
+        assert error_code(refused) == "voice_not_found"
+    assert as_key(keyed_pocket, bob, "DELETE", f"/audio/voices/{mine.id}").status_code == 404
+    # Names are per key: the other key may have its own "mine".
+    with keyed_sdk(keyed_pocket, bob) as sdk:
+        theirs = clone(sdk, "mine", speech())
+    assert stored_ids(keyed_pocket, bob) == {theirs.id}
+    # Its owner still has it, by name and by id; the stored voice records the owner.
+    assert stored_ids(keyed_pocket, alice) == {mine.id}
+    for voice in ("mine", {"id": mine.id}):
+        spoken = as_key(keyed_pocket, alice, "POST", "/audio/speech", json=body | {"voice": voice})
+        assert spoken.status_code == 200, spoken.text
+    stored = keyed_pocket.app.state.runtime.voices.library.get(mine.id)
+    assert stored.owner is not None
+    # The admin key sees and speaks with every key's voices.
+    assert {mine.id, theirs.id} <= stored_ids(keyed_pocket, ADMIN_KEY)
+    by_admin = as_key(
+        keyed_pocket, ADMIN_KEY, "POST", "/audio/speech", json=body | {"voice": {"id": theirs.id}}
+    )
+    assert by_admin.status_code == 200, by_admin.text
+    assert as_key(keyed_pocket, alice, "DELETE", f"/audio/voices/{mine.id}").status_code == 200
+    assert (
+        as_key(keyed_pocket, ADMIN_KEY, "DELETE", f"/audio/voices/{theirs.id}").status_code == 200
+    )
+
+
+def test_cloning_is_held_to_the_keys_models_and_rate_and_metered(
+    keyed_pocket: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    espeak_only = new_key(keyed_pocket, models=["espeak"])
+    with keyed_sdk(keyed_pocket, espeak_only) as sdk:
+        for model in ({}, {"model": "pocket"}):
+            with pytest.raises(openai.PermissionDeniedError) as denied:
+                clone(sdk, "not allowed", speech(), **model)
+            assert denied.value.code == "model_not_allowed"
+    assert stored_ids(keyed_pocket, ADMIN_KEY) & stored_ids(keyed_pocket, espeak_only) == set()
+
+    seconds = [0.0]
+    monkeypatch.setattr(keyed_pocket.app.state.tenancy, "clock", lambda: seconds[0])
+    limited = new_key(keyed_pocket, requests_per_second=0.5, burst=2)
+    with keyed_sdk(keyed_pocket, limited) as sdk:
+        made = [clone(sdk, f"rated {n}", speech()) for n in range(2)]
+        with pytest.raises(openai.RateLimitError) as raised:
+            clone(sdk, "one too many", speech())
+        assert raised.value.code == "rate_limit_exceeded"
+    assert stored_ids(keyed_pocket, limited) == {voice.id for voice in made}
+
+    def requests() -> int:
+        report = as_key(keyed_pocket, limited, "GET", "/usage").json()
+        return int(report["total"]["requests"])
+
+    # A usage record for each clone, the refused one included.
+    wait_for(lambda: requests() == 3)
+
+
+def test_parallel_uploads_and_deletes_of_one_voice(pocket_server: RunningServer) -> None:
+    url = f"{pocket_server.url}/v1/audio/voices"
+    sample = speech()
+
+    def upload(_: int) -> int:
+        files = {"audio_sample": ("twin.wav", sample, "audio/wav")}
+        return httpx.post(url, data={"name": "twin"}, files=files, timeout=120).status_code
+
+    with ThreadPoolExecutor(10) as pool:
+        assert sorted(pool.map(upload, range(10))) == [200] + [409] * 9
+        [twin] = [card for card in httpx.get(url).json()["voices"] if card["name"] == "twin"]
+        deletes = pool.map(lambda _: httpx.delete(f"{url}/{twin['id']}").status_code, range(10))
+        assert sorted(deletes) == [200] + [404] * 9

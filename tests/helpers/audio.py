@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import io
+import math
+import struct
+import wave
 from dataclasses import dataclass
 
 import av
 import numpy as np
 import numpy.typing as npt
 
+from speechgate.audio.pcm import PcmChunk
+from speechgate.engines.base import EngineConfig, SynthesisRequest
+
 # ffmpeg's demuxer for each `response_format`; naming it, rather than letting ffmpeg probe,
 # also checks that a body is in the container its format promises.
+# Long enough for a voice prompt (over 3 s of speech), with voiced and unvoiced sounds.
+_SPEECH_TEXT = "The quick brown fox jumps over the lazy dog. She sells sea shells by the sea shore."
+
 _DEMUXERS = {"mp3": "mp3", "opus": "ogg", "aac": "aac", "flac": "flac", "wav": "wav"}
 
 
@@ -63,3 +73,73 @@ def flac_total_samples(data: bytes) -> int:
     # 3 of channels, 5 of bits per sample, then 36 bits of total samples.
     packed = int.from_bytes(data[18:26], "big")
     return packed & ((1 << 36) - 1)
+
+
+def flac_bomb(hours: float, rate: int = 48000, level: int = 8192) -> bytes:
+    """A FLAC file of `hours` of DC, written by hand: 65535-sample frames whose one subframe
+    is CONSTANT (3 bytes), so each frame takes ~15 bytes and 4 h fit in ~160 KB (at 8 kHz, in
+    ~27 KB). What a decompression bomb for a voice upload looks like."""
+    block = 65535
+    frames = math.ceil(hours * 3600 * rate / block)
+    streaminfo = (
+        struct.pack(">HH", block, block)
+        + (0).to_bytes(3, "big") * 2
+        # 20 bits rate, 3 bits channels - 1 (mono), 5 bits bits per sample - 1 (16), 36 bits
+        # of total samples.
+        + ((rate << 44) | (0 << 41) | (15 << 36) | frames * block).to_bytes(8, "big")
+        + bytes(16)
+    )
+    out = bytearray(b"fLaC" + bytes([0x80]) + len(streaminfo).to_bytes(3, "big") + streaminfo)
+    for number in range(frames):
+        # Fixed blocking; block size in 16 bits at the end; rate from STREAMINFO; mono;
+        # 16 bits per sample.
+        header = bytearray([0xFF, 0xF8, 0x70, 0x08])
+        header += chr(number).encode("utf-8", "surrogatepass") + struct.pack(">H", block - 1)
+        header.append(_crc8(header))
+        frame = header + bytes([0x00]) + struct.pack(">h", level)  # a CONSTANT subframe
+        out += frame + struct.pack(">H", _crc16(frame))
+    return bytes(out)
+
+
+def _crc8(data: bytes) -> int:
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x07) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
+    return crc
+
+
+def _crc16(data: bytes) -> int:
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x8005) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+    return crc
+
+
+@functools.cache
+def piper_speech(text: str = _SPEECH_TEXT) -> PcmChunk:
+    """Real speech for tests that need some: the embedded Piper voice saying `text`, in
+    process (22050 Hz mono)."""
+    from speechgate.engines.piper import PiperEngine
+
+    engine = PiperEngine.from_config(EngineConfig("piper"))
+    try:
+        voice = engine.voices()[0].id
+        parts = [chunk.samples for chunk in engine.synthesize(SynthesisRequest(text, voice))]
+        return PcmChunk(np.concatenate(parts), engine.sample_rate)
+    finally:
+        engine.close()
+
+
+def wav_file(pcm: PcmChunk) -> bytes:
+    """`pcm` as a mono 16-bit WAV file."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(pcm.sample_rate)
+        wav.writeframes(pcm.samples.astype("<i2").tobytes())
+    return out.getvalue()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from speechgate.errors import Conflict, NotFound
+from speechgate.errors import Conflict, NotFound, SpeechgateError
 from speechgate.voices.library import VoiceLibrary
 
 
@@ -66,3 +70,57 @@ def test_incomplete_or_broken_entries_are_skipped(tmp_path: Path) -> None:
     library.state_path(orphan).unlink()  # as if a crash came between the two writes
     (tmp_path / ("voice_" + "1" * 24 + ".json")).write_text("{not json")
     assert VoiceLibrary(tmp_path).list() == [good]
+
+
+def at_once(action: Callable[[], object], times: int = 10) -> list[str]:
+    """Run `action` in `times` threads released together; each outcome, sorted: "ok" or the
+    status of the error it raised."""
+    start = threading.Barrier(times)
+
+    def run() -> str:
+        start.wait()
+        try:
+            action()
+        except SpeechgateError as error:
+            return str(error.status_code)
+        return "ok"
+
+    with ThreadPoolExecutor(times) as pool:
+        return sorted(pool.map(lambda _: run(), range(times)))
+
+
+def test_parallel_deletes_of_one_voice_delete_it_once(tmp_path: Path) -> None:
+    library = VoiceLibrary(tmp_path)
+    for _ in range(20):
+        voice = library.add("doomed", "pocket", b"state", 3.0)
+        assert at_once(partial(library.delete, voice.id)) == ["404"] * 9 + ["ok"]
+        assert library.list() == []
+
+
+def test_parallel_adds_with_one_name_store_one_voice(tmp_path: Path) -> None:
+    library = VoiceLibrary(tmp_path)
+    for round_ in range(20):
+        add = partial(library.add, f"twin {round_}", "pocket", b"state", 3.0)
+        assert at_once(add) == ["409"] * 9 + ["ok"]
+    assert len(library.list()) == 20
+    assert len(list(tmp_path.glob("voice_*.json"))) == 20
+
+
+def test_a_keys_voices_are_its_own(tmp_path: Path) -> None:
+    library = VoiceLibrary(tmp_path)
+    mine = library.add("Ada", "pocket", b"a", 3.0, owner="key_a")
+    theirs = library.add("Ada", "pocket", b"b", 3.0, owner="key_b")  # names are per key
+    for voice, other in ((mine, "key_b"), (theirs, "key_a")):
+        assert library.find(voice.id, owner=other) is None
+        with pytest.raises(NotFound):
+            library.get(voice.id, owner=other)
+        with pytest.raises(NotFound):
+            library.delete(voice.id, owner=other)
+    assert library.list(owner="key_a") == [mine]
+    assert library.find("ada", owner="key_b") == theirs
+    # No owner (the admin, or anyone on a server without keys) sees every voice.
+    assert {v.id for v in library.list()} == {mine.id, theirs.id}
+    assert library.get(mine.id) == mine
+    # The owner is stored with the voice and survives a restart.
+    assert VoiceLibrary(tmp_path).list(owner="key_b") == [theirs]
+    assert library.delete(mine.id, owner="key_a") == mine

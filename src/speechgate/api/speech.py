@@ -112,7 +112,7 @@ async def create_speech(
             )
             meter.engine = answer.headers.get("x-speechgate-engine", "")
         else:
-            plan = service.plan(body)
+            plan = service.plan(body, request.state.principal.key_id)
             meter.engine = plan.engine
             stream = await unless_disconnected(request, service.open(plan))
             answer = local_answer(service, plan, stream)

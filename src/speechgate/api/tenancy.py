@@ -26,7 +26,8 @@ from speechgate.metering.tenancy import Admission, Principal, Tenancy
 # A routed model's requests name the provider that served them (speechgate.routing); all
 # others are served by this server's own engines.
 LOCAL_PROVIDER = "local"
-_METERED = {("POST", "/v1/audio/speech")}
+# Cloning is metered like speech: it takes a worker (a usage record with no audio out).
+_METERED = {("POST", "/v1/audio/speech"), ("POST", "/v1/audio/voices")}
 _WS_POLICY_VIOLATION = 1008
 
 

@@ -1,4 +1,9 @@
-"""Voice routes: list every voice, and clone, read and delete stored ones (OpenAI's shapes)."""
+"""Voice routes: list every voice, and clone, read and delete stored ones (OpenAI's shapes).
+
+A key sees, speaks with and deletes only the voices it cloned (another key's are not found);
+the admin key, and anyone on a server without keys, sees them all. A clone is admitted like a
+speech request (the key's models, rate and concurrency) and leaves a usage record.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from speechgate.api.schemas import (
     VoiceList,
     error_responses,
 )
+from speechgate.api.tenancy import CurrentPrincipal, admit_speech
 from speechgate.catalog import Catalog, matches_filter
 from speechgate.errors import PayloadTooLarge
 from speechgate.runtime import Runtime
@@ -30,6 +36,7 @@ async def get_voices(request: Request) -> VoiceCloning:
 
 @router.get("/v1/audio/voices", response_model=VoiceList, responses=error_responses(404))
 async def list_voices(
+    principal: CurrentPrincipal,
     catalog: Annotated[Catalog, Depends(get_catalog)],
     voices: Annotated[VoiceCloning, Depends(get_voices)],
     model: Annotated[str | None, Query(description="Only this model's voices.")] = None,
@@ -68,7 +75,7 @@ async def list_voices(
             type="audio_sample",
             created_at=voice.created_at,
         )
-        for voice in voices.library.list()
+        for voice in voices.library.list(principal.key_id)
         if voice.engine in names
     ]
     return VoiceList(voices=builtin + stored)
@@ -78,10 +85,11 @@ async def list_voices(
     "/v1/audio/voices",
     response_model=StoredVoiceCard,
     summary="Clone a voice from an audio sample (OpenAI's multipart shape)",
-    responses=error_responses(400, 404, 409, 413, 429, 503),
+    responses=error_responses(400, 403, 404, 409, 413, 429, 503),
 )
 async def create_voice(
     request: Request,
+    principal: CurrentPrincipal,
     voices: Annotated[VoiceCloning, Depends(get_voices)],
     name: Annotated[str, Form(description="The new voice's name, unique.")],
     audio_sample: Annotated[
@@ -92,31 +100,36 @@ async def create_voice(
         str | None, Form(description="speechgate extension: the model to clone for.")
     ] = None,
 ) -> StoredVoiceCard:
+    engine = voices.engine(model)
+    # The key's model list names what clients send: the model asked for, or else the engine
+    # that clones by default.
+    meter = await admit_speech(request, model or engine.name, name, 0)
+    meter.engine = engine.name
     limit: int = request.app.state.settings.clone_max_upload_bytes
     data = await audio_sample.read(limit + 1)
     if len(data) > limit:
         raise PayloadTooLarge(
             f"The audio sample is over the {limit}-byte limit.", param="audio_sample"
         )
-    return _stored_card(await voices.create(name, data, model))
+    return _stored_card(await voices.create(name, data, engine, principal.key_id))
 
 
 @router.get(
     "/v1/audio/voices/{voice_id}", response_model=StoredVoiceCard, responses=error_responses(404)
 )
 async def get_voice(
-    voice_id: str, voices: Annotated[VoiceCloning, Depends(get_voices)]
+    voice_id: str, principal: CurrentPrincipal, voices: Annotated[VoiceCloning, Depends(get_voices)]
 ) -> StoredVoiceCard:
-    return _stored_card(voices.library.get(voice_id))
+    return _stored_card(voices.library.get(voice_id, principal.key_id))
 
 
 @router.delete(
     "/v1/audio/voices/{voice_id}", response_model=VoiceDeleted, responses=error_responses(404)
 )
 async def delete_voice(
-    voice_id: str, voices: Annotated[VoiceCloning, Depends(get_voices)]
+    voice_id: str, principal: CurrentPrincipal, voices: Annotated[VoiceCloning, Depends(get_voices)]
 ) -> VoiceDeleted:
-    return VoiceDeleted(id=(await voices.delete(voice_id)).id)
+    return VoiceDeleted(id=(await voices.delete(voice_id, principal.key_id)).id)
 
 
 def _stored_card(voice: StoredVoice) -> StoredVoiceCard:

@@ -4,6 +4,11 @@ A clip becomes a voice prompt here (decoded, checked for enough speech, trimmed)
 worker turns the prompt into a speaker state, through the same admission queue as speech; the
 library keeps the state. A model that cannot clone is refused with a 400 naming why, never
 answered in some other voice.
+
+Uploads are decoded in threads, at most `max_decodes` at once (more wait their turn), and only
+up to the engine's longest prompt plus a margin: see speechgate.audio.clip for why. Every
+method that finds or makes voices takes `owner`, the asking key's id (None: every voice), as
+speechgate.voices.library defines it.
 """
 
 from __future__ import annotations
@@ -14,12 +19,15 @@ from collections.abc import Mapping
 from speechgate.audio.clip import UndecodableAudio, decode_clip, trim
 from speechgate.audio.pcm import PcmChunk
 from speechgate.catalog import Catalog
-from speechgate.errors import Conflict, InvalidRequest, VoiceNotFound
+from speechgate.errors import Conflict, InvalidRequest, VoiceNotFound, VoiceNotInstalled
 from speechgate.voices.library import StoredVoice, VoiceLibrary
 from speechgate.workers.base import Pool
 from speechgate.workers.messages import EngineInfo
 
 MAX_NAME_CHARS = 64
+# Decoded past the engine's longest prompt: the prompt starts at the first loud frame, so a
+# few seconds of silence before someone speaks still leave a whole prompt.
+DECODE_MARGIN_SECONDS = 5.0
 
 
 class CloningUnsupported(InvalidRequest):
@@ -40,11 +48,13 @@ class VoiceCloning:
         pools: Mapping[str, Pool],
         library: VoiceLibrary,
         min_speech_seconds: float,
+        max_decodes: int = 2,
     ) -> None:
         self._catalog = catalog
         self._pools = pools
         self.library = library
         self._min_speech = min_speech_seconds
+        self._decodes = asyncio.Semaphore(max_decodes)
 
     def engine(self, model: str | None) -> EngineInfo:
         """The engine that clones for `model`, or the first loaded one that can clone."""
@@ -59,11 +69,13 @@ class VoiceCloning:
         raise CloningUnsupported("No loaded model", param="model")
 
     def prompt(self, data: bytes, engine: EngineInfo, param: str) -> PcmChunk:
-        """The voice prompt in `data`, an audio file: CPU work, run it off the event loop."""
+        """The voice prompt in `data`, an audio file: CPU work, see `decode`."""
         if not data:
             raise InvalidRequest("The audio sample is empty.", param=param, code="empty_file")
         try:
-            clip = decode_clip(data, engine.sample_rate)
+            clip = decode_clip(
+                data, engine.sample_rate, engine.max_prompt_seconds + DECODE_MARGIN_SECONDS
+            )
         except UndecodableAudio as error:
             raise InvalidRequest(
                 f"The audio sample could not be decoded ({error}); send WAV, MP3, Ogg/Opus, "
@@ -79,30 +91,51 @@ class VoiceCloning:
                 param=param,
                 code="audio_too_short",
             )
+        if clip.steady:
+            raise InvalidRequest(
+                f"The audio sample is loud but steady (its level varies by "
+                f"{clip.level_spread:.1f} dB; speech varies by 15 dB or more): a tone, a hum or "
+                "noise, not someone speaking.",
+                param=param,
+                code="audio_not_speech",
+            )
         return trim(clip.pcm, engine.max_prompt_seconds)
 
-    async def create(self, name: str, data: bytes, model: str | None) -> StoredVoice:
+    async def decode(self, data: bytes, engine: EngineInfo, param: str) -> PcmChunk:
+        """`prompt`, in a thread, once one of the bounded decoding slots is free."""
+        async with self._decodes:
+            return await asyncio.to_thread(self.prompt, data, engine, param)
+
+    async def create(
+        self, name: str, data: bytes, engine: EngineInfo, owner: str | None = None
+    ) -> StoredVoice:
+        """Clone `data` for `engine` as `owner`'s voice `name` (see `engine` for which)."""
         name = name.strip()
         if not 0 < len(name) <= MAX_NAME_CHARS:
             raise InvalidRequest(f"A voice name is 1 to {MAX_NAME_CHARS} characters.", param="name")
-        engine = self.engine(model)
         try:
             self._catalog.voice(engine.name, name)
-        except VoiceNotFound:
+        except (VoiceNotFound, VoiceNotInstalled):
+            # An alias of a voice that is not installed names nothing here yet: free to take.
             pass
         else:
             raise Conflict(f"{name!r} already names a built-in voice.", param="name")
-        prompt = await asyncio.to_thread(self.prompt, data, engine, "audio_sample")
+        # Checked again when stored (two uploads may race); here, to spare the work.
+        if self.library.find(name, owner) is not None:
+            raise Conflict(f"A voice named {name!r} already exists.", param="name")
+        prompt = await self.decode(data, engine, "audio_sample")
         state = await self._pools[engine.name].clone(prompt)
-        return await asyncio.to_thread(self.library.add, name, engine.name, state, prompt.duration)
+        return await asyncio.to_thread(
+            self.library.add, name, engine.name, state, prompt.duration, owner
+        )
 
-    async def delete(self, voice_id: str) -> StoredVoice:
-        return await asyncio.to_thread(self.library.delete, voice_id)
+    async def delete(self, voice_id: str, owner: str | None = None) -> StoredVoice:
+        return await asyncio.to_thread(self.library.delete, voice_id, owner)
 
-    def resolve(self, engine: EngineInfo, name: str) -> str | None:
-        """The state file a stored voice named `name` (or with that id) speaks with on
-        `engine`, or None when no stored voice has that name."""
-        voice = self.library.find(name)
+    def resolve(self, engine: EngineInfo, name: str, owner: str | None = None) -> str | None:
+        """The state file a stored voice of `owner`'s named `name` (or with that id) speaks
+        with on `engine`, or None when `owner` has no stored voice of that name."""
+        voice = self.library.find(name, owner)
         if voice is None:
             return None
         if voice.engine != engine.name:

@@ -6,8 +6,13 @@ and `<id>.json`, its metadata, written last so that a voice exists only once bot
 complete. Ids are generated here and checked against their pattern before any lookup, so no
 client string ever becomes a path.
 
-Not thread-safe: the gateway uses it from its event loop (file work in a thread, one at a time
-per voice).
+Thread-safe: the gateway calls it from its event loop and from threads (file work), so one lock
+makes each add and delete whole (a name checked and taken at once, a voice removed once).
+
+A voice belongs to the key that cloned it (`owner`, its key id, kept in its JSON): every method
+that finds voices takes the asker's `owner` and sees only that key's voices. `owner=None` (the
+admin, or anyone on a server without keys) sees every voice. Names are unique per owner; a
+voice made with `owner=None` takes a name no voice has.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import os
 import re
 import secrets
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +43,11 @@ class StoredVoice:
     engine: str
     created_at: int
     prompt_seconds: float
+    owner: str | None = None
+    """The id of the key that cloned it; None when made without a key (or by the admin)."""
+
+    def visible_to(self, owner: str | None) -> bool:
+        return owner is None or self.owner == owner
 
 
 class VoiceNotStored(NotFound):
@@ -50,6 +61,7 @@ class VoiceLibrary:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._voices: dict[str, StoredVoice] = {}
+        self._lock = threading.Lock()
         if directory.is_dir():
             for path in sorted(directory.glob("voice_*.json")):
                 self._load(path)
@@ -65,49 +77,70 @@ class VoiceLibrary:
         else:
             log.warning("skipping voice %s: id or state file missing", path.name)
 
-    def list(self) -> list[StoredVoice]:
-        """Every stored voice, oldest first."""
-        return sorted(self._voices.values(), key=lambda voice: (voice.created_at, voice.id))
+    def list(self, owner: str | None = None) -> list[StoredVoice]:
+        """Every voice `owner` sees, oldest first."""
+        with self._lock:
+            voices = [voice for voice in self._voices.values() if voice.visible_to(owner)]
+        return sorted(voices, key=lambda voice: (voice.created_at, voice.id))
 
-    def get(self, voice_id: str) -> StoredVoice:
-        voice = self._voices.get(voice_id) if _ID.fullmatch(voice_id) else None
-        if voice is None:
+    def get(self, voice_id: str, owner: str | None = None) -> StoredVoice:
+        """The voice with this id; another key's voice is not found, as if it did not exist."""
+        with self._lock:
+            voice = self._voices.get(voice_id) if _ID.fullmatch(voice_id) else None
+        if voice is None or not voice.visible_to(owner):
             raise VoiceNotStored(voice_id)
         return voice
 
-    def find(self, name_or_id: str) -> StoredVoice | None:
-        """The voice with this id, or else this name (compared as catalog names are)."""
-        if name_or_id in self._voices:
-            return self._voices[name_or_id]
+    def find(self, name_or_id: str, owner: str | None = None) -> StoredVoice | None:
+        """The voice `owner` sees with this id, or else this name (compared as catalog names
+        are; the oldest, when `owner=None` sees several keys' voices of one name)."""
+        with self._lock:
+            return self._find(name_or_id, owner)
+
+    def _find(self, name_or_id: str, owner: str | None) -> StoredVoice | None:
+        voice = self._voices.get(name_or_id)
+        if voice is not None:
+            return voice if voice.visible_to(owner) else None
         wanted = normalize(name_or_id)
-        return next((v for v in self._voices.values() if normalize(v.name) == wanted), None)
+        named = (
+            v for v in self._voices.values() if v.visible_to(owner) and normalize(v.name) == wanted
+        )
+        return min(named, key=lambda v: (v.created_at, v.id), default=None)
 
     def state_path(self, voice: StoredVoice) -> Path:
         return self.directory / f"{voice.id}.safetensors"
 
-    def add(self, name: str, engine: str, state: bytes, prompt_seconds: float) -> StoredVoice:
-        """Store a new voice; raises Conflict if the name is taken."""
-        if self.find(name) is not None:
-            raise Conflict(f"A voice named {name!r} already exists.", param="name")
+    def add(
+        self, name: str, engine: str, state: bytes, prompt_seconds: float, owner: str | None = None
+    ) -> StoredVoice:
+        """Store a new voice for `owner`; raises Conflict if the name is taken."""
         voice = StoredVoice(
             id=f"voice_{secrets.token_hex(12)}",
             name=name,
             engine=engine,
             created_at=int(time.time()),
             prompt_seconds=round(prompt_seconds, 3),
+            owner=owner,
         )
-        self.directory.mkdir(parents=True, exist_ok=True)
-        _write_atomically(self.state_path(voice), state)
-        _write_atomically(self._metadata_path(voice), json.dumps(asdict(voice)).encode())
-        self._voices[voice.id] = voice
+        # Held across the writes: two uploads of one name must not both pass the check.
+        with self._lock:
+            if self._find(name, owner) is not None:
+                raise Conflict(f"A voice named {name!r} already exists.", param="name")
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _write_atomically(self.state_path(voice), state)
+            _write_atomically(self._metadata_path(voice), json.dumps(asdict(voice)).encode())
+            self._voices[voice.id] = voice
         return voice
 
-    def delete(self, voice_id: str) -> StoredVoice:
-        voice = self.get(voice_id)
-        # Metadata first: a voice half deleted by a crash is then simply absent.
-        self._metadata_path(voice).unlink(missing_ok=True)
-        self.state_path(voice).unlink(missing_ok=True)
-        del self._voices[voice.id]
+    def delete(self, voice_id: str, owner: str | None = None) -> StoredVoice:
+        with self._lock:
+            voice = self._voices.get(voice_id) if _ID.fullmatch(voice_id) else None
+            if voice is None or not voice.visible_to(owner):
+                raise VoiceNotStored(voice_id)
+            # Metadata first: a voice half deleted by a crash is then simply absent.
+            self._metadata_path(voice).unlink(missing_ok=True)
+            self.state_path(voice).unlink(missing_ok=True)
+            del self._voices[voice.id]
         return voice
 
     def _metadata_path(self, voice: StoredVoice) -> Path:
