@@ -93,6 +93,13 @@ class UnsupportedMediaType(InvalidRequest):
     default_code = "unsupported_media_type"
 
 
+class RequestTimeout(InvalidRequest):
+    """The client stopped sending its request body part-way."""
+
+    status_code = 408
+    default_code = "request_timeout"
+
+
 # --- capacity: try again later ------------------------------------------------------------
 
 

@@ -74,3 +74,18 @@ def wait_until_closed(socks: list[socket.socket], count: int, timeout: float = 3
         open_ones = [sock for sock in socks if sock not in closed]
         # Sleeps only until something happens on a socket still open, or briefly.
         select.select(open_ones, [], [], 0.05)
+
+
+def read_response(sock: socket.socket) -> RawResponse:
+    """One response with a content-length, leaving the connection as it is."""
+    data = bytearray()
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "closed before a response"
+        data += chunk
+    response = parse_response(bytes(data))
+    while len(response.body) < int(response.headers["content-length"]):
+        chunk = sock.recv(65536)
+        assert chunk, "closed mid-response"
+        response.body += chunk
+    return response

@@ -110,6 +110,7 @@ def create_app(settings: Settings) -> FastAPI:
         max_bytes=settings.max_body_bytes,
         # An upload's multipart framing and form fields come on top of the file itself.
         max_bytes_by_path={"/v1/audio/voices": settings.clone_max_upload_bytes + 65536},
+        body_timeout=settings.body_timeout,
     )
     app.add_middleware(UsageMiddleware)
     app.add_middleware(ResponseMetricsMiddleware, metrics=metrics)
