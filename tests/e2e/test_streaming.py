@@ -167,3 +167,19 @@ def test_bad_session_messages_get_an_error_event_and_close(
         with pytest.raises(ConnectionClosed):
             ws.recv(timeout=30)
         assert ws.close_code == code
+
+
+@pytest.mark.parametrize("configured", [False, True], ids=["first-frame", "later-frame"])
+def test_a_binary_frame_is_a_bad_message(server: RunningServer, configured: bool) -> None:
+    with connect(server.url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
+        if configured:
+            update = {"model": "espeak", "voice": "alloy", "response_format": "pcm"}
+            ws.send(json.dumps({"type": "session.update", "session": update}))
+            assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+        ws.send(b'{"type": "input_text.delta", "delta": "hi"}')
+        event = json.loads(ws.recv(timeout=30))
+        assert event["type"] == "error"
+        assert event["error"]["code"] == "binary_message"
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=30)
+        assert ws.close_code == 1008
