@@ -50,6 +50,7 @@ def serve(
     import uvicorn
 
     from speechgate.api.app import create_app
+    from speechgate.server import server_config
 
     engines = engine
     settings = _settings(
@@ -75,13 +76,12 @@ def serve(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     # Access lines come from speechgate.access, when each request ends (see RequestIdMiddleware).
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level="info",
-        access_log=False,
+    server = uvicorn.Server(
+        server_config(create_app(settings), settings, log_level="info", access_log=False)
     )
+    server.run()
+    if not server.started:  # start-up failed (uvicorn has logged why)
+        raise typer.Exit(3)
 
 
 @app.command()

@@ -127,6 +127,13 @@ class NotPullable(NotFound):
     default_code = "not_pullable"
 
 
+class RequestTimeout(InvalidRequest):
+    """The client stopped sending its request body part-way."""
+
+    status_code = 408
+    default_code = "request_timeout"
+
+
 # --- capacity: try again later ------------------------------------------------------------
 
 

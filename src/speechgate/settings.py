@@ -233,6 +233,27 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     """Largest request body accepted; larger ones are answered 413."""
 
+    header_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a connection may take to send a request's line and headers, from its first
+    byte (or from connecting); then it is closed. Bounds half-sent requests (slowloris)."""
+
+    body_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a request body may stop arriving before the request is answered 408 and its
+    connection closed (a slow upload is fine as long as it keeps coming)."""
+
+    max_header_bytes: int = Field(default=16384, ge=1024)
+    """Largest request line plus headers accepted; larger ones are answered 431 and closed."""
+
+    max_connections: int | None = Field(default=None, ge=1)
+    """Open HTTP and WebSocket connections allowed at once. Beyond it a new connection pushes
+    out the oldest one that has not finished sending a request head (so half-sent requests
+    cannot lock real clients out); when every connection is busy it is closed at once.
+    Default: three quarters of this process's file-descriptor limit."""
+
+    shutdown_grace: float = Field(default=30.0, ge=0)
+    """Seconds a shutdown (SIGTERM, Ctrl-C) waits for requests under way, a slow client's
+    included, before cutting them off."""
+
     default_sample_rate: int = Field(default=24000, ge=8000, le=48000)
     """Output rate when a request does not ask for one (OpenAI clients assume 24 kHz)."""
 

@@ -206,3 +206,19 @@ def best_lag(signal: npt.NDArray[np.float64], reference: npt.NDArray[np.float64]
     n = len(reference) - most
     scores = [np.dot(signal[lag : lag + n], reference[:n]) for lag in range(most)]
     return int(np.argmax(scores))
+
+
+@pytest.mark.parametrize("configured", [False, True], ids=["first-frame", "later-frame"])
+def test_a_binary_frame_is_a_bad_message(server: RunningServer, configured: bool) -> None:
+    with connect(server.url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
+        if configured:
+            update = {"model": "espeak", "voice": "alloy", "response_format": "pcm"}
+            ws.send(json.dumps({"type": "session.update", "session": update}))
+            assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+        ws.send(b'{"type": "input_text.delta", "delta": "hi"}')
+        event = json.loads(ws.recv(timeout=30))
+        assert event["type"] == "error"
+        assert event["error"]["code"] == "binary_message"
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=30)
+        assert ws.close_code == 1008

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from speechgate.api.app import create_app
 from speechgate.runtime import Runtime
+from speechgate.server import server_config
 from speechgate.settings import Settings
 
 _START_TIMEOUT = 60.0
@@ -39,12 +40,28 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(app: FastAPI, name: str, lifespan: str = "on", port: int = 0) -> Iterator[str]:
+def serving(
+    app: FastAPI,
+    name: str,
+    lifespan: str = "on",
+    port: int = 0,
+    settings: Settings | None = None,
+) -> Iterator[str]:
     """Serve `app` with uvicorn on loopback in a thread (on a free port unless `port` says
-    which, e.g. to restart a server where it was); yields its base URL."""
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan)
+    which, e.g. to restart a server where it was); yields its base URL. With `settings`,
+    uvicorn is set up as `speechgate serve` sets it up (timeouts, bounds, connection cap)."""
+    options: dict[str, object] = {
+        "host": "127.0.0.1",
+        "port": port,
+        "log_level": "warning",
+        "lifespan": lifespan,
+    }
+    config = (
+        server_config(app, settings, **options)
+        if settings is not None
+        else uvicorn.Config(app, **options)  # type: ignore[arg-type]
     )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
     deadline = time.monotonic() + _START_TIMEOUT
@@ -65,5 +82,5 @@ def serving(app: FastAPI, name: str, lifespan: str = "on", port: int = 0) -> Ite
 def running_server(settings: Settings, port: int = 0) -> Iterator[RunningServer]:
     """Serve `create_app(settings)` on loopback (a free port by default) until the block ends."""
     app = create_app(settings)
-    with serving(app, "speechgate-test-server", port=port) as url:
+    with serving(app, "speechgate-test-server", port=port, settings=settings) as url:
         yield RunningServer(url, app)

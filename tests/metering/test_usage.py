@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +96,47 @@ def test_a_failed_write_keeps_its_batch_for_the_next(caplog: pytest.LogCaptureFi
     asyncio.run(scenario())
     assert [r.request_id for r in store.rows] == ["req_2", "req_3", "req_4"]
     assert "dropped 1 usage records" in caplog.text
+
+
+class GatedStore(Store):
+    """A real store whose writes wait for the test to open the gate, the first one failing
+    then if `fail_first` (a database going away mid-write)."""
+
+    def __init__(self, url: str, fail_first: bool) -> None:
+        super().__init__(url)
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.fail_first = fail_first
+
+    def insert_usage(self, records: Sequence[UsageRecord]) -> None:
+        self.entered.set()
+        assert self.gate.wait(30)
+        if self.fail_first:
+            self.fail_first = False
+            raise ConnectionError("database away")
+        super().insert_usage(records)
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["write-succeeds", "write-fails"])
+def test_a_cancelled_close_loses_no_batch(tmp_path: Path, fails: bool) -> None:
+    store = GatedStore(f"sqlite:///{tmp_path / 'store.db'}", fail_first=fails)
+    store.migrate()
+
+    async def scenario() -> None:
+        recorder = UsageRecorder(store, interval=3600)
+        recorder.start()
+        for i in range(3):
+            recorder.record(record(i))
+        closing = asyncio.create_task(recorder.close())
+        assert await asyncio.to_thread(store.entered.wait, 30)  # the batch is being written
+        closing.cancel()
+        store.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+        if fails:  # the batch is kept for a later write, not dropped with the cancellation
+            assert (recorder.pending, recorder.written) == (3, 0)
+            await recorder.flush()
+        assert (recorder.pending, recorder.written, requests(store)) == (0, 3, 3)
+
+    asyncio.run(scenario())
+    store.close()

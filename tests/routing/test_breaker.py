@@ -117,3 +117,34 @@ def test_a_neutral_probe_frees_its_slot_without_deciding() -> None:
     assert breaker.state is BreakerState.HALF_OPEN
     run(breaker, Outcome.SUCCESS)
     assert breaker.state is BreakerState.CLOSED
+
+
+class Compared(float):
+    """A time to first audio that counts how often it is compared (that is, sorted)."""
+
+    comparisons = 0
+
+    def __lt__(self, other: object) -> bool:
+        Compared.comparisons += 1
+        return float(self) < float(other)  # type: ignore[arg-type]
+
+
+def test_outcomes_sort_no_times_unless_a_ttfa_limit_is_set() -> None:
+    Compared.comparisons = 0
+    without_limit, _ = make(min_requests=1)
+    run(without_limit, Outcome.SUCCESS, 50, ttfa=Compared(0.1))
+    assert Compared.comparisons == 0
+    with_limit, _ = make(min_requests=1, ttfa_p99=5.0)
+    run(with_limit, Outcome.SUCCESS, 50, ttfa=Compared(0.1))
+    assert Compared.comparisons > 0
+
+
+def test_the_failure_count_follows_the_window() -> None:
+    breaker, clock = make(min_requests=100, window=60)
+    run(breaker, Outcome.FAILURE, 3)
+    clock.now += 30
+    run(breaker, Outcome.FAILURE, 2)
+    run(breaker, Outcome.SUCCESS, 2)
+    assert (breaker.status().requests, breaker.status().failures) == (7, 5)
+    clock.now += 31  # the first three leave
+    assert (breaker.status().requests, breaker.status().failures) == (4, 2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
@@ -46,33 +46,23 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.tenancy = tenancy = await Tenancy.open(settings)
-        try:
-            runtime = await Runtime.start(settings, metrics)
-        except BaseException:
-            await tenancy.close()
-            raise
-        app.state.runtime = runtime
-        app.state.llm = llm = LlmRelay.from_settings(settings)
-        providers = None
-        if routes is not None:
-            app.state.routing = providers = routing.start_router(
-                settings, routes, runtime.service, metrics
-            )
-        try:
-            if providers is None:
-                yield
-            else:
-                with routing.reload_on_sighup(providers):
-                    yield
-        finally:
-            if providers is not None:
-                await providers.aclose()
+        # Whatever was built is closed, in reverse, on shutdown and on a failed start alike.
+        async with AsyncExitStack() as built:
+            app.state.tenancy = tenancy = await Tenancy.open(settings)
+            # Closed last: requests ended before still record their usage, and this writes it.
+            built.push_async_callback(tenancy.close)
+            app.state.runtime = runtime = await Runtime.start(settings, metrics)
+            built.push_async_callback(runtime.close)
+            app.state.llm = llm = LlmRelay.from_settings(settings)
             if llm is not None:
-                await llm.aclose()
-            await runtime.close()
-            # Last: requests ended above still record their usage, and this writes it.
-            await tenancy.close()
+                built.push_async_callback(llm.aclose)
+            if routes is not None:
+                app.state.routing = providers = routing.start_router(
+                    settings, routes, runtime.service, metrics
+                )
+                built.push_async_callback(providers.aclose)
+                built.enter_context(routing.reload_on_sighup(providers))
+            yield
 
     app = FastAPI(
         title="speechgate",
@@ -110,6 +100,7 @@ def create_app(settings: Settings) -> FastAPI:
         max_bytes=settings.max_body_bytes,
         # An upload's multipart framing and form fields come on top of the file itself.
         max_bytes_by_path={"/v1/audio/voices": settings.clone_max_upload_bytes + 65536},
+        body_timeout=settings.body_timeout,
     )
     app.add_middleware(UsageMiddleware)
     app.add_middleware(ResponseMetricsMiddleware, metrics=metrics)

@@ -75,6 +75,21 @@ def _parse(raw: str) -> ClientMessage:
         raise InvalidRequest(f"Invalid message: {first['msg']}.", param=param) from None
 
 
+async def _receive(websocket: WebSocket) -> ClientMessage:
+    """The client's next message. A binary frame is a bad message like any other (the
+    protocol is JSON text), answered with an error event and a 1008 close."""
+    frame = await websocket.receive()
+    if frame["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(frame.get("code", 1000), frame.get("reason"))
+    text = frame.get("text")
+    if text is None:
+        raise InvalidRequest(
+            "Messages must be JSON text frames; binary frames are not accepted.",
+            code="binary_message",
+        )
+    return _parse(text)
+
+
 async def _feed(websocket: WebSocket, session: SpeechSession) -> None:
     """Pass the client's text to the session. Returns only when the client leaves (or raises
     on a bad message). It never stops reading, not even after `input_text.done`: uvicorn
@@ -82,7 +97,7 @@ async def _feed(websocket: WebSocket, session: SpeechSession) -> None:
     how a client leaving mid-speech is noticed."""
     finished = False
     while True:
-        message = _parse(await websocket.receive_text())
+        message = await _receive(websocket)
         if isinstance(message, SessionUpdate):
             raise InvalidRequest("The session is already configured.", param="type")
         if finished:
@@ -117,7 +132,7 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
     service: SpeechService = websocket.app.state.runtime.service
     tenancy = get_tenancy(websocket)
     try:
-        update = _parse(await websocket.receive_text())
+        update = await _receive(websocket)
         if not isinstance(update, SessionUpdate):
             raise InvalidRequest("The first message must be session.update.", param="type")
         meter.model, meter.voice = update.session.model, update.session.voice_name

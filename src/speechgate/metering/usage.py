@@ -44,20 +44,36 @@ class UsageRecorder:
         return len(self._pending)
 
     async def flush(self) -> None:
-        """Write every record recorded so far."""
+        """Write every record recorded so far. Cancelling the caller does not cut a write
+        off: it finishes (or, failed, puts its batch back) before the cancellation goes on."""
         async with self._writing:
             batch, self._pending = self._pending, []
-            try:
-                await asyncio.to_thread(self._store.insert_usage, batch)
-            except Exception:
-                log.exception("writing %d usage records failed; retrying later", len(batch))
+            write = asyncio.ensure_future(asyncio.to_thread(self._store.insert_usage, batch))
+            cancelled = await _wait_out(write)
+            error = write.exception()
+            if error is None:
+                self.written += len(batch)
+            else:
+                log.error(
+                    "writing %d usage records failed; retrying later", len(batch), exc_info=error
+                )
                 self._pending[:0] = batch
-                raise
-            self.written += len(batch)
+            if cancelled:
+                raise asyncio.CancelledError
+            if error is not None:
+                raise error
 
     async def close(self) -> None:
+        """Stop the periodic writes and write what is left, even if the caller is cancelled
+        meanwhile (a shutdown being cut short): the cancellation goes on once it is written."""
+        closing = asyncio.ensure_future(self._close())
+        if await _wait_out(closing):
+            raise asyncio.CancelledError from closing.exception()
+        closing.result()
+
+    async def _close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
+            self._task.cancel()  # a write under way finishes first (see flush)
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self.flush()
@@ -67,3 +83,15 @@ class UsageRecorder:
             await asyncio.sleep(self._interval)
             with contextlib.suppress(Exception):  # logged by flush; the batch is kept
                 await self.flush()
+
+
+async def _wait_out(future: asyncio.Future[None]) -> bool:
+    """Waits until `future` is done, through any cancellation of the caller; says whether
+    there was one (for the caller to raise when it is ready to)."""
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait({future})
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled

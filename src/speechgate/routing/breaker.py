@@ -77,6 +77,7 @@ class CircuitBreaker:
         self.settings = settings
         self._clock = clock
         self._events: deque[_Event] = deque()
+        self._failures = 0  # of the window's events, kept as they come and go
         self._state = BreakerState.CLOSED
         self._opened_at = 0.0
         self._probing = 0
@@ -114,11 +115,13 @@ class CircuitBreaker:
                 if self._probe_successes >= self.settings.probes:
                     self._state = BreakerState.CLOSED
                     self._events.clear()
+                    self._failures = 0
             return
         if outcome is Outcome.NEUTRAL:
             return
         now = self._clock()
         self._events.append(_Event(now, outcome is Outcome.FAILURE, ttfa))
+        self._failures += outcome is Outcome.FAILURE
         self._prune(now)
         if self._state is BreakerState.CLOSED and self._tripped():
             self._open()
@@ -129,7 +132,7 @@ class CircuitBreaker:
         return BreakerStatus(
             state=state,
             requests=len(self._events),
-            failures=sum(event.failed for event in self._events),
+            failures=self._failures,
             ttfa_p99=self._ttfa_p99(),
             opened=self._opened,
         )
@@ -141,17 +144,20 @@ class CircuitBreaker:
 
     def _prune(self, now: float) -> None:
         while self._events and self._events[0].at <= now - self.settings.window:
-            self._events.popleft()
+            self._failures -= self._events.popleft().failed
 
     def _tripped(self) -> bool:
         count = len(self._events)
         if count < self.settings.min_requests:
             return False
-        failures = sum(event.failed for event in self._events)
-        if failures / count > self.settings.error_rate:
+        if self._failures / count > self.settings.error_rate:
             return True
-        limit, p99 = self.settings.ttfa_p99, self._ttfa_p99()
-        return limit is not None and p99 is not None and p99 > limit
+        # Sorting the window's times is the costly part of an outcome: only with a limit.
+        limit = self.settings.ttfa_p99
+        if limit is None:
+            return False
+        p99 = self._ttfa_p99()
+        return p99 is not None and p99 > limit
 
     def _ttfa_p99(self) -> float | None:
         times = sorted(event.ttfa for event in self._events if event.ttfa is not None)

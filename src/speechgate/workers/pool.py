@@ -230,6 +230,10 @@ class WorkerPool:
         self._closing = True
         loop = asyncio.get_running_loop()
         for worker in self._workers:
+            # A job still held back for a consumer that is gone (one cut off by the shutdown
+            # grace) would keep its reader waiting for room, and this close, for ever.
+            if worker.job is not None:
+                worker.job.abandon()
             worker.send(Shutdown())
         for worker in self._workers:
             process = worker.process

@@ -1,0 +1,155 @@
+"""uvicorn, set up for clients that may be slow or hostile.
+
+uvicorn's HTTP protocol (httptools) puts no bound on how long a request head may take or how
+large it may be, and its `limit_concurrency` counts half-sent requests like real ones, so a
+few thousand idle sockets would have every real client answered 503 (or, past the
+file-descriptor limit, not at all). `GuardedHttpProtocol` adds, per connection: a deadline for
+the request head, a bound on its size, and a connection cap that sheds the oldest connection
+still waiting for a head. Request bodies are bounded in time and size by
+`speechgate.api.middleware.BodyLimitMiddleware`, where the answer can be OpenAI's error JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+from typing import Any, ClassVar
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from speechgate.settings import Settings
+
+
+class _HeadTooLarge(Exception):
+    """Raised in a parser callback: httptools then fails the parse, and uvicorn answers it."""
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a head deadline, a head size bound and a connection
+    cap. Configure it with `guarded_protocol`, which makes a subclass per server.
+
+    Event-loop only, like the protocol it extends: no method is thread-safe.
+    """
+
+    header_timeout: ClassVar[float]
+    max_header_bytes: ClassVar[int]
+    max_connections: ClassVar[int]
+    # This server's connections waiting for (the rest of) a request head, oldest first: the
+    # ones shed when connections run out. A dict keeps insertion order.
+    awaiting_head: ClassVar[dict[GuardedHttpProtocol, None]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_deadline: asyncio.TimerHandle | None = None
+        self._head_bytes = 0
+        self._head_too_large = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            oldest = next(iter(self.awaiting_head), None)
+            if oldest is None:  # every connection is busy with a request: refuse this one
+                transport.close()
+                return
+            self.awaiting_head.pop(oldest)
+            oldest.transport.close()
+        self.awaiting_head[self] = None
+        self._arm_head_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_deadline()
+        self.awaiting_head.pop(self, None)
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        # From a request's first byte; the wait before it is uvicorn's keep-alive timeout.
+        self._arm_head_deadline()
+        self._head_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._disarm_head_deadline()
+        self.awaiting_head.pop(self, None)
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        next_head_read = bool(self.pipeline)  # a pipelined request's head is already in
+        super().on_response_complete()
+        if not next_head_read and not self.transport.is_closing():
+            # Idle until the next request: first in line to be shed.
+            self.awaiting_head[self] = None
+
+    def send_400_response(self, msg: str) -> None:
+        if not self._head_too_large:
+            super().send_400_response(msg)
+            return
+        self.transport.write(
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+            b"content-length: 0\r\nconnection: close\r\n\r\n"
+        )
+        self.transport.close()
+
+    def _count_head(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > self.max_header_bytes:
+            self._head_too_large = True
+            raise _HeadTooLarge
+
+    def _arm_head_deadline(self) -> None:
+        if self._head_deadline is None:
+            self._head_deadline = self.loop.call_later(self.header_timeout, self._head_too_slow)
+
+    def _disarm_head_deadline(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_too_slow(self) -> None:
+        self._head_deadline = None
+        self.transport.close()
+
+
+def default_max_connections() -> int:
+    """Three quarters of this process's file-descriptor limit: the rest is left for worker
+    pipes, the store, log files, and the connections accepted before one is shed."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(16, soft * 3 // 4)
+
+
+def guarded_protocol(settings: Settings) -> type[GuardedHttpProtocol]:
+    """A `GuardedHttpProtocol` class with `settings`' bounds, and its own connection table."""
+    return type(
+        "GuardedHttpProtocol",
+        (GuardedHttpProtocol,),
+        {
+            "header_timeout": settings.header_timeout,
+            "max_header_bytes": settings.max_header_bytes,
+            "max_connections": settings.max_connections or default_max_connections(),
+            "awaiting_head": {},
+        },
+    )
+
+
+def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
+    """uvicorn's config for serving `app` under `settings`' bounds (`options` go to uvicorn)."""
+    return uvicorn.Config(
+        app,
+        **{
+            "host": settings.host,
+            "port": settings.port,
+            "http": guarded_protocol(settings),
+            # uvicorn types it as int but passes it on to asyncio.wait_for, which takes any
+            # number of seconds.
+            "timeout_graceful_shutdown": settings.shutdown_grace,
+            **options,
+        },
+    )

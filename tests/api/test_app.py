@@ -1,0 +1,38 @@
+"""The application factory: a start-up that fails part-way leaves nothing running."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import ssl
+from pathlib import Path
+
+import pytest
+
+from speechgate.api.app import create_app
+from tests.conftest import make_settings
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_failed_start_stops_the_workers_it_started(tmp_path: Path) -> None:
+    # The LLM relay is built after the engine workers; a CA file that is not PEM fails it.
+    bad_ca = tmp_path / "ca.pem"
+    bad_ca.write_text("not a certificate\n")
+    settings = make_settings(
+        engines=["espeak"],
+        default_engine="espeak",
+        workers=1,
+        llm_base_url="https://llm.invalid/v1",
+        llm_ca_bundle=bad_ca,
+    )
+    app = create_app(settings)
+    before = set(multiprocessing.active_children())
+
+    async def start() -> None:
+        async with app.router.lifespan_context(app):
+            pytest.fail("started with a CA bundle that is not PEM")
+
+    with pytest.raises(ssl.SSLError):
+        asyncio.run(start())
+    assert set(multiprocessing.active_children()) - before == set()

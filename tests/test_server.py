@@ -1,0 +1,125 @@
+"""The HTTP server's own bounds, on a real server over raw sockets: half-sent request heads
+time out and are shed when connections run out, oversized heads are refused, and a shutdown
+does not wait for ever on a client that does not read."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import make_settings, sdk_client
+from tests.helpers.audio import decode_audio
+from tests.helpers.server import RunningServer, free_port, running_server
+from tests.helpers.waiting import wait_for
+from tests.helpers.wire import connect, parse_response, read_until_closed, wait_until_closed
+
+pytestmark = pytest.mark.slow
+
+MAX_CONNECTIONS = 50
+HALF_SENT = 200
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[RunningServer]:
+    settings = make_settings(
+        engines=["espeak"],
+        default_engine="espeak",
+        workers=1,
+        max_connections=MAX_CONNECTIONS,
+        header_timeout=1.0,
+        max_header_bytes=4096,
+    )
+    with running_server(settings) as running:
+        yield running
+
+
+def half_sent(server: RunningServer, count: int) -> list[socket.socket]:
+    socks = []
+    for _ in range(count):
+        sock = connect(server.url)
+        sock.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: appl")
+        socks.append(sock)
+    return socks
+
+
+def test_half_sent_requests_neither_lock_out_a_client_nor_stay(guarded: RunningServer) -> None:
+    attackers = half_sent(guarded, HALF_SENT)
+    try:
+        with sdk_client(guarded) as client:
+            speech = client.audio.speech.create(
+                model="tts-1", voice="alloy", input="Still served.", response_format="wav"
+            )
+        assert decode_audio(speech.content, "wav").rms > 0.01
+        # The server keeps at most MAX_CONNECTIONS: the oldest half-sent ones went first...
+        shed = HALF_SENT - MAX_CONNECTIONS
+        assert wait_until_closed(attackers, shed) >= shed
+        # ...and the rest are closed once their heads are overdue.
+        assert wait_until_closed(attackers, HALF_SENT) == HALF_SENT
+    finally:
+        for sock in attackers:
+            sock.close()
+
+
+def test_a_connection_that_sends_nothing_is_closed(guarded: RunningServer) -> None:
+    with connect(guarded.url) as sock:
+        assert read_until_closed(sock) == b""
+
+
+def test_an_oversized_head_is_431_and_closed(guarded: RunningServer) -> None:
+    with connect(guarded.url) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nx-padding: " + b"a" * 8192 + b"\r\n\r\n")
+        assert parse_response(read_until_closed(sock)).status == 431
+    assert httpx.get(f"{guarded.url}/healthz", timeout=30).status_code == 200
+
+
+def test_shutdown_cuts_off_a_client_that_does_not_read(tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "SPEECHGATE_DATA_DIR": str(tmp_path),
+        "SPEECHGATE_SHUTDOWN_GRACE": "1",
+    }
+    command = [sys.executable, "-m", "speechgate.cli", "serve", "--engine", "espeak"]
+    command += ["--workers", "1", "--port", str(port)]
+    log = (tmp_path / "server.log").open("w")
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            try:
+                return httpx.get(f"{url}/readyz", timeout=5).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(ready, timeout=60)
+        with socket.socket() as slow:
+            # A tiny receive window: the clip cannot fit in the socket buffers.
+            slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            slow.connect(("127.0.0.1", port))
+            speech = {"model": "tts-1", "voice": "alloy", "input": "Speak slowly. " * 290}
+            content = json.dumps({**speech, "response_format": "pcm"}).encode()
+            slow.sendall(
+                b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\n"
+                b"content-type: application/json\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(content), content)
+            )
+            assert slow.recv(4096).startswith(b"HTTP/1.1 200")  # audio is under way
+            server.send_signal(signal.SIGTERM)
+            # Without a grace period the server waits for this reader for good.
+            # (uvicorn re-raises the signal once it has shut down cleanly.)
+            assert server.wait(timeout=60) in (0, -signal.SIGTERM)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        log.close()
