@@ -28,7 +28,11 @@ def catalog() -> Catalog:
         {"piper": PIPER, "espeak": ESPEAK},
         {"tts-1": "piper", "tts-1-hd": "piper"},
         {
-            "piper": {"alloy": "en_US-joe-medium", "nova": "missing-voice"},
+            "piper": {
+                "alloy": "en_US-joe-medium",
+                "nova": "en_GB-missing-medium",
+                "shimmer": "my-own-voice",
+            },
             "espeak": {"alloy": "en-us+f3"},
         },
     )
@@ -61,8 +65,17 @@ def test_alias_to_a_voice_that_is_not_installed_says_how_to_pull_it(catalog: Cat
     with pytest.raises(VoiceNotInstalled) as error:
         catalog.voice("piper", "nova")
     assert (error.value.code, error.value.param) == ("voice_not_installed", "voice")
-    assert "`speechgate voices pull piper:missing-voice`" in error.value.message
+    assert "`speechgate voices pull piper:en_GB-missing-medium`" in error.value.message
+    assert error.value.ref == "piper:en_GB-missing-medium"
     assert "nova" not in catalog.voice_names("piper")
+
+
+def test_alias_to_a_name_no_pull_provides_suggests_no_pull(catalog: Catalog) -> None:
+    # Not a Piper voice key: the hub has nothing under it, so no pull would help.
+    with pytest.raises(VoiceNotInstalled) as error:
+        catalog.voice("piper", "shimmer")
+    assert error.value.ref is None
+    assert "voices pull" not in error.value.message
 
 
 def test_unknown_voice_is_400_on_voice_and_lists_the_valid_ones(catalog: Catalog) -> None:

@@ -29,6 +29,7 @@ from speechgate.errors import (
     VoiceNotFound,
     VoiceNotInstalled,
 )
+from speechgate.hub.refs import ref_for_model, ref_for_voice
 from speechgate.settings import (
     ENGINE_MODEL_ALIASES,
     KNOWN_ENGINES,
@@ -105,25 +106,14 @@ def _generic(key: str) -> _Generic | None:
     return _Generic(language_tag(language) if language else None, match["gender"])
 
 
-# How to get a model speechgate knows but has not loaded: its pip extra, and a pull where its
-# weights are not in a package.
-_ENABLE = {
-    "piper": ("piper", None),
-    "espeak": ("espeak", None),
-    "kokoro": ("kokoro", "kokoro"),
-    "pocket": ("pocket", "pocket:english"),
-}
-
-
 def pull_ref(engine: str, voice: str) -> str | None:
-    """What `speechgate voices pull` takes to install `voice` of `engine` (None: nothing)."""
-    if engine == "piper":
-        return f"piper:{voice.split('#', 1)[0]}"
-    if engine == "kokoro":
-        return "kokoro"
+    """What `speechgate voices pull` takes to install `voice` of `engine` (None: no pull
+    provides it, e.g. a name that is not a Piper voice key)."""
     if engine == "pocket":
-        return "pocket:english"
-    return None
+        # A pocket voice's name does not say its config; the alias tables' are English ones,
+        # which the default config (`pocket:english`) brings.
+        return ref_for_model(engine)
+    return ref_for_voice(engine, voice)
 
 
 def _pull_hint(engine: str, language: str) -> str:
@@ -144,9 +134,10 @@ def _pull_hint(engine: str, language: str) -> str:
 
 
 def _not_loaded(model: str, engine: str, loaded: Iterable[str]) -> str:
-    extra, ref = _ENABLE[engine]
+    # Each engine's pip extra is named after it.
+    ref = ref_for_model(engine)
     engines = ",".join([*loaded, engine])
-    steps = [f"install its engine (`pip install 'speechgate[{extra}]'`)"]
+    steps = [f"install its engine (`pip install 'speechgate[{engine}]'`)"]
     if ref:
         steps.append(f"pull its model (`speechgate voices pull {ref}`)")
     steps.append(

@@ -4,6 +4,7 @@ catalog and the service."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -12,9 +13,10 @@ from speechgate.api.schemas import Readiness
 from speechgate.catalog import Catalog
 from speechgate.engines.base import EngineConfig
 from speechgate.metrics import Metrics
-from speechgate.service import SpeechService
+from speechgate.service import Pull, SpeechService
 from speechgate.settings import Settings
 from speechgate.voices.cloning import VoiceCloning
+from speechgate.voices.installed import InstalledItem
 from speechgate.voices.library import VoiceLibrary
 from speechgate.workers.base import Pool, StartupError
 from speechgate.workers.pool import WorkerPool
@@ -74,6 +76,19 @@ def _pools(settings: Settings, cluster: RayCluster | None) -> dict[str, Pool]:
     }
 
 
+def _auto_pull(settings: Settings, refresh: Callable[[], None]) -> Pull:
+    """What the service pulls a voice that is not installed with (`Settings.auto_pull`)."""
+    from speechgate.hub import Hub
+    from speechgate.hub.autopull import autopull
+
+    hub = Hub.from_settings(settings)
+
+    async def pull(ref: str) -> InstalledItem:
+        return await autopull(ref, models=settings.models_dir, hub=hub, refresh=refresh)
+
+    return pull
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -113,8 +128,20 @@ class Runtime:
             max_decodes=settings.clone_max_decodes,
         )
         recent = RecentRequests()
-        service = SpeechService(settings, catalog, pools, metrics, voices=voices, recent=recent)
-        return cls(settings, pools, catalog, service, voices, recent, cluster)
+        service = SpeechService(
+            settings,
+            catalog,
+            pools,
+            metrics,
+            voices=voices,
+            recent=recent,
+            pull=_auto_pull(settings, lambda: runtime.refresh_installed())
+            if settings.auto_pull
+            else None,
+        )
+        # Built after the service it holds; the pull above reaches it only once a request runs.
+        runtime = cls(settings, pools, catalog, service, voices, recent, cluster)
+        return runtime
 
     def refresh_installed(self) -> None:
         """Make voices installed (or removed) since start-up known to the catalog: call after

@@ -2,6 +2,8 @@
 
 `plan` validates everything a request can get wrong, before any work; `open` admits the job
 and waits for its first audio, so that errors up to that point can still be a JSON response.
+`plan_or_pull` is `plan` for the server: with `Settings.auto_pull` on, a voice that is known
+but not installed is pulled from the hub first.
 """
 
 from __future__ import annotations
@@ -10,14 +12,20 @@ import base64
 import binascii
 import dataclasses
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from speechgate.activity import RecentRequests
 from speechgate.api.schemas import SpeechOptions, SpeechRequest
 from speechgate.catalog import Catalog, language_tag
 from speechgate.engines.base import SynthesisRequest
-from speechgate.errors import InvalidRequest
+from speechgate.errors import (
+    InvalidRequest,
+    NotPullable,
+    PullFailed,
+    SpeechgateError,
+    VoiceNotInstalled,
+)
 from speechgate.metrics import Metrics
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
@@ -25,6 +33,10 @@ from speechgate.text.segment import clean_text
 from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
 from speechgate.workers.base import Pool
 from speechgate.workers.messages import EngineInfo
+
+Pull = Callable[[str], Awaitable[object]]
+"""Installs what a pull reference names (`speechgate.hub.autopull.autopull`, bound to the
+server's models directory, hub and catalog refresh)."""
 
 
 def _language(options: SpeechOptions) -> str | None:
@@ -36,6 +48,23 @@ def _language(options: SpeechOptions) -> str | None:
             param="language_hint",
         )
     return language or hint
+
+
+async def _pull_voice(pull: Pull, voice: str, ref: str) -> None:
+    """`pull(ref)`, its failures told as errors about `voice`, the voice asked for."""
+    try:
+        await pull(ref)
+    except NotPullable as error:
+        # The client named a voice, not a pull reference.
+        raise NotPullable(
+            f"The voice {voice!r} is not installed, and the hub has nothing to pull it from: "
+            f"{error.message}",
+            param="voice",
+        ) from None
+    except SpeechgateError:
+        raise
+    except Exception as error:  # assembling the files failed: the pull failed, not the request
+        raise PullFailed(f"Pulling {ref} for the voice {voice!r} failed: {error}") from error
 
 
 @dataclass(frozen=True)
@@ -108,7 +137,9 @@ class SpeechService:
         clock: Callable[[], float] = time.perf_counter,
         voices: VoiceCloning | None = None,
         recent: RecentRequests | None = None,
+        pull: Pull | None = None,
     ) -> None:
+        """`pull`: what `plan_or_pull` installs a missing voice with; None: never pull."""
         self._settings = settings
         self._catalog = catalog
         self._pools = pools
@@ -116,6 +147,27 @@ class SpeechService:
         self._recent = recent
         self._clock = clock
         self._voices = voices
+        self._pull = pull
+
+    async def plan_or_pull(self, body: SpeechRequest, owner: str | None = None) -> SpeechPlan:
+        """`plan`, pulling a voice that is not installed first when this service can pull."""
+        return await self._pulling(lambda: self.plan(body, owner))
+
+    async def plan_options_or_pull(
+        self, options: SpeechOptions, owner: str | None = None
+    ) -> SpeechPlan:
+        """`plan_options` for a streaming session, pulling like `plan_or_pull`."""
+        return await self._pulling(lambda: self.plan_options(options, owner=owner))
+
+    async def _pulling(self, plan: Callable[[], SpeechPlan]) -> SpeechPlan:
+        try:
+            return plan()
+        except VoiceNotInstalled as missing:
+            if self._pull is None or missing.ref is None:
+                raise
+            await _pull_voice(self._pull, missing.voice, missing.ref)
+        # Once: if the voice is still not installed (the item lacks it), the refusal stands.
+        return plan()
 
     def plan(self, body: SpeechRequest, owner: str | None = None) -> SpeechPlan:
         """Check the request against the catalog and the limits; raises InvalidRequest.

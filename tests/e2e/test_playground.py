@@ -317,3 +317,88 @@ def test_a_recording_is_sent_as_openais_voice_upload(cloning_page: Page) -> None
     else:
         # About a second of Chromium's fake microphone beeps: too little speech to clone.
         expect(page.locator("#clone-error")).to_contain_text(answer.json()["error"]["message"])
+
+
+def test_no_voices_card_without_the_admin_api(page: Page) -> None:
+    # This server has no admin key: the search answers 404, and the card stays hidden.
+    with page.expect_response(re.compile(r"/v1/admin/voices/search")) as answered:
+        page.reload()
+    assert answered.value.status == 404
+    expect(page.locator("#voices-card")).to_be_hidden()
+
+
+ADMIN_KEY = "sk-admin-playground-0123456789abcdefghij"
+HUB_VOICES = ["en_US-lessac-medium", "de_DE-thorsten-medium"]
+
+
+@pytest.fixture(scope="module")
+def voices_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """Piper (one worker) with the admin API on, pulling from a fake hub on loopback."""
+    from tests.helpers.hub import fake_hub, publish_piper_voices
+
+    with fake_hub() as hub:
+        publish_piper_voices(hub, HUB_VOICES)
+        settings = make_settings(
+            engines=["piper"],
+            workers=1,
+            admin_key=ADMIN_KEY,
+            hub_endpoint=hub.url,
+            data_dir=tmp_path_factory.mktemp("voices"),
+        )
+        with running_server(settings) as server:
+            yield server
+
+
+def test_search_and_pull_a_voice_then_pick_it(
+    browser: Browser, voices_server: RunningServer
+) -> None:
+    for page in open_page(browser, voices_server.url):
+        card = page.locator("#voices-card")
+        # No key yet: the admin API answers 401, and the card says which key it needs.
+        expect(card).to_be_visible()
+        expect(page.locator("#voices-hint")).to_be_visible()
+        expect(page.locator("#voices-form")).to_be_hidden()
+
+        page.fill("#api-key", ADMIN_KEY)
+        page.click("#key-form button[type=submit]")
+        rows = page.locator("#voices-list .pullable")
+        expect(rows.filter(has_text="en_US-lessac-medium")).to_have_count(1)
+        expect(page.locator("#voices-hint")).to_be_hidden()
+
+        # Filtered by language on the server (`?language=de`).
+        with page.expect_request(re.compile(r"/v1/admin/voices/search\?language=de$")):
+            page.select_option("#voices-language", "de")
+        expect(rows).to_have_count(1)
+        expect(rows).to_contain_text("de_DE-thorsten-medium")
+        page.select_option("#voices-language", "en-US")
+        lessac = rows.filter(has_text="en_US-lessac-medium")
+        expect(rows).to_have_count(1)
+        expect(lessac).to_contain_text("en-US · medium")
+        expect(lessac).to_contain_text("MB")
+        expect(page.locator("#voice option", has_text="lessac")).to_have_count(0)
+
+        lessac.get_by_role("button", name="Pull").click()
+        expect(lessac.get_by_role("button")).to_have_text("Installed")
+        expect(page.locator("#voices-error")).to_be_hidden()
+        bar = lessac.get_by_role("progressbar")
+        expect(bar).to_be_visible()
+        expect(bar).to_have_attribute("aria-valuenow", "100")
+        assert int(lessac.get_attribute("data-progress-events") or 0) >= 1
+        # The new voice is in the voice select at once, selected, with its language and quality.
+        expect(page.locator("#model")).to_have_value("piper")
+        expect(page.locator("#voice")).to_have_value("en_US-lessac-medium")
+        expect(page.locator("#voice option:checked")).to_have_text(
+            "en_US-lessac-medium \u00b7 en-US \u00b7 medium"
+        )
+
+        # Searched again, the server says what is installed.
+        page.select_option("#voices-language", "")
+        expect(rows).to_have_count(2)
+        expect(page.locator("#voices-state")).to_have_text("2 found, 1 installed.")
+        expect(rows.filter(has_text="en_US-lessac-medium").get_by_role("button")).to_have_text(
+            "Installed"
+        )
+        expect(rows.filter(has_text="de_DE-thorsten-medium").get_by_role("button")).to_have_text(
+            "Pull"
+        )
+        card.screenshot(path=str(SCREENSHOT.with_name("playground-voices.png")))

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from speechgate.api.errors import error_body
 from speechgate.api.schemas import error_responses
 from speechgate.api.tenancy import get_tenancy, require_admin
-from speechgate.errors import NotFound, SpeechgateError
+from speechgate.errors import NotFound, PullFailed, SpeechgateError
 from speechgate.metering.keys import ApiKey, KeyLimits, check_limits
 from speechgate.metering.records import aware_utc, naive_utc
 
@@ -238,13 +238,13 @@ async def pull_voice(body: PullBody, request: Request) -> StreamingResponse:
                 ),
             )
             # On the event loop, where the catalog lives, whether or not the client stayed.
-            loop.call_soon_threadsafe(_refresh_installed, request)
+            loop.call_soon_threadsafe(request.app.state.runtime.refresh_installed)
             voices = [voice.id for voice in installed.manifest.voices]
             emit({"type": "installed", "ref": installed.manifest.ref, "voices": voices})
         except SpeechgateError as error:
             emit({"type": "error", **error_body(error)})
         except Exception as error:  # the stream is under way: report, do not re-raise
-            failure = SpeechgateError(f"The pull failed: {error}", code="pull_failed")
+            failure = PullFailed(f"The pull failed: {error}")
             emit({"type": "error", **error_body(failure)})
         finally:
             emit(None)
@@ -260,11 +260,3 @@ async def pull_voice(body: PullBody, request: Request) -> StreamingResponse:
             await asyncio.shield(task)
 
     return StreamingResponse(stream(), media_type="application/x-ndjson")
-
-
-def _refresh_installed(request: Request) -> None:
-    """Tell the catalog about the new item. `Runtime.refresh_installed` comes with the catalog
-    work of issue 14; until then the new voices show after a restart."""
-    refresh = getattr(request.app.state.runtime, "refresh_installed", None)
-    if refresh is not None:
-        refresh()

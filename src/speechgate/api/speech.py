@@ -112,7 +112,10 @@ async def create_speech(
             )
             meter.engine = answer.headers.get("x-speechgate-engine", "")
         else:
-            plan = service.plan(body, request.state.principal.key_id)
+            # A voice pulled on first use (auto_pull) is part of the wait the client may leave.
+            plan = await unless_disconnected(
+                request, service.plan_or_pull(body, request.state.principal.key_id)
+            )
             meter.engine = plan.engine
             stream = await unless_disconnected(request, service.open(plan))
             answer = local_answer(service, plan, stream)

@@ -48,8 +48,10 @@ async def autopull(
     refresh: Callable[[], None] | None = None,
 ) -> InstalledItem:
     """`ensure_installed` off the event loop, then `refresh()` (the gateway passes
-    `Runtime.refresh_installed`) when something new was installed."""
-    item, pulled = await asyncio.to_thread(ensure_installed, ref, models=models, hub=hub)
-    if pulled and refresh is not None:
+    `Runtime.refresh_installed`)."""
+    item, _ = await asyncio.to_thread(ensure_installed, ref, models=models, hub=hub)
+    if refresh is not None:
+        # Even when this call did not pull: the caller that did may not have refreshed yet
+        # (it resumes after us) or ever (its client left while it waited). It is cheap.
         refresh()
     return item

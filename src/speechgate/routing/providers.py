@@ -130,7 +130,9 @@ class LocalProvider:
         self._render = render
 
     async def open(self, body: SpeechRequest, request_id: str) -> Answer:
-        plan = self._service.plan(_mapped(body, self.config.model, self.config.voices))
+        plan = await self._service.plan_or_pull(
+            _mapped(body, self.config.model, self.config.voices)
+        )
         return self._render(plan, await self._service.open(plan))
 
     async def aclose(self) -> None:

@@ -47,7 +47,7 @@ async function request(path, init = {}) {
 
 const getJSON = async (path) => (await request(path)).json();
 
-function showError(box, error) {
+function showError(box, error, streamed = "Synthesis failed.") {
   if (!error) {
     box.hidden = true;
     box.textContent = "";
@@ -58,7 +58,7 @@ function showError(box, error) {
   if (error instanceof ApiError) {
     if (error.status === 401) title.textContent = "Unauthorized (401).";
     else if (error.status) title.textContent = `Error ${error.status}.`;
-    else title.textContent = "Synthesis failed.";
+    else title.textContent = streamed; // an error event in a stream that had started
     box.append(title, " ", error.message);
     if (error.param) box.append(` (field: ${error.param})`);
     if (error.status === 401) box.append(" Enter a valid API key at the top of the page.");
@@ -212,7 +212,8 @@ async function loadModels() {
 
 function voiceLabel(voice) {
   if (voice.type === "audio_sample") return `${voice.name} · cloned`;
-  return voice.language && voice.name !== voice.language ? `${voice.name} · ${voice.language}` : voice.name;
+  const details = [voice.language, voice.quality].filter((detail) => detail && detail !== voice.name);
+  return [voice.name, ...details].join(" · ");
 }
 
 async function loadVoices(select = null) {
@@ -609,6 +610,188 @@ async function cloneVoice() {
   }
 }
 
+// --- voices pulled from the hub (the admin API) -----------------------------------------------
+
+const pulls = { languages: null };
+
+function megabytes(bytes) {
+  return bytes == null ? "" : `${(bytes / 1e6).toFixed(bytes < 1e7 ? 1 : 0)} MB`;
+}
+
+/** Yields each JSON line of an NDJSON body as it arrives. */
+async function* ndjsonLines(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (value) buffer += value;
+    let end;
+    while ((end = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, end).trim();
+      buffer = buffer.slice(end + 1);
+      if (line) yield JSON.parse(line);
+    }
+    if (done) {
+      if (buffer.trim()) yield JSON.parse(buffer);
+      return;
+    }
+  }
+}
+
+function pullableRow(item) {
+  const row = document.createElement("li");
+  row.className = "pullable";
+  row.dataset.ref = item.ref;
+  const what = document.createElement("div");
+  what.className = "what";
+  const engine = document.createElement("span");
+  engine.className = "pill";
+  engine.textContent = item.engine;
+  const name = document.createElement("span");
+  name.className = "ref";
+  name.textContent = item.name;
+  const meta = document.createElement("small");
+  meta.className = "muted";
+  const languages = item.languages.length > 3 ? `${item.languages.length} languages` : item.languages.join(", ");
+  const voices = item.voices > 1 ? `${item.voices} voices` : "";
+  meta.textContent = [languages, item.quality, voices, megabytes(item.size_bytes)].filter(Boolean).join(" · ");
+  what.append(engine, name, meta);
+  const action = document.createElement("div");
+  action.className = "action";
+  const bar = document.createElement("div");
+  bar.className = "bar";
+  bar.setAttribute("role", "progressbar");
+  bar.setAttribute("aria-valuemin", "0");
+  bar.setAttribute("aria-valuemax", "100");
+  bar.hidden = true;
+  bar.append(document.createElement("span"));
+  const button = document.createElement("button");
+  button.className = "ghost";
+  setInstalled(row, button, item.installed);
+  button.addEventListener("click", () => pullVoice(item, row, button, bar));
+  action.append(bar, button);
+  row.append(what, action);
+  return row;
+}
+
+function setInstalled(row, button, installed) {
+  row.classList.toggle("installed", installed);
+  button.textContent = installed ? "Installed" : "Pull";
+  button.disabled = installed;
+}
+
+function showProgress(bar, done, total) {
+  const percent = total ? Math.min(100, (100 * done) / total) : 0;
+  bar.hidden = false;
+  bar.firstChild.style.width = `${percent.toFixed(1)}%`;
+  bar.setAttribute("aria-valuenow", percent.toFixed(0));
+  bar.title = total ? `${megabytes(done)} of ${megabytes(total)}` : megabytes(done);
+}
+
+async function pullVoice(item, row, button, bar) {
+  const box = $("voices-error");
+  showError(box, null);
+  button.disabled = true;
+  button.textContent = "Pulling…";
+  // Bytes per file as huggingface_hub reports them; the index's size (when it gives one)
+  // keeps the bar from jumping back as each new file announces its total.
+  const files = new Map();
+  let events = 0;
+  let size = item.size_bytes ?? 0;
+  showProgress(bar, 0, size);
+  try {
+    const response = await request("/v1/admin/voices/pull", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ ref: item.ref }),
+    });
+    let installed = null;
+    for await (const event of ndjsonLines(response.body)) {
+      if (event.type === "progress") {
+        files.set(event.file, event);
+        events += 1;
+        let done = 0;
+        let total = 0;
+        for (const file of files.values()) {
+          done += file.done;
+          total += file.total ?? file.done;
+        }
+        size = Math.max(total, size);
+        showProgress(bar, done, size);
+        row.dataset.progressEvents = String(events);
+      } else if (event.type === "installed") {
+        installed = event;
+      } else if (event.type === "error") {
+        throw new ApiError(null, event.error);
+      }
+    }
+    if (!installed) throw new Error("The pull ended without installing anything.");
+    showProgress(bar, size, size);
+    setInstalled(row, button, true);
+    $("voices-state").textContent = `Installed ${installed.ref}: pick it under Voice above.`;
+    await pickPulled(item.engine, installed.voices);
+  } catch (error) {
+    showError(box, error, "Pull failed.");
+    bar.hidden = true;
+    setInstalled(row, button, false);
+  }
+}
+
+/** Show the new voices in the model and voice selects, the first of them selected. */
+async function pickPulled(engine, voices) {
+  await loadModels();
+  if ([...$("model").options].some((option) => option.value === engine)) $("model").value = engine;
+  await loadVoices(voices[0] ?? null);
+}
+
+async function searchVoices() {
+  const card = $("voices-card");
+  const language = $("voices-language").value;
+  const query = language ? `?language=${encodeURIComponent(language)}` : "";
+  $("voices-state").textContent = "Searching…";
+  showError($("voices-error"), null);
+  try {
+    const found = await getJSON(`/v1/admin/voices/search${query}`);
+    card.hidden = false;
+    $("voices-hint").hidden = true;
+    $("voices-form").hidden = false;
+    if (pulls.languages === null && !language) fillLanguages(found.data);
+    $("voices-list").replaceChildren(...found.data.map(pullableRow));
+    const unreadable = Object.keys(found.errors);
+    $("voices-unreadable").hidden = !unreadable.length;
+    $("voices-unreadable").textContent = unreadable.length
+      ? `Not listed: ${unreadable.join(", ")} (the hub did not answer for ${unreadable.length > 1 ? "their" : "its"} index).`
+      : "";
+    const installed = found.data.filter((item) => item.installed).length;
+    $("voices-state").textContent = `${found.data.length} found${language ? ` for ${language}` : ""}, ${installed} installed.`;
+  } catch (error) {
+    $("voices-state").textContent = "";
+    $("voices-list").replaceChildren();
+    // 404: this server has no admin API; 401/403: it has, and the key field holds another key.
+    const forbidden = error instanceof ApiError && (error.status === 401 || error.status === 403);
+    card.hidden = error instanceof ApiError && error.status === 404;
+    $("voices-hint").hidden = !forbidden;
+    $("voices-form").hidden = forbidden;
+    if (!forbidden) showError($("voices-error"), error);
+  }
+}
+
+function fillLanguages(items) {
+  // Primary languages ("de") first, each followed by its regions ("de-AT", "de-DE").
+  const tags = new Set();
+  for (const item of items) {
+    for (const tag of item.languages) {
+      tags.add(tag.split("-")[0]);
+      tags.add(tag);
+    }
+  }
+  pulls.languages = [...tags].sort();
+  $("voices-language").replaceChildren(
+    option("", "All languages"),
+    ...pulls.languages.map((tag) => option(tag, tag.includes("-") ? `\u2003${tag}` : tag)),
+  );
+}
+
 // --- wiring ------------------------------------------------------------------------------------
 
 function showKeyState() {
@@ -625,13 +808,20 @@ function init() {
     showKeyState();
     refreshCatalog();
     pollStatus();
+    searchVoices();
   });
   $("key-clear").addEventListener("click", () => {
     localStorage.removeItem(KEY_STORAGE);
     showKeyState();
     refreshCatalog();
     pollStatus();
+    searchVoices();
   });
+  $("voices-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    searchVoices();
+  });
+  $("voices-language").addEventListener("change", searchVoices);
   $("model").addEventListener("change", () => loadVoices().catch((error) => showError($("speak-error"), error)));
   $("speed").addEventListener("input", () => {
     $("speed-value").textContent = `${Number($("speed").value).toFixed(2)}×`;
@@ -648,6 +838,7 @@ function init() {
   showKeyState();
   refreshCatalog();
   pollStatus();
+  searchVoices();
   setInterval(() => {
     if (!document.hidden) pollStatus();
   }, STATUS_EVERY_MS);
