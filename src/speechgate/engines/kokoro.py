@@ -56,7 +56,11 @@ from speechgate.voices.installed import Gender, find
 DEFAULT_LANG = "en-us"
 INSTALLED_NAME = "kokoro-v1.0"
 
-# TODO measured
+# Measured in-process, one worker-like process (1 core, 1 thread), the embedded int8 model, 24
+# requests of the bench texts, the variants taking turns (bench/voices.py --phases memory,
+# 2026-11-30, shared 2-core machine): onnxruntime's defaults 476 MB; without the memory pattern
+# 413 MB, no slower (0.6-0.8x real time, noisy); without the CPU arena as well 414 MB: no
+# further saving, so the arena (and its speed) stays. Kokoro holds one model at a time.
 _MEMORY_PATTERN = False
 _CPU_ARENA = True
 

@@ -47,9 +47,15 @@ from speechgate.voices.installed import InstalledItem, installed
 
 log = logging.getLogger(__name__)
 
-# TODO measured
+# Measured in-process, one worker-like process (1 core, 1 thread), joe, 160 requests of the bench
+# texts, the three variants taking turns (bench/voices.py --phases memory, 2026-11-30, shared
+# 2-core machine): onnxruntime's defaults 458 MB at 6.0x real time; without the memory pattern
+# 345 MB at the same speed (0.98); without the CPU arena as well 266 MB at 0.92 of the speed.
+# Both off: the arena is per session and keeps its peak, so a worker holding `loaded_voices`
+# models would hold that ~80 MB once per loaded voice; a few percent of speed buys memory that
+# stays bounded by the models themselves. `cpu_arena: "true"` takes the speed back.
 _MEMORY_PATTERN = False
-_CPU_ARENA = True
+_CPU_ARENA = False
 
 
 def _embedded_model() -> Path:
