@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.engines.kokoro import KokoroEngine, _embedded_files
+from speechgate.voices.installed import InstalledVoice, Manifest, install
 
 pytestmark = pytest.mark.slow
 
@@ -127,5 +130,95 @@ def test_the_server_assembles_the_model_in_its_data_directory(tmp_path: Path) ->
     engine = load_engine(EngineConfig("kokoro", data_dir=str(tmp_path)))
     try:
         assert (tmp_path / "kokoro-v1.0.int8.onnx").exists()
+    finally:
+        engine.close()
+
+
+# --- the installed multilingual item (`speechgate voices pull kokoro`) ---------------------
+
+# The hub cannot be reached: the item is built from the embedded model, with its Japanese voice
+# arrays under the ids of other languages.
+RENAMED = {
+    "af_heart": "jf_alpha",
+    "bm_george": "jm_kumo",
+    "ef_dora": "jf_nezumi",
+    "zf_xiaobei": "jf_tebukuro",
+    "jf_alpha": "jf_alpha",
+}
+
+
+def install_kokoro(models: Path) -> None:
+    model, voices = _embedded_files(None)
+    staging = models / "kokoro" / ".staging-test"
+    staging.mkdir(parents=True)
+    os.symlink(model, staging / "model.onnx")
+    with np.load(voices) as japanese:
+        np.savez(staging / "voices.npz", **{new: japanese[old] for new, old in RENAMED.items()})
+    manifest = Manifest(
+        ref="kokoro",
+        engine="kokoro",
+        name="kokoro-v1.0",
+        files={"model": "model.onnx", "voices": "voices.npz"},
+        voices=tuple(InstalledVoice(voice) for voice in RENAMED),
+        size_bytes=0,
+        installed_at=int(time.time()),
+    )
+    install(staging, models, manifest)
+
+
+def test_the_installed_item_brings_voices_of_every_language(tmp_path: Path) -> None:
+    install_kokoro(tmp_path)
+    engine = KokoroEngine.from_config(EngineConfig("kokoro", models_dir=str(tmp_path)))
+    try:
+        voices = {voice.id: (voice.language, voice.gender) for voice in engine.voices()}
+        assert voices == {
+            "af_heart": ("en-US", "female"),
+            "bm_george": ("en-GB", "male"),
+            "ef_dora": ("es", "female"),
+            "zf_xiaobei": ("zh", "female"),
+            "jf_alpha": ("ja", "female"),
+        }
+        # Every voice is phonemized in its own language (with the multilingual model, the
+        # Japanese ones in Japanese).
+        assert {voice: engine.phoneme_language(voice) for voice in voices} == {
+            "af_heart": "en-us",
+            "bm_george": "en-gb",
+            "ef_dora": "es",
+            "zf_xiaobei": "cmn",
+            "jf_alpha": "ja",
+        }
+        assert joined(speak(engine, "Hola.", voice="ef_dora")).std() > 500
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize(
+    "language", ["en-us", "en-gb", "es", "fr-fr", "hi", "it", "ja", "pt-br", "cmn"]
+)
+def test_espeak_speaks_every_kokoro_language(engine: KokoroEngine, language: str) -> None:
+    assert engine._kokoro.tokenizer.phonemize("Hello, one two three.", language).strip()
+
+
+def test_the_lang_option_still_sets_the_embedded_japanese_voices_language() -> None:
+    english = KokoroEngine.from_config(EngineConfig("kokoro"))
+    japanese = KokoroEngine.from_config(EngineConfig("kokoro", options={"lang": "ja"}))
+    try:
+        assert english.phoneme_language("jf_alpha") == "en-us"
+        assert japanese.phoneme_language("jf_alpha") == "ja"
+    finally:
+        english.close()
+        japanese.close()
+
+
+def test_an_item_installed_while_the_engine_runs_is_picked_up_on_a_miss(tmp_path: Path) -> None:
+    engine = KokoroEngine.from_config(EngineConfig("kokoro", models_dir=str(tmp_path)))
+    try:
+        assert "af_heart" not in {voice.id for voice in engine.voices()}
+        with pytest.raises(ValueError, match="unknown kokoro voice"):
+            speak(engine, TEXT, voice="af_heart")
+        install_kokoro(tmp_path)
+        assert joined(speak(engine, TEXT, voice="af_heart")).std() > 500
+        assert "af_heart" in {voice.id for voice in engine.voices()}
+        assert engine.loads == 2
     finally:
         engine.close()

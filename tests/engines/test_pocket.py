@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
+import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.engines.pocket import PocketEngine
+from speechgate.voices.installed import InstalledVoice, Manifest, install
 from tests.helpers.pocket import RATE, build_tiny_model, read_wav
 
 pytestmark = pytest.mark.slow
@@ -272,5 +275,128 @@ def test_a_model_without_cloning_weights_refuses_to_clone(
             engine.clone(prompt)
         with pytest.raises(ValueError, match="no voice-cloning weights"):
             engine.synthesize(SynthesisRequest(text=TEXT, voice="", reference=prompt))
+    finally:
+        engine.close()
+
+
+# --- installed configs (`speechgate voices pull pocket:<config>`) ---------------------------
+
+
+def install_config(models: Path, model_dir: Path, config: str, voices: dict[str, str]) -> None:
+    """Install the tiny model as packaged config `config`, with `voices` (name -> prompt .wav
+    in `model_dir`) as embeddings, the way a pull lays it out: the YAML points at the item's
+    own files."""
+    target = models / "pocket" / config
+    staging = models / "pocket" / f".staging-{config}"
+    (staging / "embeddings").mkdir(parents=True)
+    shutil.copy(model_dir / "model.safetensors", staging / "model.safetensors")
+    shutil.copy(model_dir / "tokenizer.json", staging / "tokenizer.json")
+    yaml = (model_dir / "config.yaml").read_text()
+    yaml = yaml.replace(str(model_dir / "model.safetensors"), str(target / "model.safetensors"))
+    yaml = yaml.replace(str(model_dir / "tokenizer.json"), str(target / "tokenizer.json"))
+    (staging / "config.yaml").write_text(yaml)
+    model = TTSModel.load_model(config=model_dir / "config.yaml")
+    for name, wav in voices.items():
+        state = model.get_state_for_audio_prompt(model_dir / wav)
+        export_model_state(state, staging / "embeddings" / f"{name}.safetensors")
+    manifest = Manifest(
+        ref=f"pocket:{config}",
+        engine="pocket",
+        name=config,
+        files={
+            "config": "config.yaml",
+            "weights": "model.safetensors",
+            "tokenizer": "tokenizer.json",
+        },
+        voices=tuple(InstalledVoice(name) for name in voices),
+        size_bytes=0,
+        installed_at=int(time.time()),
+    )
+    install(staging, models, manifest)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Path:
+    models = tmp_path_factory.mktemp("models")
+    install_config(models, model_dir, "german", {"juergen": "low.wav", "alba": "noise.wav"})
+    install_config(models, model_dir, "french", {"estelle": "noise.wav", "alba": "low.wav"})
+    return models
+
+
+def engine_over(models: Path, loaded_voices: int = 4, **options: str) -> PocketEngine:
+    config = EngineConfig(
+        "pocket",
+        options={"eos_threshold": "1e9", **options},
+        models_dir=str(models),
+        loaded_voices=loaded_voices,
+    )
+    return PocketEngine.from_config(config)
+
+
+def seeded(engine: Engine, voice: str) -> np.ndarray:
+    chunks = engine.synthesize(SynthesisRequest(text=TEXT, voice=voice, seed=7))
+    return np.concatenate([chunk.samples for chunk in chunks])
+
+
+def test_an_installed_packaged_config_loads_offline_with_its_voices(models: Path) -> None:
+    # `language=german` would need the hub; installed, it loads from the item's files.
+    engine = engine_over(models, language="german")
+    try:
+        voices = {voice.id: (voice.language, voice.gender) for voice in engine.voices()}
+        # The default config's voices keep their names; another config's voice is bare where
+        # unique and `<config>-<voice>` where its name is taken.
+        assert voices == {
+            "alba": ("de", "female"),
+            "juergen": ("de", "male"),
+            "estelle": ("fr", "female"),
+            "french-alba": ("fr", "female"),
+        }
+        assert len(speak(engine, "juergen")) > 0
+        assert engine.loaded_models == ["german"]
+        assert len(speak(engine, "french-alba")) > 0
+        assert engine.loaded_models == ["german", "french"]
+        assert engine.loads == 2
+    finally:
+        engine.close()
+
+
+def test_clashing_names_of_installed_configs_are_qualified(models: Path, model_dir: Path) -> None:
+    engine = engine_over(models, config=str(model_dir / "config.yaml"))
+    try:
+        assert sorted(voice.id for voice in engine.voices()) == [
+            "estelle",
+            "french-alba",
+            "german-alba",
+            "juergen",
+        ]
+        # The qualified form works for unique names too.
+        assert np.array_equal(seeded(engine, "german-juergen"), seeded(engine, "juergen"))
+    finally:
+        engine.close()
+
+
+def test_the_lru_evicts_and_reloads_models_under_a_bound_of_one(models: Path) -> None:
+    engine = engine_over(models, loaded_voices=1, language="german")
+    try:
+        first = seeded(engine, "juergen")
+        speak(engine, "estelle")
+        assert (engine.loaded_models, engine.loads) == (["french"], 2)
+        # Reloaded from its files, the voice says the same thing bit for bit.
+        assert np.array_equal(seeded(engine, "juergen"), first)
+        assert (engine.loaded_models, engine.loads) == (["german"], 3)
+    finally:
+        engine.close()
+
+
+def test_a_config_installed_while_the_engine_runs_is_usable_at_once(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    engine = engine_over(tmp_path, config=str(model_dir / "config.yaml"))
+    try:
+        with pytest.raises(ValueError, match="unknown pocket voice"):
+            speak(engine, "juergen")
+        install_config(tmp_path, model_dir, "german", {"juergen": "low.wav"})
+        assert len(speak(engine, "juergen")) > 0
+        assert [voice.id for voice in engine.voices()] == ["juergen"]
     finally:
         engine.close()

