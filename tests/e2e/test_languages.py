@@ -2,8 +2,7 @@
 
 The server's data directory holds Piper items as `speechgate voices pull` installs them: the
 joe voice published under other names and languages (its config's language rewritten). The
-gateway resolves names against them; speaking with one needs workers that load installed Piper
-voices (the voices-engines branch), so those tests are marked xfail until it lands.
+gateway resolves names against them and the workers speak with them.
 """
 
 from __future__ import annotations
@@ -26,12 +25,6 @@ from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer, running_server
 
 pytestmark = pytest.mark.slow
-
-NEEDS_ENGINES = pytest.mark.xfail(
-    strict=True,
-    reason="the Piper workers speak installed voices once the voices-engines branch lands",
-)
-
 
 def install_joe_as(models: Path, key: str, language: str, gender: str) -> None:
     """Joe's model under another voice key, its config saying `language` ("de_DE")."""
@@ -138,7 +131,6 @@ def test_a_session_with_a_language_hint_gets_a_voice_of_that_language(
     assert created["session"]["voice"] == "de_DE-thorsten-medium"
 
 
-@NEEDS_ENGINES
 def test_language_hint_with_a_generic_voice_speaks_with_a_german_voice(
     client: openai.OpenAI,
 ) -> None:
@@ -221,7 +213,6 @@ def test_generic_names_on_espeak_pick_its_variants(server: RunningServer) -> Non
     assert german.headers["x-speechgate-voice"] == "de"
 
 
-@NEEDS_ENGINES
 def test_an_installed_voice_speaks_by_its_generic_name(server: RunningServer) -> None:
     response = speak(server, voice="de_male")
     assert response.status_code == 200, response.text
