@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from speechgate.catalog import Catalog, language_tag, matches_filter, normalize
+from speechgate.catalog import Catalog, normalize
 from speechgate.engines.base import Voice
 from speechgate.errors import (
     InvalidRequest,
@@ -161,20 +161,6 @@ def test_installed_voices_merge_with_the_engines_own_and_refresh_at_run_time(
     catalog.refresh()
     assert catalog.voice("piper", "DE-de-Thorsten-medium") == "de_DE-thorsten-medium"
     assert [v.language for v in catalog.voices("piper")] == ["en-US", "de-DE"]
-
-
-@pytest.mark.parametrize(
-    ("value", "tag"),
-    [("en_us", "en-US"), ("EN-gb", "en-GB"), ("zh-hans", "zh-Hans"), ("es-419", "es-419")],
-)
-def test_languages_are_bcp47_tags(value: str, tag: str) -> None:
-    assert language_tag(value) == tag
-
-
-def test_language_filter_matches_the_primary_subtag_or_the_exact_region() -> None:
-    assert matches_filter("de-DE", "de") and matches_filter("de-AT", "DE")
-    assert matches_filter("en-GB", "en_gb") and not matches_filter("en-US", "en-GB")
-    assert not matches_filter(None, "de")
 
 
 @pytest.fixture

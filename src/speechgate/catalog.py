@@ -37,52 +37,13 @@ from speechgate.settings import (
     Settings,
 )
 from speechgate.voices import installed
+from speechgate.voices.naming import language_tag, primary_language, speaks
 from speechgate.workers.messages import EngineInfo
 
 
 def normalize(name: str) -> str:
     """The form names are compared in: "en-US_Joe" and "en_us-joe" are the same voice."""
     return name.strip().casefold().replace("-", "_")
-
-
-def language_tag(value: str) -> str:
-    """`value` as a BCP 47 tag in its usual case: "en_us" -> "en-US", "ZH-hans" -> "zh-Hans"."""
-    parts = [part for part in re.split(r"[-_]", value.strip()) if part]
-    if not parts:
-        return ""
-    tag = [parts[0].lower()]
-    private = False  # after a singleton ("x-..."), subtags are not regions or scripts
-    for part in parts[1:]:
-        if private or len(part) == 1:
-            private = True
-            tag.append(part.lower())
-        elif (len(part) == 2 and part.isalpha()) or (len(part) == 3 and part.isdigit()):
-            tag.append(part.upper())
-        elif len(part) == 4 and part.isalpha():
-            tag.append(part.title())
-        else:
-            tag.append(part.lower())
-    return "-".join(tag)
-
-
-def primary_language(tag: str) -> str:
-    return language_tag(tag).split("-", 1)[0]
-
-
-def speaks(voice_language: str | None, wanted: str) -> bool:
-    """A voice of `voice_language` can speak `wanted` (same primary language)."""
-    return voice_language is not None and primary_language(voice_language) == primary_language(
-        wanted
-    )
-
-
-def matches_filter(voice_language: str | None, wanted: str) -> bool:
-    """`?language=` listing: "de" matches de-DE and de-AT; "en-GB" only en-GB (and its
-    variants)."""
-    if voice_language is None:
-        return False
-    voice, tag = language_tag(voice_language), language_tag(wanted)
-    return voice == tag or voice.startswith(tag + "-")
 
 
 @dataclass(frozen=True)

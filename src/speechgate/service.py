@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from speechgate.activity import RecentRequests
 from speechgate.api.schemas import SpeechOptions, SpeechRequest
-from speechgate.catalog import Catalog, language_tag
+from speechgate.catalog import Catalog
 from speechgate.engines.base import SynthesisRequest
 from speechgate.errors import (
     InvalidRequest,
@@ -31,6 +31,7 @@ from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
 from speechgate.text.segment import clean_text
 from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
+from speechgate.voices.naming import language_tag
 from speechgate.workers.base import Pool
 from speechgate.workers.messages import EngineInfo
 

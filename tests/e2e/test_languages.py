@@ -26,6 +26,7 @@ from tests.helpers.server import RunningServer, running_server
 
 pytestmark = pytest.mark.slow
 
+
 def install_joe_as(models: Path, key: str, language: str, gender: str) -> None:
     """Joe's model under another voice key, its config saying `language` ("de_DE")."""
     staging = models / "piper" / f".staging-{key}"

@@ -20,11 +20,12 @@ from speechgate.api.schemas import (
     error_responses,
 )
 from speechgate.api.tenancy import CurrentPrincipal, admit_speech
-from speechgate.catalog import Catalog, matches_filter
+from speechgate.catalog import Catalog
 from speechgate.errors import PayloadTooLarge
 from speechgate.runtime import Runtime
 from speechgate.voices.cloning import VoiceCloning
 from speechgate.voices.library import StoredVoice
+from speechgate.voices.naming import matches_filter
 
 router = APIRouter()
 

@@ -51,7 +51,8 @@ from speechgate.audio.stretch import stretch
 from speechgate.engines import blend
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
 from speechgate.engines.onnx_session import pinned_session
-from speechgate.voices.installed import Gender, find
+from speechgate.voices.installed import find
+from speechgate.voices.naming import kokoro_gender, kokoro_language, kokoro_phoneme_language
 
 DEFAULT_LANG = "en-us"
 INSTALLED_NAME = "kokoro-v1.0"
@@ -64,49 +65,11 @@ INSTALLED_NAME = "kokoro-v1.0"
 _MEMORY_PATTERN = False
 _CPU_ARENA = True
 
-# Kokoro voice ids start with a language letter, then f(emale) or m(ale): "af_heart", "jm_kumo".
-# The letter's espeak-ng language, for phonemes.
-_VOICE_LANGUAGES = {
-    "a": "en-us",
-    "b": "en-gb",
-    "e": "es",
-    "f": "fr-fr",
-    "h": "hi",
-    "i": "it",
-    "j": "ja",
-    "p": "pt-br",
-    "z": "cmn",
-}
-
-
-# ... and as the BCP 47 tag clients see.
-_VOICE_TAGS = {
-    "a": "en-US",
-    "b": "en-GB",
-    "e": "es",
-    "f": "fr-FR",
-    "h": "hi",
-    "i": "it",
-    "j": "ja",
-    "p": "pt-BR",
-    "z": "zh",
-}
-_GENDERS: dict[str, Gender] = {"f": "female", "m": "male"}
-
-
-def _voice_language(voice_id: str) -> str | None:
-    return _VOICE_LANGUAGES.get(voice_id[:1]) if voice_id[1:3] in ("f_", "m_") else None
-
 
 def describe(voice_id: str) -> Voice:
     """A Kokoro voice with the language and gender its id spells."""
-    if voice_id[1:3] not in ("f_", "m_"):
-        return Voice(voice_id, voice_id)
     return Voice(
-        voice_id,
-        voice_id,
-        language=_VOICE_TAGS.get(voice_id[:1]),
-        gender=_GENDERS[voice_id[1]],
+        voice_id, voice_id, language=kokoro_language(voice_id), gender=kokoro_gender(voice_id)
     )
 
 
@@ -264,7 +227,7 @@ class KokoroEngine:
 
     def phoneme_language(self, voice: str) -> str:
         """The espeak-ng language `voice` speaks (see the module's docstring)."""
-        language = _voice_language(voice)
+        language = kokoro_phoneme_language(voice)
         if language == "ja":
             return self._lang or ("ja" if self._files.installed else DEFAULT_LANG)
         if language is not None:

@@ -44,6 +44,7 @@ from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
 from speechgate.engines.onnx_session import pinned_session
 from speechgate.voices.installed import InstalledItem, installed
+from speechgate.voices.naming import language_tag
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +80,6 @@ def _flag(options: Mapping[str, str], key: str, default: bool) -> bool:
     return bool(value.lower() == "true")
 
 
-def bcp47(code: str) -> str:
-    """A Piper language code ("en_US") or espeak voice ("en-us", "cmn") as a BCP 47 tag."""
-    first, *rest = code.replace("_", "-").split("-")
-    return "-".join([first.lower(), *(part.upper() if len(part) == 2 else part for part in rest)])
-
-
 @dataclass(frozen=True)
 class _Source:
     """Where a voice comes from: its model (and speaker, in a multi-speaker model)."""
@@ -100,7 +95,7 @@ def _voices_of(model: Path, key: str, item: InstalledItem | None) -> list[_Sourc
     config_path = item.file("config") if item else Path(f"{model}.json")
     raw = json.loads(config_path.read_text(encoding="utf-8"))
     code = (raw.get("language") or {}).get("code") or raw["espeak"]["voice"]
-    language = bcp47(code)
+    language = language_tag(code)
     listed = {voice.id: voice for voice in item.manifest.voices} if item else {}
 
     def source(voice_id: str, speaker: int | None) -> _Source:

@@ -57,7 +57,8 @@ from pocket_tts.utils.utils import _ORIGINS_OF_PREDEFINED_VOICES
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
-from speechgate.voices.installed import Gender, InstalledItem, installed
+from speechgate.voices.installed import InstalledItem, installed
+from speechgate.voices.naming import POCKET_GENDERS, pocket_config_language
 
 DEFAULT_LANGUAGE = "english"
 # What `get_state_for_audio_prompt` reads without optional dependencies (others need soundfile).
@@ -66,53 +67,12 @@ _VOICE_FILE_SUFFIXES = (".wav", ".safetensors")
 _STATE_CACHE_SIZE = 16
 # pocket-tts' own cap on a voice prompt (`get_state_for_audio_prompt(truncate=True)`).
 _MAX_PROMPT_SECONDS = 30.0
-# A packaged config's language, from its name's first word ("english_2m_2026-10" -> en).
-_CONFIG_LANGUAGES = {
-    "english": "en",
-    "french": "fr",
-    "german": "de",
-    "italian": "it",
-    "portuguese": "pt",
-    "spanish": "es",
-    "dutch": "nl",
-}
-# The built-in voices whose source says who speaks (VCTK's speaker table, the donors' names).
-_GENDERS: dict[str, Gender] = {
-    "alba": "female",
-    "anna": "female",
-    "vera": "female",
-    "fantine": "female",
-    "charles": "male",
-    "paul": "male",
-    "eponine": "female",
-    "azelma": "female",
-    "george": "male",
-    "mary": "female",
-    "jane": "female",
-    "michael": "male",
-    "eve": "female",
-    "bill_boerst": "male",
-    "peter_yearsley": "male",
-    "stuart_bell": "male",
-    "caro_davy": "female",
-    "giovanni": "male",
-    "lola": "female",
-    "juergen": "male",
-    "rafael": "male",
-    "daan": "male",
-    "estelle": "female",
-}
 
 
 def _flag(value: str) -> bool:
     if value.lower() not in ("true", "false"):
         raise ValueError(f"pocket option quantize must be 'true' or 'false', not {value!r}")
     return value.lower() == "true"
-
-
-def config_language(name: str | None) -> str | None:
-    """The BCP 47 language of a packaged config ("german" -> "de"), None if not packaged."""
-    return _CONFIG_LANGUAGES.get(name.split("_")[0]) if name else None
 
 
 @dataclass(frozen=True)
@@ -382,8 +342,8 @@ class PocketEngine:
             Voice(
                 voice_id,
                 voice_id,
-                language=config_language(config),
-                gender=_GENDERS.get(name),
+                language=pocket_config_language(config),
+                gender=POCKET_GENDERS.get(name),
             )
             for voice_id, (config, name) in listed.items()
         ]

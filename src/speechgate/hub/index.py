@@ -25,20 +25,16 @@ import yaml
 
 from speechgate.errors import NotPullable
 from speechgate.hub.client import Hub, RemoteFile
-from speechgate.hub.refs import (
-    KOKORO,
-    KOKORO_ITEM,
+from speechgate.hub.refs import KOKORO, KOKORO_ITEM, PIPER, POCKET, make_ref, parse_ref
+from speechgate.voices.installed import InstalledVoice
+from speechgate.voices.naming import (
     KOKORO_VOICE,
-    PIPER,
-    POCKET,
-    bcp47,
-    kokoro_voice_gender,
-    kokoro_voice_language,
-    make_ref,
-    parse_ref,
+    POCKET_GENDERS,
+    kokoro_gender,
+    kokoro_language,
+    language_tag,
     pocket_config_language,
 )
-from speechgate.voices.installed import Gender, InstalledVoice
 
 PIPER_REPO = "rhasspy/piper-voices"
 PIPER_REVISION = "v1.0.0"
@@ -51,33 +47,6 @@ KOKORO_GRAPH = "onnx/model_quantized.onnx"
 # they still agree with the installed pocket-tts).
 POCKET_VOICES_REPO = "kyutai/pocket-tts-without-voice-cloning"
 POCKET_VOICES_REVISION = "a7056f505a4a8ca72d8b5fb1440071d6f1a35739"
-
-# The built-in pocket voices whose speaker's gender is stated by their source.
-_POCKET_GENDERS: dict[str, Gender] = {
-    "alba": "female",
-    "marius": "male",
-    "javert": "male",
-    "jean": "male",
-    "fantine": "female",
-    "cosette": "female",
-    "eponine": "female",
-    "azelma": "female",
-    "anna": "female",
-    "vera": "female",
-    "charles": "male",
-    "paul": "male",
-    "george": "male",
-    "mary": "female",
-    "jane": "female",
-    "michael": "male",
-    "eve": "female",
-    "giovanni": "male",
-    "lola": "female",
-    "juergen": "male",
-    "rafael": "male",
-    "daan": "male",
-    "estelle": "female",
-}
 
 
 @dataclass(frozen=True)
@@ -197,7 +166,7 @@ class Index:
             if set(files) != {"model", "config"}:
                 continue
             code = entry.get("language", {}).get("code")
-            language = bcp47(code) if code else None
+            language = language_tag(code) if code else None
             quality = entry.get("quality")
             voices = tuple(
                 InstalledVoice(id=voice, language=language, quality=quality)
@@ -241,8 +210,8 @@ class Index:
                         voices.append(
                             InstalledVoice(
                                 id=voice,
-                                language=kokoro_voice_language(voice),
-                                gender=kokoro_voice_gender(voice),
+                                language=kokoro_language(voice),
+                                gender=kokoro_gender(voice),
                             )
                         )
                 voices.sort(key=lambda v: v.id)
@@ -283,7 +252,7 @@ class Index:
                 voice = Path(path).stem
                 files[f"embedding:{voice}"] = file
                 voices.append(
-                    InstalledVoice(id=voice, language=language, gender=_POCKET_GENDERS.get(voice))
+                    InstalledVoice(id=voice, language=language, gender=POCKET_GENDERS.get(voice))
                 )
         return Pullable(
             ref=make_ref(POCKET, config),

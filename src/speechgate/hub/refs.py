@@ -1,4 +1,4 @@
-"""Pull references ("piper:en_US-lessac-medium", "kokoro", "pocket:german") and languages.
+"""Pull references ("piper:en_US-lessac-medium", "kokoro", "pocket:german").
 
 Everything here works without the network, so the gateway can name the exact
 `speechgate voices pull <ref>` in an error without asking the hub.
@@ -9,35 +9,13 @@ from __future__ import annotations
 import re
 
 from speechgate.errors import InvalidRequest
-from speechgate.voices.installed import Gender
+from speechgate.voices.naming import KOKORO_VOICE
 
 PIPER, KOKORO, POCKET = "piper", "kokoro", "pocket"
 KOKORO_ITEM = "kokoro-v1.0"
 """The name of the one Kokoro item (`models/kokoro/kokoro-v1.0/`)."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
-# Kokoro voice ids: a language letter, f(emale) or m(ale), then a name ("af_heart").
-KOKORO_VOICE = re.compile(r"([abefhijpz])([fm])_[a-z0-9_]+")
-_KOKORO_LANGUAGES = {
-    "a": "en-US",
-    "b": "en-GB",
-    "e": "es",
-    "f": "fr-FR",
-    "h": "hi",
-    "i": "it",
-    "j": "ja",
-    "p": "pt-BR",
-    "z": "zh",
-}
-_POCKET_LANGUAGES = {
-    "english": "en",
-    "french": "fr",
-    "german": "de",
-    "italian": "it",
-    "portuguese": "pt",
-    "spanish": "es",
-    "dutch": "nl",
-}
 
 
 def parse_ref(ref: str) -> tuple[str, str]:
@@ -58,36 +36,6 @@ def parse_ref(ref: str) -> tuple[str, str]:
 
 def make_ref(engine: str, name: str) -> str:
     return KOKORO if engine == KOKORO else f"{engine}:{name}"
-
-
-def bcp47(code: str) -> str:
-    """A language code as BCP 47 with `-` and the region upper-case ("en_US" -> "en-US")."""
-    parts = code.replace("_", "-").split("-")
-    return "-".join([parts[0].lower(), *(p.upper() if len(p) == 2 else p for p in parts[1:])])
-
-
-def matches_language(tag: str | None, wanted: str) -> bool:
-    """Whether `tag` is of the language `wanted`: "de" matches "de-DE" and "de-AT" (the
-    primary subtag); "en-GB" matches only "en-GB"."""
-    if tag is None:
-        return False
-    have, want = bcp47(tag).lower(), bcp47(wanted).lower()
-    return have == want if "-" in want else have.split("-")[0] == want
-
-
-def kokoro_voice_language(voice: str) -> str | None:
-    match = KOKORO_VOICE.fullmatch(voice)
-    return _KOKORO_LANGUAGES[match.group(1)] if match else None
-
-
-def kokoro_voice_gender(voice: str) -> Gender | None:
-    match = KOKORO_VOICE.fullmatch(voice)
-    return None if match is None else "female" if match.group(2) == "f" else "male"
-
-
-def pocket_config_language(config: str) -> str | None:
-    """ "german" -> "de", "english_2m_2026-10" -> "en" (pocket names configs by language)."""
-    return _POCKET_LANGUAGES.get(config.split("_")[0])
 
 
 def ref_for_voice(engine: str, voice: str) -> str | None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from speechgate.errors import SpeechgateError
 from speechgate.hub.index import Index
-from speechgate.hub.refs import matches_language
 from speechgate.voices.installed import installed
+from speechgate.voices.naming import matches_filter
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def search(
             errors[name] = error.message
             continue
         for item in items:
-            if language and not any(matches_language(tag, language) for tag in item.languages):
+            if language and not any(matches_filter(tag, language) for tag in item.languages):
                 continue
             results.append(
                 SearchResult(

@@ -21,15 +21,14 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+
+from speechgate.voices.naming import Gender
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 # An item's directory name: no client string becomes a path without passing this.
 _ITEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
-
-Gender = Literal["female", "male"]
 
 
 @dataclass(frozen=True)
