@@ -41,13 +41,19 @@ class FakeProvider:
         self.break_midway = False
         self.audio = AUDIO
         self.opened = 0
+        self.answered = 0
+        self.answers_closed = 0
         self.closed = False
 
     async def open(self, body: SpeechRequest, request_id: str) -> Answer:
         self.opened += 1
         if self.error is not None:
             raise self.error
-        return Answer("audio/pcm", self._body(), Relayed(0.01), {})
+        self.answered += 1
+        return Answer("audio/pcm", self._body(), Relayed(0.01), {}, on_close=self._answer_closed)
+
+    async def _answer_closed(self) -> None:
+        self.answers_closed += 1
 
     async def _body(self) -> AsyncGenerator[bytes]:
         yield self.audio[:100]

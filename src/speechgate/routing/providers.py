@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,15 +60,29 @@ class Answer:
 
     media_type: str
     body: AsyncGenerator[bytes]
-    """Iterate once, then `aclose` (leaving early stops the provider's work)."""
+    """Iterate once at most; then (or instead) `aclose` the answer, which stops the provider's
+    work."""
     progress: Progress
     headers: dict[str, str] = field(default_factory=dict)
     provider: str = "local"
     """The provider that answered (the router names it)."""
+    on_close: Callable[[], Awaitable[None]] | None = None
+    """What ends the provider's work and bookkeeping; `aclose` runs it."""
 
     @property
     def time_to_first_audio(self) -> float:
         return self.progress.time_to_first_audio
+
+    async def aclose(self) -> None:
+        """End the answer however far its body got, also when nobody ever iterated it (an
+        async generator never started runs no `finally`): close the body, then run `on_close`,
+        once."""
+        try:
+            await self.body.aclose()
+        finally:
+            on_close, self.on_close = self.on_close, None
+            if on_close is not None:
+                await on_close()
 
 
 class Provider(Protocol):
@@ -203,6 +217,7 @@ class RemoteProvider:
             body=self._relay(first, chunks, response, progress, _seconds_per_byte(body)),
             progress=progress,
             headers=headers,
+            on_close=response.aclose,
         )
 
     async def _relay(
