@@ -127,10 +127,12 @@ async def test_a_cancelled_wait_for_first_audio_takes_the_work_with_it() -> None
     entered, ready = asyncio.Event(), asyncio.Event()
     opened = FakeProvider.open
 
-    async def slow_open(self: FakeProvider, body: object, request_id: str) -> Answer:
+    async def slow_open(
+        self: FakeProvider, body: object, request_id: str, owner: str | None
+    ) -> Answer:
         entered.set()
         await ready.wait()
-        return await opened(self, body, request_id)  # type: ignore[arg-type]
+        return await opened(self, body, request_id, owner)  # type: ignore[arg-type]
 
     fakes["a"].open = slow_open.__get__(fakes["a"])  # type: ignore[method-assign]
     wait = asyncio.ensure_future(

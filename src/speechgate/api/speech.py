@@ -126,6 +126,7 @@ async def create_speech(
                     key,
                     request.state.request_id,
                     on_attempt=lambda name: setattr(meter, "provider", name),
+                    owner=request.state.principal.key_id,
                 ),
                 Answer.aclose,
             )

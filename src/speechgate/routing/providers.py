@@ -91,9 +91,10 @@ class Provider(Protocol):
 
     name: str
 
-    async def open(self, body: SpeechRequest, request_id: str) -> Answer:
+    async def open(self, body: SpeechRequest, request_id: str, owner: str | None) -> Answer:
         """Start the request; return when its first audio exists. Raises SpeechgateError
-        (a 429 or 5xx means the provider failed, anything else that the request is wrong)."""
+        (a 429 or 5xx means the provider failed, anything else that the request is wrong).
+        `owner`, the asking key's id, decides which stored voices it may name (None: all)."""
         ...
 
     async def aclose(self) -> None:
@@ -143,8 +144,8 @@ class LocalProvider:
         self._service = service
         self._render = render
 
-    async def open(self, body: SpeechRequest, request_id: str) -> Answer:
-        plan = self._service.plan(_mapped(body, self.config.model, self.config.voices))
+    async def open(self, body: SpeechRequest, request_id: str, owner: str | None) -> Answer:
+        plan = self._service.plan(_mapped(body, self.config.model, self.config.voices), owner)
         return self._render(plan, await self._service.open(plan))
 
     async def aclose(self) -> None:
@@ -183,7 +184,8 @@ class RemoteProvider:
             trust_env=False,
         )
 
-    async def open(self, body: SpeechRequest, request_id: str) -> Answer:
+    async def open(self, body: SpeechRequest, request_id: str, owner: str | None) -> Answer:
+        # The upstream's own keys decide what its voices are; `owner` means nothing there.
         started = self._clock()
         # What the client sent (and nothing it left to defaults), in the upstream's names;
         # `user` only chose the route here.

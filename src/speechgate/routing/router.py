@@ -103,10 +103,12 @@ class Router:
         key: str,
         request_id: str,
         on_attempt: Callable[[str], object] = lambda _: None,
+        owner: str | None = None,
     ) -> Answer:
         """The first provider's answer that produced audio. Raises the last provider's error
         when every one failed, NoProviderAvailable when every breaker is open. `on_attempt`
-        hears each provider's name as it is tried (metering names the last one)."""
+        hears each provider's name as it is tried (metering names the last one); `owner`, the
+        asking key's id, decides which stored voices it may name (None: all)."""
         state = self._state
         found = state.route(body.model)
         assert found is not None, "serves() said no"
@@ -118,7 +120,7 @@ class Router:
                 continue
             on_attempt(name)
             try:
-                answer = await self._opened(entry.provider, body, request_id)
+                answer = await self._opened(entry.provider, body, request_id, owner)
             except Exception as error:
                 if not counts_as_failure(error):
                     entry.breaker.record(Outcome.NEUTRAL)
@@ -133,7 +135,7 @@ class Router:
             except BaseException:  # cancelled: the client left
                 entry.breaker.record(Outcome.NEUTRAL)
                 raise
-            shadow = self._shadow(state, route_name, body, key, request_id, name)
+            shadow = self._shadow(state, route_name, body, key, request_id, name, owner)
             watched = _Watched(
                 name,
                 answer,
@@ -158,11 +160,13 @@ class Router:
             raise last_error
         raise NoProviderAvailable(route_name)
 
-    async def _opened(self, provider: Provider, body: SpeechRequest, request_id: str) -> Answer:
-        """`provider.open`, counted in flight until its body ends (a reload waits for it)."""
+    async def _opened(
+        self, provider: Provider, body: SpeechRequest, request_id: str, owner: str | None
+    ) -> Answer:
+        """`provider.open`, counted in flight until its answer ends (a reload waits for it)."""
         self._in_flight[provider] = self._in_flight.get(provider, 0) + 1
         try:
-            return await provider.open(body, request_id)
+            return await provider.open(body, request_id, owner)
         except BaseException:
             self._leave(provider)
             raise
@@ -184,6 +188,7 @@ class Router:
         key: str,
         request_id: str,
         primary: str,
+        owner: str | None,
     ) -> asyncio.Future[Sample | None] | None:
         config = state.routes[route].shadow
         if (
@@ -198,7 +203,9 @@ class Router:
         primary_sample: asyncio.Future[Sample | None] = asyncio.get_running_loop().create_future()
         provider = state.providers[config.provider].provider
         self._shadows += 1
-        comparison = self._compare(route, provider, body, request_id, primary, primary_sample)
+        comparison = self._compare(
+            route, provider, body, request_id, owner, primary, primary_sample
+        )
         self._spawn(self._bounded(comparison, f"route {route}: shadow of {request_id}"))
         return primary_sample
 
@@ -217,12 +224,13 @@ class Router:
         provider: Provider,
         body: SpeechRequest,
         request_id: str,
+        owner: str | None,
         primary_name: str,
         primary: asyncio.Future[Sample | None],
     ) -> None:
         started = self._clock()
         try:
-            answer = await self._opened(provider, body, f"{request_id}-shadow")
+            answer = await self._opened(provider, body, f"{request_id}-shadow", owner)
             try:
                 data = b"".join([chunk async for chunk in answer.body])
             finally:
