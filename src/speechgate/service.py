@@ -181,7 +181,7 @@ class SpeechService:
                 instructions=options.instructions,
                 seed=options.seed,
             ),
-            output=OutputSpec(options.response_format, rate),
+            output=OutputSpec(options.response_format, rate, self._settings.loudness_target_lufs),
             stream_format=stream_format,
             instructions_ignored=bool(options.instructions) and not engine.supports_instructions,
             reference_audio=reference,
