@@ -13,9 +13,12 @@ from collections.abc import Generator
 from dataclasses import dataclass, replace
 from typing import BinaryIO
 
+import numpy as np
+
 from speechgate.audio.encoders import StreamEncoder
 from speechgate.audio.fade import fade_edges
 from speechgate.audio.formats import AudioFormat
+from speechgate.audio.loudness import normalize_loudness
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import Engine, SynthesisRequest
 from speechgate.text.segment import segment
@@ -27,6 +30,8 @@ class OutputSpec:
 
     format: AudioFormat
     sample_rate: int
+    loudness_target: float | None = None
+    """LUFS each segment is normalized toward (see `speechgate.audio.loudness`); None: off."""
 
 
 @dataclass(frozen=True)
@@ -45,18 +50,30 @@ class EncodedChunk:
 SEGMENT_PAUSE = 0.15
 
 
-def speak_segments(engine: Engine, request: SynthesisRequest) -> Generator[PcmChunk]:
+def speak_segments(
+    engine: Engine, request: SynthesisRequest, loudness: float | None = None
+) -> Generator[PcmChunk]:
     """The engine's PCM for `request`, segment by segment (see `speechgate.text.segment`).
 
     The first segment is short, so the first audio comes early; later ones are sentences, so a
     long input streams steadily and a cancelled job stops at the next segment at the latest.
+    With a `loudness` target (LUFS), each segment is normalized toward it as a whole, so a
+    segment's first audio waits for its last.
     """
     pause = PcmChunk.silence(SEGMENT_PAUSE, engine.sample_rate)
     for index, text in enumerate(segment(request.text)):
         if index:
             yield pause
         # Faded edges: the join with the pause is silent. Closing this closes the engine's.
-        yield from fade_edges(engine.synthesize(replace(request, text=text)))
+        chunks = fade_edges(engine.synthesize(replace(request, text=text)))
+        if loudness is None:
+            yield from chunks
+            continue
+        with contextlib.closing(chunks):
+            samples = [chunk.samples for chunk in chunks]
+        if samples:
+            whole = PcmChunk(np.concatenate(samples), engine.sample_rate)
+            yield normalize_loudness(whole, loudness)
 
 
 def render(
@@ -70,7 +87,8 @@ def render(
     started = time.perf_counter()
     encoder = StreamEncoder(output.format, engine.sample_rate, output.sample_rate, file)
     try:
-        with contextlib.closing(speak_segments(engine, request)) as pcm_chunks:
+        spoken = speak_segments(engine, request, output.loudness_target)
+        with contextlib.closing(spoken) as pcm_chunks:
             for pcm in pcm_chunks:
                 data = encoder.encode(pcm)
                 yield EncodedChunk(data, pcm.duration, time.perf_counter() - started)

@@ -107,6 +107,7 @@ class SpeechStream:
         self.engine_time_to_first_audio = first.elapsed if first is not None else None
         self.audio_seconds = 0.0
         self.completed = False
+        self._ended = False
 
     async def chunks(self) -> AsyncGenerator[bytes]:
         """Encoded bytes in order; leaving early (client gone) cancels the job."""
@@ -120,7 +121,17 @@ class SpeechStream:
                     yield chunk.data
             self.completed = True
         finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """End the job and report how far it got, once; also for a stream whose `chunks()`
+        were never iterated (a response cut before its body started)."""
+        if self._ended:
+            return
+        self._ended = True
+        try:
             await self._rest.aclose()
+        finally:
             self._on_end(self, self.completed)
 
     @property
@@ -223,7 +234,7 @@ class SpeechService:
                 instructions=options.instructions,
                 seed=options.seed,
             ),
-            output=OutputSpec(options.response_format, rate),
+            output=OutputSpec(options.response_format, rate, self._settings.loudness_target_lufs),
             stream_format=stream_format,
             instructions_ignored=bool(options.instructions) and not engine.supports_instructions,
             reference_audio=reference,

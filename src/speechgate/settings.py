@@ -7,6 +7,7 @@ their own.
 from __future__ import annotations
 
 import os
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
@@ -257,6 +258,13 @@ class Settings(BaseSettings):
     default_sample_rate: int = Field(default=24000, ge=8000, le=48000)
     """Output rate when a request does not ask for one (OpenAI clients assume 24 kHz)."""
 
+    loudness_target_lufs: float | None = Field(default=None, ge=-40.0, le=-5.0)
+    """Integrated loudness (LUFS, EBU R128) toward which each segment of speech is normalized,
+    so sentences and voices come out evenly loud (e.g. -18; -16 is common for podcasts). Each
+    segment's gain is bounded to +/-12 dB and keeps its peaks at or below -1 dBFS; a segment's
+    audio is held until all of it exists. Needs the `loudness` extra (pyloudnorm). None: each
+    engine's own level."""
+
     engine_options: dict[str, dict[str, str]] = Field(default_factory=dict)
     """Per engine, options passed to it when it loads (JSON in the environment), e.g.
     `{"piper": {"model": "/voices/en_GB-alan.onnx"}, "pocket": {"config": "/m/pocket.yaml",
@@ -417,6 +425,12 @@ class Settings(BaseSettings):
         bad_targets = {m: e for m, e in self.model_aliases.items() if e not in self.engines}
         if bad_targets:
             raise ValueError(f"model_aliases point at engines that are not loaded: {bad_targets}")
+        return self
+
+    @model_validator(mode="after")
+    def _check_loudness(self) -> Self:
+        if self.loudness_target_lufs is not None and find_spec("pyloudnorm") is None:
+            raise ValueError("loudness_target_lufs needs pyloudnorm: install speechgate[loudness]")
         return self
 
     @model_validator(mode="after")

@@ -20,9 +20,9 @@ TONE_HZ = 440.0
 CHUNK_SECONDS = 0.1
 
 # Bound on decoded samples beyond the input's: the encoder's delay plus the padding of its last
-# frame. ADTS, and an MP3 stream that cannot seek back to write a LAME tag, carry no delay
-# information, so decoders keep both: at 24 kHz, measured, mp3 adds 1229-1726 samples and aac
-# 1072-2042 (1024 of priming, then up to a 1024-sample frame). Ogg Opus signals its pre-skip
+# frame. ADTS carries no delay information, so decoders keep both: at 24 kHz, measured, aac adds
+# 1072-2042 (1024 of priming, then up to a 1024-sample frame). A streamed MP3's LAME tag gives
+# the delay but cannot know the padding, which decoders keep. Ogg Opus signals its pre-skip
 # and end trim, and FLAC, WAV and PCM have neither, so those decode to the exact length.
 MAX_PADDING = {AudioFormat.MP3: 2048, AudioFormat.AAC: 2048}
 
@@ -230,3 +230,21 @@ def test_a_seekable_file_gets_complete_headers(fmt: AudioFormat, tmp_path: Path)
 def test_a_flac_stream_declares_an_unknown_length() -> None:
     data = encode_all(split(tone(0.5, 24000), 24000), "flac", 24000)
     assert flac_total_samples(data) == 0
+
+
+@pytest.mark.parametrize("rate", [8000, 16000, 24000, 44100, 48000])
+def test_a_streamed_mp3_starts_where_its_pcm_starts(rate: int) -> None:
+    # A click 0.25 s in: in the decoded stream it must be 0.25 s in too, the encoder's priming
+    # (and the decoder's delay) dropped by decoders that read the stream's LAME tag.
+    samples = np.zeros(24000, dtype=np.int16)
+    samples[6000:6024] = 20000
+    encoder = StreamEncoder("mp3", 24000, rate)
+    data = b"".join(encoder.encode(chunk) for chunk in split(samples, 24000)) + encoder.finish()
+    assert encoder.priming == 0.0
+
+    decoded = decode_audio(data, "mp3")
+
+    click = int(np.argmax(np.abs(decoded.samples)))
+    assert click / rate == pytest.approx(0.25, abs=0.0015)
+    # The rest is the last frame's padding, which a stream cannot know in advance.
+    assert 0 <= len(decoded.samples) - rate < 1152 + 576

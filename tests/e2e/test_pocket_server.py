@@ -450,6 +450,10 @@ def test_a_built_in_voice_the_model_lacks_says_what_to_pull(pocket_server: Runni
 # --- keys: voices belong to the key that cloned them ------------------------------------------
 
 ADMIN_KEY = "sg-admin-" + "v" * 40
+# A routed model served by this server's own pocket workers.
+ROUTES = (
+    "providers: {here: {kind: local, model: pocket}}\nroutes: {routed: {providers: {here: 100}}}\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -457,12 +461,15 @@ def keyed_pocket(
     model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningServer]:
     data = tmp_path_factory.mktemp("keyed")
+    routes = data / "routes.yaml"
+    routes.write_text(ROUTES)
     settings = pocket_settings(
         model_dir,
         data,
         auth_mode="keys",
         admin_key=ADMIN_KEY,
         database_url=f"sqlite:///{data / 'store.db'}",
+        routes_file=routes,
     )
     with running_server(settings) as server:
         yield server
@@ -507,6 +514,17 @@ def test_a_cloned_voice_is_its_keys_own(keyed_pocket: RunningServer) -> None:
         assert refused.status_code == 400, refused.text
         assert error_code(refused) == "voice_not_found"
     assert as_key(keyed_pocket, bob, "DELETE", f"/audio/voices/{mine.id}").status_code == 404
+    # Nor through a routed model.
+    routed = body | {"model": "routed"}
+    for voice in ("mine", {"id": mine.id}):
+        refused = as_key(keyed_pocket, bob, "POST", "/audio/speech", json=routed | {"voice": voice})
+        assert refused.status_code == 400, refused.text
+        assert error_code(refused) == "voice_not_found"
+        spoken = as_key(
+            keyed_pocket, alice, "POST", "/audio/speech", json=routed | {"voice": voice}
+        )
+        assert spoken.status_code == 200, spoken.text
+        assert spoken.headers["x-speechgate-provider"] == "here"
     # Names are per key: the other key may have its own "mine".
     with keyed_sdk(keyed_pocket, bob) as sdk:
         theirs = clone(sdk, "mine", speech())

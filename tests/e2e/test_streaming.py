@@ -189,7 +189,7 @@ def test_segment_times_point_into_the_decoded_stream(server: RunningServer, fmt:
     # up their loudness envelopes, which a lossy codec keeps while it changes the waveform.
     lag = best_lag(envelope(decoded), envelope(reference), most=200)
     for ours, theirs in zip(done, reference_done, strict=True):
-        # The codec's priming comes first in the decoded stream (~45 ms for mp3 and aac): the
+        # AAC's priming comes first in the decoded stream (~43 ms; mp3 marks its own): the
         # times must say where each segment is there.
         for key in ("audio_start", "audio_end"):
             assert ours[key] - theirs[key] == pytest.approx(lag / 1000, abs=0.003)

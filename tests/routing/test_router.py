@@ -41,13 +41,21 @@ class FakeProvider:
         self.break_midway = False
         self.audio = AUDIO
         self.opened = 0
+        self.answered = 0
+        self.owners: list[str | None] = []
+        self.answers_closed = 0
         self.closed = False
 
-    async def open(self, body: SpeechRequest, request_id: str) -> Answer:
+    async def open(self, body: SpeechRequest, request_id: str, owner: str | None) -> Answer:
         self.opened += 1
+        self.owners.append(owner)
         if self.error is not None:
             raise self.error
-        return Answer("audio/pcm", self._body(), Relayed(0.01), {})
+        self.answered += 1
+        return Answer("audio/pcm", self._body(), Relayed(0.01), {}, on_close=self._answer_closed)
+
+    async def _answer_closed(self) -> None:
+        self.answers_closed += 1
 
     async def _body(self) -> AsyncGenerator[bytes]:
         yield self.audio[:100]
@@ -241,3 +249,13 @@ async def test_reload_closes_removed_providers_after_their_last_request(
         router.reload()
     assert (await read(router))[0] == "b"
     await router.aclose()
+
+
+async def test_the_asking_key_reaches_the_provider_and_its_shadow(
+    fakes: dict[str, FakeProvider],
+) -> None:
+    router = make_router(fakes, config(shadow={"provider": "c", "percent": 100}))
+    answer = await router.open(BODY, "k", "req_1", owner="key_1")
+    assert b"".join([chunk async for chunk in answer.body]) == AUDIO
+    await until(lambda: len(router.shadow_log.recent) == 1)
+    assert fakes["a"].owners == fakes["c"].owners == ["key_1"]

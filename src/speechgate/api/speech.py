@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TypeVar
 
+import anyio
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from speechgate.api.errors import error_body
 from speechgate.api.schemas import (
@@ -55,20 +57,36 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+async def unless_disconnected(
+    request: Request, work: Awaitable[T], release: Callable[[T], Awaitable[object]] | None = None
+) -> T:
     """Run `work`, cancelling it (and so leaving the queue or aborting the job) if the client
-    leaves first: nobody would hear the result."""
+    leaves first: nobody would hear the result. Cancelled itself, it cancels `work` too, and
+    hands a result that came at that moment to `release`."""
     task = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        await _abandon(task, release)
+        raise
     finally:
         watcher.cancel()
     if task.done():
         return task.result()
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    await _abandon(task, release)
     raise ClientGone
+
+
+async def _abandon(
+    task: asyncio.Future[T], release: Callable[[T], Awaitable[object]] | None
+) -> None:
+    task.cancel()
+    # Shielded: a cancelled request must still wait for its work to let go of what it holds.
+    with anyio.CancelScope(shield=True):
+        await asyncio.gather(task, return_exceptions=True)
+        if release is not None and not task.cancelled() and task.exception() is None:
+            await release(task.result())
 
 
 _AUDIO_CONTENT = {
@@ -108,7 +126,9 @@ async def create_speech(
                     key,
                     request.state.request_id,
                     on_attempt=lambda name: setattr(meter, "provider", name),
+                    owner=request.state.principal.key_id,
                 ),
+                Answer.aclose,
             )
             meter.engine = answer.headers.get("x-speechgate-engine", "")
         else:
@@ -117,7 +137,7 @@ async def create_speech(
                 request, service.plan_or_pull(body, request.state.principal.key_id)
             )
             meter.engine = plan.engine
-            stream = await unless_disconnected(request, service.open(plan))
+            stream = await unless_disconnected(request, service.open(plan), SpeechStream.aclose)
             answer = local_answer(service, plan, stream)
     except ClientGone:
         # Nobody is listening; 499 (nginx's "client closed request") only reaches the logs.
@@ -125,7 +145,7 @@ async def create_speech(
     meter.stream = answer.progress
     # Headers go out now: a later error can only cut the body short, which clients see as
     # an incomplete chunked response (SSE gets an error event instead).
-    return StreamingResponse(answer.body, media_type=answer.media_type, headers=answer.headers)
+    return AnswerResponse(answer)
 
 
 def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream) -> Answer:
@@ -153,7 +173,7 @@ def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream)
         body, media_type = _sse(stream, plan.characters), "text/event-stream"
     else:
         body, media_type = stream.chunks(), plan.output.format.content_type
-    return Answer(media_type, body, stream, headers)
+    return Answer(media_type, body, stream, headers, on_close=stream.aclose)
 
 
 def _event(event: SpeechEvent) -> bytes:
@@ -175,3 +195,25 @@ async def _sse(stream: SpeechStream, characters: int) -> AsyncGenerator[bytes]:
             )
         )
     )
+
+
+class AnswerResponse(StreamingResponse):
+    """An answer's body, streamed; however the response ends, the answer ends with it, once.
+
+    Starlette never iterates the body of a response cut before its first body message (the
+    client gone while the headers go out, or the task cancelled), and a body generator never
+    started runs no `finally`. The close here is what then ends the job and frees the router's
+    in-flight count and the breaker's probe slot.
+    """
+
+    def __init__(self, answer: Answer) -> None:
+        super().__init__(answer.body, media_type=answer.media_type, headers=answer.headers)
+        self.answer = answer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Shielded: a cancelled response must still end its job and bookkeeping.
+            with anyio.CancelScope(shield=True):
+                await self.answer.aclose()

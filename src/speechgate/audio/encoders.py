@@ -9,7 +9,8 @@ An encoder is stateful and not thread-safe: use one per response, from one threa
 
 Given a seekable `file`, an encoder writes there instead and completes the headers a stream
 cannot (WAV sizes, FLAC's sample count, MP3's Xing/LAME frame with the gapless delay and
-padding); `encode` and `finish` then return nothing.
+padding); `encode` and `finish` then return nothing. A streamed MP3 starts with a LAME tag too,
+with the delay but no padding or length; streamed AAC (ADTS) has no place for its priming.
 """
 
 from __future__ import annotations
@@ -59,9 +60,58 @@ _CODECS: dict[AudioFormat, _Codec] = {
 
 
 # Samples of priming a decoder plays before the first input sample, in a stream that cannot
-# say so (measured at 8-48 kHz): MP3 is libmp3lame's 576 plus the decoder's 529, unmarked
-# without a LAME tag; ADTS has no field for AAC's 1024. Ogg Opus marks its pre-skip.
-_STREAM_PRIMING = {AudioFormat.MP3: 1105, AudioFormat.AAC: 1024}
+# say so (measured at 8-48 kHz): ADTS has no field for AAC's 1024. A streamed MP3 marks its
+# priming in a LAME tag (below) and Ogg Opus its pre-skip.
+_STREAM_PRIMING = {AudioFormat.AAC: 1024}
+# libmp3lame's encoder delay at every rate, as it writes it in the LAME tag of a file.
+_LAME_ENCODER_DELAY = 576
+
+
+def _crc16(data: bytes) -> int:
+    """CRC-16/ARC (reflected 0x8005, as LAME and libavformat compute the LAME tag's CRC)."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
+def _lame_tag_frame(first_header: bytes, bit_rate: int, sample_rate: int) -> bytes:
+    """An Info frame with a LAME tag for a CBR MP3 stream whose first frame has `first_header`.
+
+    It tells decoders that read it (libavformat, so PyAV and Chrome; Firefox; Safari) to drop
+    the encoder's delay; others decode it as one frame of silence. A stream knows neither its
+    frame count nor its end padding: the count is left out and the padding is 0. The byte count
+    is 0xFFFFFFFF, unknown, as a streamed WAV's sizes: libavformat skips the tag's own frame only
+    when the tag gives a count or a size.
+    """
+    mpeg1 = bool(first_header[1] & 0x08)
+    mono = first_header[3] >> 6 == 3
+    # Same stream parameters; no CRC (protection bit set) and no padding slot.
+    header = bytes(
+        (first_header[0], first_header[1] | 0x01, first_header[2] & 0xFD, first_header[3])
+    )
+    side_info = (17 if mono else 32) if mpeg1 else (9 if mono else 17)
+    frame_size = (144 if mpeg1 else 72) * bit_rate // sample_rate
+    xing_bytes_flag = 0x02
+    tag = (
+        header
+        + bytes(side_info)
+        + b"Info"
+        + struct.pack(">II", xing_bytes_flag, 0xFFFFFFFF)
+        # LAME extension: version, revision 0 / CBR, lowpass, peak, two replay gains, flags,
+        # bit rate, then 12 bits of encoder delay and 12 of padding; misc, gain, preset,
+        # music length, music CRC, all unknown.
+        + b"LAME3.100"
+        + bytes((0x01, 0))
+        + bytes(4 + 2 + 2 + 1)
+        + bytes((min(bit_rate // 1000, 255),))
+        + (_LAME_ENCODER_DELAY << 12).to_bytes(3, "big")
+        + bytes(1 + 1 + 2 + 4 + 2)
+    )
+    tag += struct.pack(">H", _crc16(tag))
+    return tag + bytes(frame_size - len(tag))
 
 
 class StreamEncoder:
@@ -99,9 +149,7 @@ class StreamEncoder:
         )
         self._next_pts = 0
         self._closed = False
-        # A seekable MP3 file gets a LAME tag, from which decoders trim the priming.
-        marked = file is not None and self.format is AudioFormat.MP3
-        self.priming = 0.0 if marked else _STREAM_PRIMING.get(self.format, 0) / output_rate
+        self.priming = _STREAM_PRIMING.get(self.format, 0) / output_rate
         """Seconds of silence a decoder plays before the first input sample."""
 
     @property
@@ -262,6 +310,11 @@ class _MuxerBackend:
         # the 32 KiB I/O buffer; ffmpeg's "auto" already does that for a non-seekable output,
         # but say so.
         options = {"flush_packets": "1", **codec.muxer_options}
+        # A seekable MP3 file gets its LAME tag from the muxer, which writes it at the end; a
+        # stream gets one of ours before its first frame (and no ID3 tag ahead of it).
+        self._lame_tag = format is AudioFormat.MP3 and file is None
+        if self._lame_tag:
+            options["id3v2_version"] = "0"
         self._container = av.open(output, mode="w", format=codec.muxer, options=options)
         stream = self._container.add_stream(
             codec.codec, rate=sample_rate, layout="mono", options=dict(codec.codec_options)
@@ -280,12 +333,17 @@ class _MuxerBackend:
         self._container.mux(self._stream.encode(frame))
 
     def drain(self) -> bytes:
-        return self._sink.drain()
+        data = self._sink.drain()
+        if self._lame_tag and data:
+            self._lame_tag = False
+            rate = self._stream.rate
+            data = _lame_tag_frame(data[:4], self._stream.bit_rate or 0, rate) + data
+        return data
 
     def finish(self) -> bytes:
         self._container.mux(self._stream.encode(None))
         self._container.close()
-        return self._sink.drain()
+        return self.drain()
 
     def close(self) -> None:
         self._container.close()

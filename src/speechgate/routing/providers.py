@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,15 +60,29 @@ class Answer:
 
     media_type: str
     body: AsyncGenerator[bytes]
-    """Iterate once, then `aclose` (leaving early stops the provider's work)."""
+    """Iterate once at most; then (or instead) `aclose` the answer, which stops the provider's
+    work."""
     progress: Progress
     headers: dict[str, str] = field(default_factory=dict)
     provider: str = "local"
     """The provider that answered (the router names it)."""
+    on_close: Callable[[], Awaitable[None]] | None = None
+    """What ends the provider's work and bookkeeping; `aclose` runs it."""
 
     @property
     def time_to_first_audio(self) -> float:
         return self.progress.time_to_first_audio
+
+    async def aclose(self) -> None:
+        """End the answer however far its body got, also when nobody ever iterated it (an
+        async generator never started runs no `finally`): close the body, then run `on_close`,
+        once."""
+        try:
+            await self.body.aclose()
+        finally:
+            on_close, self.on_close = self.on_close, None
+            if on_close is not None:
+                await on_close()
 
 
 class Provider(Protocol):
@@ -77,9 +91,10 @@ class Provider(Protocol):
 
     name: str
 
-    async def open(self, body: SpeechRequest, request_id: str) -> Answer:
+    async def open(self, body: SpeechRequest, request_id: str, owner: str | None) -> Answer:
         """Start the request; return when its first audio exists. Raises SpeechgateError
-        (a 429 or 5xx means the provider failed, anything else that the request is wrong)."""
+        (a 429 or 5xx means the provider failed, anything else that the request is wrong).
+        `owner`, the asking key's id, decides which stored voices it may name (None: all)."""
         ...
 
     async def aclose(self) -> None:
@@ -129,9 +144,9 @@ class LocalProvider:
         self._service = service
         self._render = render
 
-    async def open(self, body: SpeechRequest, request_id: str) -> Answer:
+    async def open(self, body: SpeechRequest, request_id: str, owner: str | None) -> Answer:
         plan = await self._service.plan_or_pull(
-            _mapped(body, self.config.model, self.config.voices)
+            _mapped(body, self.config.model, self.config.voices), owner
         )
         return self._render(plan, await self._service.open(plan))
 
@@ -171,7 +186,8 @@ class RemoteProvider:
             trust_env=False,
         )
 
-    async def open(self, body: SpeechRequest, request_id: str) -> Answer:
+    async def open(self, body: SpeechRequest, request_id: str, owner: str | None) -> Answer:
+        # The upstream's own keys decide what its voices are; `owner` means nothing there.
         started = self._clock()
         # What the client sent (and nothing it left to defaults), in the upstream's names;
         # `user` only chose the route here.
@@ -205,6 +221,7 @@ class RemoteProvider:
             body=self._relay(first, chunks, response, progress, _seconds_per_byte(body)),
             progress=progress,
             headers=headers,
+            on_close=response.aclose,
         )
 
     async def _relay(

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Coroutine
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +103,12 @@ class Router:
         key: str,
         request_id: str,
         on_attempt: Callable[[str], object] = lambda _: None,
+        owner: str | None = None,
     ) -> Answer:
         """The first provider's answer that produced audio. Raises the last provider's error
         when every one failed, NoProviderAvailable when every breaker is open. `on_attempt`
-        hears each provider's name as it is tried (metering names the last one)."""
+        hears each provider's name as it is tried (metering names the last one); `owner`, the
+        asking key's id, decides which stored voices it may name (None: all)."""
         state = self._state
         found = state.route(body.model)
         assert found is not None, "serves() said no"
@@ -117,7 +120,7 @@ class Router:
                 continue
             on_attempt(name)
             try:
-                answer = await self._opened(entry.provider, body, request_id)
+                answer = await self._opened(entry.provider, body, request_id, owner)
             except Exception as error:
                 if not counts_as_failure(error):
                     entry.breaker.record(Outcome.NEUTRAL)
@@ -132,65 +135,48 @@ class Router:
             except BaseException:  # cancelled: the client left
                 entry.breaker.record(Outcome.NEUTRAL)
                 raise
-            shadow = self._shadow(state, route_name, body, key, request_id, name)
-            answer.body = self._watched(
-                answer.body, answer.time_to_first_audio, route_name, name, entry, shadow
+            shadow = self._shadow(state, route_name, body, key, request_id, name, owner)
+            watched = _Watched(
+                name,
+                answer,
+                shadow,
+                self._clock,
+                partial(self._ended, route_name, name, entry, answer.time_to_first_audio),
             )
-            answer.provider = name
-            answer.headers["x-speechgate-provider"] = name
-            answer.headers["x-speechgate-time-to-first-audio-ms"] = (
-                f"{answer.time_to_first_audio * 1000:.1f}"
+            ttfa_ms = answer.time_to_first_audio * 1000
+            return Answer(
+                answer.media_type,
+                watched.body(),
+                answer.progress,
+                answer.headers
+                | {
+                    "x-speechgate-provider": name,
+                    "x-speechgate-time-to-first-audio-ms": f"{ttfa_ms:.1f}",
+                },
+                provider=name,
+                on_close=watched.aclose,
             )
-            return answer
         if last_error is not None:
             raise last_error
         raise NoProviderAvailable(route_name)
 
-    async def _opened(self, provider: Provider, body: SpeechRequest, request_id: str) -> Answer:
-        """`provider.open`, counted in flight until its body ends (a reload waits for it)."""
+    async def _opened(
+        self, provider: Provider, body: SpeechRequest, request_id: str, owner: str | None
+    ) -> Answer:
+        """`provider.open`, counted in flight until its answer ends (a reload waits for it)."""
         self._in_flight[provider] = self._in_flight.get(provider, 0) + 1
         try:
-            return await provider.open(body, request_id)
+            return await provider.open(body, request_id, owner)
         except BaseException:
             self._leave(provider)
             raise
 
-    async def _watched(
-        self,
-        body: AsyncGenerator[bytes],
-        ttfa: float,
-        route: str,
-        name: str,
-        entry: ProviderEntry,
-        shadow: asyncio.Future[Sample | None] | None,
-    ) -> AsyncGenerator[bytes]:
-        """A provider's body; its outcome goes to the breaker, a copy to the shadow."""
-        outcome = Outcome.NEUTRAL
-        started = self._clock() - ttfa
-        kept: bytearray | None = bytearray() if shadow is not None else None
-        try:
-            async for chunk in body:
-                if kept is not None:
-                    kept += chunk
-                    if len(kept) > MAX_COMPARED_BYTES:
-                        kept = None
-                yield chunk
-            outcome = Outcome.SUCCESS
-        except Exception as error:
-            outcome = Outcome.FAILURE if counts_as_failure(error) else Outcome.NEUTRAL
-            raise
-        finally:
-            await body.aclose()
-            entry.breaker.record(outcome, ttfa)
-            self._count(route, name, outcome)
-            self._leave(entry.provider)
-            if shadow is not None and not shadow.done():
-                complete = outcome is Outcome.SUCCESS and kept is not None
-                shadow.set_result(
-                    Sample(name, ttfa, self._clock() - started, bytes(kept))
-                    if complete and kept is not None
-                    else None
-                )
+    def _ended(
+        self, route: str, name: str, entry: ProviderEntry, ttfa: float, outcome: Outcome
+    ) -> None:
+        entry.breaker.record(outcome, ttfa)
+        self._count(route, name, outcome)
+        self._leave(entry.provider)
 
     # --- shadow traffic -----------------------------------------------------------------------
 
@@ -202,6 +188,7 @@ class Router:
         key: str,
         request_id: str,
         primary: str,
+        owner: str | None,
     ) -> asyncio.Future[Sample | None] | None:
         config = state.routes[route].shadow
         if (
@@ -216,7 +203,9 @@ class Router:
         primary_sample: asyncio.Future[Sample | None] = asyncio.get_running_loop().create_future()
         provider = state.providers[config.provider].provider
         self._shadows += 1
-        comparison = self._compare(route, provider, body, request_id, primary, primary_sample)
+        comparison = self._compare(
+            route, provider, body, request_id, owner, primary, primary_sample
+        )
         self._spawn(self._bounded(comparison, f"route {route}: shadow of {request_id}"))
         return primary_sample
 
@@ -235,17 +224,20 @@ class Router:
         provider: Provider,
         body: SpeechRequest,
         request_id: str,
+        owner: str | None,
         primary_name: str,
         primary: asyncio.Future[Sample | None],
     ) -> None:
         started = self._clock()
         try:
-            answer = await self._opened(provider, body, f"{request_id}-shadow")
+            answer = await self._opened(provider, body, f"{request_id}-shadow", owner)
             try:
                 data = b"".join([chunk async for chunk in answer.body])
             finally:
-                await answer.body.aclose()
-                self._leave(provider)
+                try:
+                    await answer.aclose()
+                finally:
+                    self._leave(provider)
             elapsed = self._clock() - started
             shadow = Sample(provider.name, answer.time_to_first_audio, elapsed, data)
         except Exception as error:
@@ -302,3 +294,63 @@ class Router:
             *(entry.provider.aclose() for entry in self._state.providers.values()),
             return_exceptions=True,
         )
+
+
+class _Watched:
+    """A provider's answer on its way to the client. However it ends (read to the end, failed,
+    cut short, or closed without ever being read), its outcome goes to `ended` and a copy of
+    its body to the shadow, exactly once."""
+
+    def __init__(
+        self,
+        name: str,
+        answer: Answer,
+        shadow: asyncio.Future[Sample | None] | None,
+        clock: Callable[[], float],
+        ended: Callable[[Outcome], None],
+    ) -> None:
+        self._name = name
+        self._answer = answer
+        self._shadow = shadow
+        self._clock = clock
+        self._ended = ended
+        self._started = clock() - answer.time_to_first_audio
+        self._outcome = Outcome.NEUTRAL
+        self._kept: bytearray | None = bytearray() if shadow is not None else None
+        self._closed = False
+
+    async def body(self) -> AsyncGenerator[bytes]:
+        try:
+            async for chunk in self._answer.body:
+                if self._kept is not None:
+                    self._kept += chunk
+                    if len(self._kept) > MAX_COMPARED_BYTES:
+                        self._kept = None
+                yield chunk
+            self._outcome = Outcome.SUCCESS
+        except Exception as error:
+            self._outcome = Outcome.FAILURE if counts_as_failure(error) else Outcome.NEUTRAL
+            raise
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._answer.aclose()
+        finally:
+            self._ended(self._outcome)
+            if self._shadow is not None and not self._shadow.done():
+                kept = self._kept if self._outcome is Outcome.SUCCESS else None
+                self._shadow.set_result(
+                    None
+                    if kept is None
+                    else Sample(
+                        self._name,
+                        self._answer.time_to_first_audio,
+                        self._clock() - self._started,
+                        bytes(kept),
+                    )
+                )
