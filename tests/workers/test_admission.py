@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 
@@ -13,50 +13,7 @@ from speechgate.workers.admission import (
     ServiceTimes,
     predicted_start,
 )
-
-T = TypeVar("T")
-
-
-class Clock:
-    """Time that moves only when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-class _ClockLoop(asyncio.SelectorEventLoop):
-    """An event loop on a test's clock: timeouts fire when the clock is moved past them."""
-
-    def __init__(self, clock: Clock) -> None:
-        super().__init__()
-        self._test_clock = clock
-
-    def time(self) -> float:
-        return self._test_clock()
-
-
-def run_on(clock: Clock, scenario: Callable[[], Awaitable[T]]) -> T:
-    loop = _ClockLoop(clock)
-    try:
-        return loop.run_until_complete(scenario())
-    finally:
-        if left := asyncio.all_tasks(loop):
-            for task in left:
-                task.cancel()
-            loop.run_until_complete(asyncio.wait(left))
-        loop.close()
-
-
-async def settle() -> None:
-    """Let every task run until it waits for something other than the loop."""
-    for _ in range(5):
-        await asyncio.sleep(0)
+from tests.helpers.clock import Clock, run_on, settle
 
 
 def at_once(acquire: Coroutine[Any, Any, object]) -> BaseException:
