@@ -146,26 +146,33 @@ def _retry_headers(retry_after: float) -> dict[str, str]:
 
 
 class QueueFull(SpeechgateError):
+    """Refused before waiting: the request's predicted wait for a worker is beyond the limit
+    (or the queue is full); Retry-After is that prediction."""
+
     status_code = 429
     error_type = "rate_limit_error"
     default_code = "queue_full"
 
     def __init__(self, retry_after: float) -> None:
         super().__init__(
-            "The server is at capacity and its queue is full; retry after the indicated delay.",
+            "The server is at capacity: no worker can be expected within its queue's limit; "
+            "retry after the indicated delay.",
             headers=_retry_headers(retry_after),
         )
         self.retry_after = retry_after
 
 
-class QueueTimeout(SpeechgateError):
+class QueueStalled(SpeechgateError):
+    """An admitted request waited far beyond any predicted wait: no worker is serving (all
+    wedged or failing to restart). Never the fate of a request in a pool that is only slow."""
+
     status_code = 503
     error_type = "server_error"
-    default_code = "queue_timeout"
+    default_code = "queue_stalled"
 
     def __init__(self, waited: float, retry_after: float) -> None:
         super().__init__(
-            f"No worker became free within {waited:.1f} s; retry after the indicated delay.",
+            f"No worker served this engine's queue for {waited:.0f} s; retry later.",
             headers=_retry_headers(retry_after),
         )
 

@@ -215,10 +215,14 @@ class Settings(BaseSettings):
     default: every core this process may use."""
 
     queue_size: int = Field(default=16, ge=0)
-    """Requests allowed to wait for a worker, per engine. Beyond it: 429 with Retry-After."""
+    """Requests allowed to wait for a worker, per engine: a hard cap whatever their predicted
+    wait. Beyond it: 429 with Retry-After."""
 
     max_queue_wait: float = Field(default=30.0, gt=0)
-    """Seconds a request may wait for a worker before it is answered 503 with Retry-After."""
+    """Longest predicted wait for a worker a request is admitted with (the work queued ahead
+    over the workers' measured speed); one predicted to wait longer is answered 429 at once,
+    with that prediction as Retry-After. Admitted requests wait their turn: only a pool that
+    serves nobody for `job_timeout` + 10 x this answers them 503 `queue_stalled`."""
 
     job_timeout: float = Field(default=300.0, gt=0)
     """Seconds of synthesis one job may take before its worker is killed and restarted. Time

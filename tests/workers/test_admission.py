@@ -1,18 +1,236 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 
-from speechgate.errors import QueueFull, QueueTimeout
-from speechgate.workers.admission import Admission, ServiceTimes
+from speechgate.errors import QueueFull, QueueStalled
+from speechgate.workers.admission import (
+    PRIOR_CHARACTERS_PER_SECOND,
+    Admission,
+    ServiceTimes,
+    predicted_start,
+)
+from tests.helpers.clock import Clock, run_on, settle
 
 
-def make(queue_size: int = 2, max_wait: float = 5.0, capacity: int = 1) -> Admission[str]:
+def at_once(acquire: Coroutine[Any, Any, object]) -> BaseException:
+    """What `acquire` raises without ever suspending: refused at once, not after a wait."""
+    try:
+        acquire.send(None)
+    except BaseException as error:
+        return error
+    acquire.close()
+    raise AssertionError("the request was queued, not refused at once")
+
+
+def ten_characters_a_second() -> ServiceTimes:
     times = ServiceTimes()
-    times.record(2.0)
-    times.record(4.0)  # mean 3 s
-    return Admission(queue_size, max_wait, lambda: capacity, times)
+    times.record(2.0, 2.0, 20)  # measured: 10 characters per second of a worker
+    return times
+
+
+def make(
+    queue_size: int = 8,
+    max_wait: float = 5.0,
+    capacity: int = 1,
+    clock: Clock | None = None,
+    times: ServiceTimes | None = None,
+) -> Admission[str]:
+    return Admission(
+        queue_size,
+        max_wait,
+        lambda: capacity,
+        times or ten_characters_a_second(),
+        clock or Clock(),
+    )
+
+
+def test_the_work_ahead_is_dealt_to_the_workers_as_each_frees() -> None:
+    assert predicted_start([], [], 2) == 0.0  # idle workers
+    assert predicted_start([3.0], [], 2) == 0.0  # one still idle
+    assert predicted_start([3.0, 1.0], [], 2) == 1.0
+    # The queued 4 s job takes the worker free at 1 s; the next one frees at 3 s.
+    assert predicted_start([3.0, 1.0], [4.0], 2) == 3.0
+    assert predicted_start([2.0], [1.0, 1.0], 1) == 4.0
+    assert predicted_start([0.5, 0.5], [1.0, 1.0, 1.0], 2) == 1.5  # third queued: 1.5 to 2.5
+
+
+def test_the_service_rate_is_measured_in_characters_per_worker_second() -> None:
+    times = ServiceTimes()
+    assert times.rate == PRIOR_CHARACTERS_PER_SECOND  # before any job, the cautious prior
+    assert times.duration(150) == pytest.approx(150 / PRIOR_CHARACTERS_PER_SECOND)
+    times.record(2.0, 10.0, 100)
+    times.record(2.0, 10.0, 300)
+    assert times.rate == pytest.approx(100.0)
+    assert times.duration(250) == pytest.approx(2.5)
+    # A cloning job's prompt counts as the characters of as much speech: 20 per second here.
+    assert times.clone_work(3.0) == pytest.approx(60.0)
+
+
+def test_a_prediction_is_the_rest_of_the_jobs_running_then_the_queue() -> None:
+    clock = Clock()
+
+    async def scenario() -> list[float]:
+        admission = make(clock=clock, max_wait=30)
+        admission.release("w")
+        await admission.acquire(40)  # 4 s of work from t = 0
+        predictions = [admission.predicted_wait()]
+        waiting = asyncio.create_task(admission.acquire(20))  # 2 s more
+        await settle()
+        predictions.append(admission.predicted_wait())
+        clock.advance(1.5)
+        predictions.append(admission.predicted_wait())
+        waiting.cancel()
+        return predictions
+
+    assert run_on(clock, scenario) == pytest.approx([4.0, 6.0, 4.5])
+
+
+def test_a_long_text_queued_ahead_makes_a_later_request_wait_longer() -> None:
+    def prediction_behind(text_ahead: int) -> float:
+        async def scenario() -> float:
+            admission = make(max_wait=1000)
+            admission.release("w")
+            await admission.acquire(10)
+            ahead = asyncio.create_task(admission.acquire(text_ahead))
+            await settle()
+            wait = admission.predicted_wait()
+            ahead.cancel()
+            return wait
+
+        return run_on(Clock(), scenario)
+
+    assert prediction_behind(30) == pytest.approx(1.0 + 3.0)
+    assert prediction_behind(4000) == pytest.approx(1.0 + 400.0)
+
+
+def test_a_request_predicted_to_wait_too_long_is_refused_at_once_with_the_prediction() -> None:
+    async def scenario() -> tuple[BaseException, int, dict[str, int]]:
+        admission = make(max_wait=5.0)
+        admission.release("w")
+        await admission.acquire(40)  # 4 s
+        ahead = asyncio.create_task(admission.acquire(20))  # admitted: 4 s to wait
+        await settle()
+        refused = at_once(admission.acquire(10))  # would wait 6 s
+        queued = admission.queued
+        ahead.cancel()
+        return refused, queued, admission.rejected
+
+    refused, queued, rejected = run_on(Clock(), scenario)
+    assert isinstance(refused, QueueFull)
+    assert refused.retry_after == pytest.approx(6.0)
+    assert refused.status_code == 429
+    assert refused.headers == {"Retry-After": "6", "retry-after-ms": "6000"}
+    assert queued == 1  # the refused one never joined
+    assert rejected["predicted_wait"] == 1
+
+
+def test_a_retry_after_the_predicted_delay_is_admitted() -> None:
+    clock = Clock()
+
+    async def scenario() -> str:
+        admission = make(max_wait=5.0, clock=clock)
+        admission.release("w")
+        await admission.acquire(40)  # a: 4 s
+        b = asyncio.create_task(admission.acquire(20))  # 2 s, starts at 4 s
+        await settle()
+        refused = at_once(admission.acquire(30))
+        assert isinstance(refused, QueueFull)
+        retry_at = clock() + refused.retry_after
+        # The jobs ahead run as predicted; a newcomer arrives meanwhile.
+        clock.advance(4.0)
+        admission.release("w")  # a done: b starts
+        await b
+        d = asyncio.create_task(admission.acquire(30))  # admitted behind b: 2 s
+        await settle()
+        clock.advance(retry_at - clock())
+        admission.release("w")  # b done: d starts, 3 s
+        await d
+        retried = asyncio.create_task(admission.acquire(30))
+        await settle()
+        assert admission.predicted_wait() > 0  # it waits behind d...
+        admission.release("w")
+        return await retried  # ...and is served
+
+    assert run_on(clock, scenario) == "w"
+
+
+def test_before_any_measurement_the_prior_and_the_count_bound_both_apply() -> None:
+    async def scenario() -> tuple[BaseException, BaseException]:
+        admission = make(queue_size=1, max_wait=30.0, times=ServiceTimes())
+        admission.release("w")
+        # 300 characters at the prior's real-time speed: 20 s.
+        await admission.acquire(300)
+        waiting = asyncio.create_task(admission.acquire(1))
+        await settle()
+        full = at_once(admission.acquire(1))  # predicted in time, but the queue holds one
+        waiting.cancel()
+        await settle()
+        admission.release("w")
+        await admission.acquire(600)  # 40 s of work ahead, by the prior
+        too_long = at_once(admission.acquire(1))
+        return full, too_long
+
+    full, too_long = run_on(Clock(), scenario)
+    assert isinstance(full, QueueFull)
+    assert full.retry_after == pytest.approx(300 / PRIOR_CHARACTERS_PER_SECOND + 1 / 15)
+    assert isinstance(too_long, QueueFull)
+    assert too_long.retry_after == pytest.approx(600 / PRIOR_CHARACTERS_PER_SECOND)
+
+
+def test_zero_queue_refuses_whenever_busy() -> None:
+    async def scenario() -> BaseException:
+        return at_once(make(queue_size=0).acquire())
+
+    assert isinstance(run_on(Clock(), scenario), QueueFull)
+
+
+def test_an_admitted_request_waits_past_max_wait_when_service_is_slower_than_predicted() -> None:
+    clock = Clock()
+
+    async def scenario() -> str:
+        admission = make(max_wait=5.0, clock=clock)
+        admission.release("w")
+        await admission.acquire(10)  # predicted 1 s
+        waiting = asyncio.create_task(admission.acquire(10))
+        await settle()
+        # The job ahead takes 40 times longer than predicted: eight max_waits.
+        for _ in range(40):
+            clock.advance(1.0)
+            await settle()
+        assert not waiting.done()
+        admission.release("w")
+        return await waiting
+
+    assert run_on(clock, scenario) == "w"
+
+
+def test_only_a_pool_that_serves_nobody_for_the_safety_wait_answers_503() -> None:
+    clock = Clock()
+
+    async def scenario() -> tuple[QueueStalled, int]:
+        admission = Admission(8, 5.0, lambda: 1, ten_characters_a_second(), clock, safety_wait=600)
+        admission.release("w")
+        await admission.acquire(10)
+        waiting = asyncio.create_task(admission.acquire(10))
+        await settle()
+        clock.advance(599)
+        await settle()
+        assert not waiting.done()
+        clock.advance(2)
+        await settle()
+        with pytest.raises(QueueStalled) as stalled:
+            await waiting
+        return stalled.value, admission.queued
+
+    stalled, queued = run_on(clock, scenario)
+    assert stalled.status_code == 503
+    assert stalled.code == "queue_stalled"
+    assert int(stalled.headers["Retry-After"]) == 5
+    assert queued == 0
 
 
 def test_idle_resource_is_handed_out_at_once() -> None:
@@ -37,65 +255,30 @@ def test_idle_resources_go_out_lowest_rank_first() -> None:
     assert asyncio.run(scenario()) == [0, 1, 2]
 
 
-def test_waiters_are_served_in_arrival_order() -> None:
+def test_admitted_waiters_are_served_in_arrival_order_whatever_their_size() -> None:
     async def scenario() -> list[str]:
-        admission = make(queue_size=3)
+        admission = make(max_wait=1000)
+        admission.release("worker")
+        await admission.acquire(10)
         order: list[str] = []
 
-        async def request(name: str) -> None:
-            await admission.acquire()
+        async def request(name: str, work: float) -> None:
+            await admission.acquire(work)
             order.append(name)
 
-        tasks = [asyncio.create_task(request(name)) for name in ("a", "b", "c")]
-        await asyncio.sleep(0)  # let all three queue
+        tasks = [
+            asyncio.create_task(request(name, work))
+            for name, work in (("long", 4000), ("short", 5), ("medium", 100))
+        ]
+        await settle()
         assert admission.queued == 3
-        for _ in tasks:
+        for _ in range(4):
             admission.release("worker")
-            await asyncio.sleep(0)
+            await settle()
         await asyncio.gather(*tasks)
         return order
 
-    assert asyncio.run(scenario()) == ["a", "b", "c"]
-
-
-def test_full_queue_is_refused_with_a_retry_estimate() -> None:
-    async def scenario() -> QueueFull:
-        admission = make(queue_size=2, capacity=2)
-        waiting = [asyncio.create_task(admission.acquire()) for _ in range(2)]
-        await asyncio.sleep(0)
-        with pytest.raises(QueueFull) as refused:
-            await admission.acquire()
-        for task in waiting:
-            task.cancel()
-        await asyncio.gather(*waiting, return_exceptions=True)
-        return refused.value
-
-    error = asyncio.run(scenario())
-    # Third in line, two workers, 3 s per job: about 4.5 s.
-    assert error.retry_after == pytest.approx(4.5)
-    assert error.status_code == 429
-    assert error.headers == {"Retry-After": "5", "retry-after-ms": "4500"}
-
-
-def test_zero_queue_refuses_whenever_busy() -> None:
-    async def scenario() -> None:
-        admission = make(queue_size=0)
-        with pytest.raises(QueueFull):
-            await admission.acquire()
-
-    asyncio.run(scenario())
-
-
-def test_waiting_too_long_is_a_503_with_retry_after() -> None:
-    async def scenario() -> None:
-        admission = make(max_wait=0.01)
-        with pytest.raises(QueueTimeout) as timed_out:
-            await admission.acquire()
-        assert timed_out.value.status_code == 503
-        assert int(timed_out.value.headers["Retry-After"]) >= 1
-        assert admission.queued == 0
-
-    asyncio.run(scenario())
+    assert run_on(Clock(), scenario) == ["long", "short", "medium"]
 
 
 def test_a_cancelled_waiter_leaves_the_queue_and_never_gets_a_resource() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
@@ -12,9 +13,11 @@ import pytest
 
 from speechgate.audio.formats import AudioFormat
 from speechgate.engines.base import EngineConfig, SynthesisRequest
-from speechgate.errors import EngineFailed, SlowReader, WorkerLost
+from speechgate.errors import EngineFailed, QueueFull, SlowReader, WorkerLost
 from speechgate.pipeline import OutputSpec
+from speechgate.workers.admission import PRIOR_CHARACTERS_PER_SECOND
 from speechgate.workers.pool import StartupError, WorkerPool, WorkerState, assign_cpus
+from tests.helpers.clock import Clock
 from tests.helpers.waiting import until
 
 pytestmark = pytest.mark.slow
@@ -33,15 +36,18 @@ def run_with_pool(
     workers: int = 2,
     job_timeout: float = 60.0,
     slow_reader_timeout: float = 60.0,
+    max_queue_wait: float = 30.0,
+    clock: Callable[[], float] = time.monotonic,
 ) -> T:
     async def main() -> T:
         pool = WorkerPool(
             config or EngineConfig("espeak"),
             workers,
             queue_size=8,
-            max_queue_wait=30,
+            max_queue_wait=max_queue_wait,
             job_timeout=job_timeout,
             slow_reader_timeout=slow_reader_timeout,
+            clock=clock,
         )
         await pool.start()
         try:
@@ -178,3 +184,35 @@ def test_a_reader_that_reads_nothing_for_too_long_loses_its_job() -> None:
         assert pool.stats().restarts == 0
 
     run_with_pool(scenario, workers=1, slow_reader_timeout=0.3)
+
+
+def test_completed_jobs_measure_the_service_rate_in_characters() -> None:
+    async def scenario(pool: WorkerPool) -> float:
+        assert pool.service_times.rate == PRIOR_CHARACTERS_PER_SECOND
+        await collect(pool.synthesize(MEDIUM, PCM))
+        return pool.service_times.rate
+
+    # espeak speaks hundreds of times faster than real time, far above the real-time prior.
+    assert run_with_pool(scenario, workers=1) > 10 * PRIOR_CHARACTERS_PER_SECOND
+
+
+def test_a_request_behind_too_much_work_is_refused_at_once_and_the_admitted_are_served() -> None:
+    # The clock stands still, so the predictions are exact: 10 characters a second, measured.
+    async def scenario(pool: WorkerPool) -> None:
+        pool.service_times.record(1.0, 1.0, 10)
+        running = pool.synthesize(LONG, PCM)  # held: nobody reads beyond its first chunk
+        await anext(running)
+        queued = asyncio.create_task(collect(pool.synthesize(MEDIUM, PCM)))
+        await until(lambda: pool.stats().queued == 1)  # predicted start: LONG's 859 s
+        with pytest.raises(QueueFull) as refused:
+            await anext(pool.synthesize(SHORT, PCM))
+        assert refused.value.retry_after == pytest.approx((len(LONG.text) + len(MEDIUM.text)) / 10)
+        assert pool.stats().queued == 1
+        await collect(running)
+        assert await queued >= 2
+        stats = pool.stats()
+        assert stats.rejected == {"queue_full": 0, "predicted_wait": 1, "queue_stalled": 0}
+        assert stats.jobs["completed"] == 2
+
+    assert len(LONG.text) / 10 < 900 < (len(LONG.text) + len(MEDIUM.text)) / 10
+    run_with_pool(scenario, workers=1, max_queue_wait=900, clock=Clock())

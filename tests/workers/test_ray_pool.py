@@ -19,16 +19,24 @@ from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
 from speechgate.audio.formats import AudioFormat
 from speechgate.engines.base import EngineConfig, SynthesisRequest
-from speechgate.errors import EngineFailed, NotReady, QueueFull, QueueTimeout, WorkerLost
+from speechgate.errors import EngineFailed, NotReady, QueueFull, QueueStalled, WorkerLost
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers.ray_pool import RayCluster, RayPool
 from speechgate.workers.ray_replica import Started
+from tests.helpers.clock import Clock, run_on, settle
 
 REQUEST = SynthesisRequest("Hello.", "en-us")
 PCM = OutputSpec(AudioFormat.PCM, 24000)
 STARTED = Started(4242, "SERVE_REPLICA::speechgate-espeak#espeak#abc")
 CHUNK = EncodedChunk(b"\x00\x01" * 100, 0.5)
 NEVER = object()  # a script item: Serve delivers nothing more
+
+
+class Gate:
+    """A script item: Serve delivers nothing until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
 
 
 class FakeResponse:
@@ -47,6 +55,9 @@ class FakeResponse:
         item = self._script.pop(0)
         if item is NEVER:
             await asyncio.Event().wait()
+        if isinstance(item, Gate):
+            await item.open.wait()
+            return await self.__anext__()
         if isinstance(item, BaseException):
             raise item
         return item
@@ -56,8 +67,12 @@ class FakeResponse:
 
 
 class FakeHandle:
-    def __init__(self, script: list[object]) -> None:
-        self.response = FakeResponse(script)
+    """Answers the n-th call with the n-th script (the last one for every call after)."""
+
+    def __init__(self, *scripts: list[object]) -> None:
+        self.responses = [FakeResponse(script) for script in scripts]
+        self.response = self.responses[0]
+        self.calls = 0
         self.synthesize = self
         self.clone = self
 
@@ -65,7 +80,8 @@ class FakeHandle:
         return self
 
     def remote(self, *_: object) -> FakeResponse:
-        return self.response
+        self.calls += 1
+        return self.responses[min(self.calls, len(self.responses)) - 1]
 
 
 def make_pool(script: list[object], **overrides: Any) -> tuple[RayPool, FakeResponse]:
@@ -151,13 +167,77 @@ def test_rays_back_pressure_is_queue_full_with_a_retry_estimate() -> None:
     assert sum(stats.jobs.values()) == 0
 
 
-def test_a_request_no_replica_takes_up_in_time_is_a_queue_timeout() -> None:
-    pool, response = make_pool([NEVER], max_queue_wait=0.01)
-    with pytest.raises(QueueTimeout):
-        asyncio.run(drain(pool))
+def test_a_request_predicted_to_wait_too_long_is_refused_before_it_is_sent() -> None:
+    clock = Clock()
+    gate = Gate()
+    handle = FakeHandle([STARTED, gate, CHUNK], [STARTED, CHUNK])
+    pool = RayPool(
+        EngineConfig("espeak"),
+        RayCluster(owned=False),
+        handle=handle,
+        replicas=1,
+        max_replicas=None,
+        queue_size=2,
+        max_queue_wait=5.0,
+        job_timeout=30.0,
+        clock=clock,
+    )
+    pool.service_times.record(1.0, 1.0, 10)  # measured: 10 characters a second
+    long = SynthesisRequest("x" * 100, "en-us")  # 10 s
+
+    async def scenario() -> QueueFull:
+        running = asyncio.create_task(anext(pool.synthesize(long, PCM)))
+        await settle()
+        assert pool.running_pids() == [STARTED.pid]
+        clock.advance(3.0)
+        with pytest.raises(QueueFull) as refused:
+            await drain(pool)
+        gate.open.set()
+        await running
+        return refused.value
+
+    refused = run_on(clock, scenario)
+    assert refused.retry_after == pytest.approx(7.0)  # the 10 s job has 7 s left
+    assert handle.calls == 1  # never sent to Serve
+    assert pool.stats().rejected["predicted_wait"] == 1
+
+
+def test_an_admitted_request_waits_in_serves_queue_past_max_queue_wait() -> None:
+    clock = Clock()
+    gate = Gate()
+    pool, response = make_pool(
+        [gate, STARTED, CHUNK], max_queue_wait=1.0, job_timeout=30.0, clock=clock
+    )
+
+    async def scenario() -> list[EncodedChunk]:
+        task = asyncio.create_task(drain(pool))
+        await settle()
+        clock.advance(35.0)  # far past max_queue_wait, short of the safety wait (30 + 10)
+        await settle()
+        assert pool.stats().queued == 1
+        gate.open.set()
+        return await task
+
+    assert run_on(clock, scenario) == [CHUNK]
+    assert not response.cancelled
+
+
+def test_a_request_no_replica_takes_up_for_the_safety_wait_is_a_queue_stalled() -> None:
+    clock = Clock()
+    pool, response = make_pool([NEVER], max_queue_wait=1.0, job_timeout=30.0, clock=clock)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(drain(pool))
+        await settle()
+        clock.advance(41.0)
+        await settle()
+        with pytest.raises(QueueStalled):
+            await task
+
+    run_on(clock, scenario)
     assert response.cancelled
     stats = pool.stats()
-    assert (stats.rejected["queue_timeout"], stats.queued, sum(stats.jobs.values())) == (1, 0, 0)
+    assert (stats.rejected["queue_stalled"], stats.queued, sum(stats.jobs.values())) == (1, 0, 0)
 
 
 def test_a_job_past_its_timeout_kills_its_replica(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,9 +1,10 @@
 """What the gateway needs from a pool of engines, whichever backend runs them.
 
 `WorkerPool` runs engines in local worker processes; `RayPool` runs them as a Ray Serve
-deployment. Both admit a job or refuse it (`QueueFull`, `QueueTimeout`, `NotReady`), stream
-its audio as it is encoded, stop it when the consumer leaves, and end it with `WorkerLost` if
-whatever ran it dies.
+deployment. Both admit a job by its predicted wait or refuse it at once (`QueueFull`,
+`NotReady`), let an admitted job wait its turn (`QueueStalled` only if nothing is served for
+far longer than any predicted wait), stream its audio as it is encoded, stop it when the
+consumer leaves, and end it with `WorkerLost` if whatever ran it dies.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class PoolStats:
     restarts: int
     crash_looping: bool
     jobs: dict[str, int]  # ended jobs by outcome: completed, cancelled, failed, lost
-    rejected: dict[str, int]  # requests turned away: queue_full, queue_timeout
+    rejected: dict[str, int]  # turned away: queue_full, predicted_wait, queue_stalled
 
 
 class Pool(Protocol):

@@ -25,7 +25,7 @@ from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.errors import EngineFailed, NotReady, SlowReader, SpeechgateError, WorkerLost
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers import wire
-from speechgate.workers.admission import Admission, ServiceTimes
+from speechgate.workers.admission import Admission, ServiceTimes, safety_wait
 from speechgate.workers.base import PoolStats, StartupError, WorkerState
 from speechgate.workers.messages import (
     Cancel,
@@ -61,6 +61,7 @@ _CRASH_LOOP = 3  # consecutive start-up failures after which /readyz reports a c
 class _Job:
     job_id: int
     started: float
+    characters: int  # of text to speak; 0 for a cloning job
     audio_seconds: float = 0.0
     inbox: asyncio.Queue[FromWorker | SpeechgateError] = field(default_factory=asyncio.Queue)
     # Set while the inbox has room. The worker's reader waits for it, which stops reading
@@ -198,6 +199,7 @@ class WorkerPool:
             self.service_times,
             clock,
             rank=lambda worker: worker.index,
+            safety_wait=safety_wait(max_queue_wait, job_timeout),
         )
         self._job_ids = itertools.count(1)
         self._restarts = 0
@@ -257,7 +259,7 @@ class WorkerPool:
         Closing the iterator early (client gone) cancels the job inside the worker.
         """
         async with contextlib.aclosing(
-            self._run(lambda job_id: Job(job_id, request, output))
+            self._run(lambda job_id: Job(job_id, request, output), len(request.text))
         ) as messages:
             async for message in messages:
                 if isinstance(message, Chunk):
@@ -266,18 +268,23 @@ class WorkerPool:
     async def clone(self, prompt: PcmChunk) -> bytes:
         """Admit a cloning job, like a speech job, and return the voice state it computes."""
         state = b""
-        async with contextlib.aclosing(self._run(lambda job_id: CloneJob(job_id, prompt))) as run:
+        work = self.service_times.clone_work(prompt.duration)
+        job = self._run(lambda job_id: CloneJob(job_id, prompt), 0, work)
+        async with contextlib.aclosing(job) as run:
             async for message in run:
                 if isinstance(message, Cloned):
                     state = message.state
         return state
 
-    async def _run(self, job_message: Callable[[int], ToWorker]) -> AsyncGenerator[FromWorker]:
-        """Admit a job, send it to a worker and yield what it answers until the job ends."""
+    async def _run(
+        self, job_message: Callable[[int], ToWorker], characters: int, work: float | None = None
+    ) -> AsyncGenerator[FromWorker]:
+        """Admit a job of `work` characters (default: `characters`, those it speaks), send it
+        to a worker and yield what it answers until the job ends."""
         if not self._live_workers():
             raise NotReady(f"no {self.config.name} worker is running")
-        worker = await self._admission.acquire()
-        job = _Job(next(self._job_ids), self._clock())
+        worker = await self._admission.acquire(characters if work is None else work)
+        job = _Job(next(self._job_ids), self._clock(), characters)
         worker.job = job
         worker.state = WorkerState.BUSY
         clocks = self._clocks[job] = _Clocks(
@@ -385,8 +392,10 @@ class WorkerPool:
                     self._outcomes["cancelled"] += 1
                 else:
                     self._outcomes["completed"] += 1
-                    if job.audio_seconds:  # a speech job, not a cloning one
-                        self.service_times.record(self._clock() - job.started, job.audio_seconds)
+                    if job.characters and job.audio_seconds:  # a speech job, not a cloning one
+                        self.service_times.record(
+                            self._clock() - job.started, job.audio_seconds, job.characters
+                        )
                 self._release(worker)
 
     def _release(self, worker: _Worker) -> None:

@@ -2,8 +2,10 @@
 
 Ray places the replicas on any node of the cluster, restarts the ones that die and, with
 autoscaling, adds and removes them with the load. The gateway keeps the local pool's
-contract: a replica runs one job at a time (`max_ongoing_requests=1`); requests beyond Ray's
-queue (`max_queued_requests`) are answered `QueueFull`; audio streams through a Serve
+contract: a replica runs one job at a time (`max_ongoing_requests=1`); a request whose
+predicted wait (over the jobs this gateway has sent, as `admission.py` predicts it) is beyond
+`max_queue_wait`, or that finds Ray's queue (`max_queued_requests`) full, is answered
+`QueueFull` at once; an admitted one waits its turn in Serve's queue; audio streams through a Serve
 streaming handle as the replica encodes it; a consumer that leaves cancels the Ray request,
 which stops the replica's job at its next chunk; a replica that dies ends its job with
 `WorkerLost`.
@@ -33,12 +35,12 @@ from speechgate.errors import (
     EngineFailed,
     NotReady,
     QueueFull,
-    QueueTimeout,
+    QueueStalled,
     SpeechgateError,
     WorkerLost,
 )
 from speechgate.pipeline import EncodedChunk, OutputSpec
-from speechgate.workers.admission import ServiceTimes
+from speechgate.workers.admission import ServiceTimes, predicted_start, safety_wait
 from speechgate.workers.base import PoolStats, StartupError, WorkerState
 from speechgate.workers.messages import EngineInfo
 from speechgate.workers.ray_replica import EngineReplica, Started
@@ -149,14 +151,19 @@ class RayPool:
         self._queue_size = queue_size
         self._max_queue_wait = max_queue_wait
         self._job_timeout = job_timeout
+        self._safety_wait = safety_wait(max_queue_wait, job_timeout)
         self._clock = clock
         self._handle = handle
         self._deployed = False  # by this gateway, which then deletes it when it closes
-        self._queued = 0
+        # This gateway's jobs, by a token each: those sent and not yet on a replica (in the
+        # order sent) with their work, and those on one with their work and start. Other
+        # gateways sharing the deployment are not seen: Ray's own queue bound covers them.
+        self._waiting: dict[object, float] = {}
+        self._serving: dict[object, tuple[float, float]] = {}
         self._running: list[Started] = []
         self._deaths = 0
         self._outcomes = dict.fromkeys(("completed", "cancelled", "failed", "lost"), 0)
-        self._rejected = {"queue_full": 0, "queue_timeout": 0}
+        self._rejected = {"queue_full": 0, "predicted_wait": 0, "queue_stalled": 0}
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -227,24 +234,28 @@ class RayPool:
         Closing the iterator early (client gone) cancels the Ray request, and with it the job.
         """
         self._check_live()
+        work = len(request.text)
+        self._admit(work)
         loop = asyncio.get_running_loop()
         response = self._handle.options(stream=True).synthesize.remote(request, output)
-        self._queued += 1
+        token = object()
+        self._waiting[token] = work
         started: Started | None = None
         outcome: str | None = None  # how the job ended, once it reached a replica
         try:
             try:
-                first = await self._receive(response, loop.time() + self._max_queue_wait)
+                first = await self._receive(response, loop.time() + self._safety_wait)
             except TimeoutError:
-                self._rejected["queue_timeout"] += 1
-                raise QueueTimeout(self._max_queue_wait, self._retry_after()) from None
+                self._rejected["queue_stalled"] += 1
+                raise QueueStalled(self._safety_wait, self._max_queue_wait) from None
             finally:
-                self._queued -= 1
+                del self._waiting[token]
             assert isinstance(first, Started), first
             started = first
             self._running.append(started)
             outcome = "cancelled"
             began = self._clock()
+            self._serving[token] = (work, began)
             audio_seconds = 0.0
             deadline = loop.time() + self._job_timeout
             while True:
@@ -262,7 +273,7 @@ class RayPool:
                 audio_seconds += chunk.audio_seconds
                 yield chunk
             outcome = "completed"
-            self.service_times.record(self._clock() - began, audio_seconds)
+            self.service_times.record(self._clock() - began, audio_seconds, work)
         except WorkerLost:
             outcome = "lost"  # before its first item too: the job was on the replica
             raise
@@ -271,6 +282,7 @@ class RayPool:
             outcome = "lost" if error.code == "job_timeout" else "failed"
             raise
         finally:
+            self._serving.pop(token, None)
             if outcome != "completed":
                 # Re-raises the request's own failure (back-pressure, a dead replica) when it
                 # has one: then there is nothing left to cancel.
@@ -284,7 +296,13 @@ class RayPool:
     async def clone(self, prompt: PcmChunk) -> bytes:
         """Compute a voice state on a replica, admitted like a speech job."""
         self._check_live()
+        work = self.service_times.clone_work(prompt.duration)
+        self._admit(work)
         loop = asyncio.get_running_loop()
+        # Serve does not say when a cloning job leaves its queue: counted in service from
+        # the start, which overstates the wait of those behind it a little.
+        token = object()
+        self._serving[token] = (work, self._clock())
         try:
             with self._translated():
                 async with asyncio.timeout_at(loop.time() + self._job_timeout):
@@ -293,6 +311,8 @@ class RayPool:
             raise EngineFailed(
                 f"cloning did not finish within {self._job_timeout:g} s", code="job_timeout"
             ) from None
+        finally:
+            del self._serving[token]
         return state
 
     async def _receive(self, response: Any, deadline: float) -> Started | EncodedChunk | None:
@@ -345,14 +365,33 @@ class RayPool:
             await asyncio.to_thread(kill)
 
     def _check_live(self) -> None:
-        # Only before start or after close: while Serve replaces a dead replica, requests
-        # wait in its queue for the new one (up to max_queue_wait) rather than fail.
+        # Only before start or after close: while Serve replaces a dead replica, admitted
+        # requests wait in its queue for the new one rather than fail.
         if self._handle is None:
             raise NotReady(f"the {self.config.name} deployment is not running")
 
+    def _predicted_wait(self) -> float:
+        """Seconds until a job sent now can expect a replica, behind this gateway's jobs."""
+        now = self._clock()
+        times = self.service_times
+        remaining = [
+            max(0.0, times.duration(work) - (now - began)) for work, began in self._serving.values()
+        ]
+        queued = [times.duration(work) for work in self._waiting.values()]
+        return predicted_start(remaining, queued, max(self._live(), len(remaining)))
+
+    def _admit(self, work: float) -> None:
+        """Refuse a job of `work` characters at once if it cannot expect a replica in time."""
+        wait = self._predicted_wait()
+        if wait > self._max_queue_wait:
+            self._rejected["predicted_wait"] += 1
+            raise QueueFull(wait)
+
     def _retry_after(self) -> float:
-        """Seconds until a request joining a full queue can expect a replica."""
-        return self.service_times.wait(self._queue_size + 1, self._live())
+        """Seconds until a request joining Ray's full queue can expect a replica: that
+        queue may hold other gateways' jobs too, so no less than a full queue's worth."""
+        full = self.service_times.mean * (self._queue_size + 1) / max(1, self._live())
+        return max(self._predicted_wait(), full)
 
     # --- observation ---------------------------------------------------------------------------
 
@@ -373,7 +412,7 @@ class RayPool:
         status = self._cluster.deployment(self.app, self.config.name)
         return PoolStats(
             workers=workers,
-            queued=self._queued,
+            queued=len(self._waiting),
             in_flight=len(self._running),
             live=workers[WorkerState.IDLE] + workers[WorkerState.BUSY],
             # Ray replaces dead replicas itself; these are the deaths jobs ran into (and the
