@@ -4,6 +4,8 @@ does not wait for ever on a client that does not read."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -15,7 +17,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from uvicorn.server import ServerState
 
+from speechgate.server import guarded_protocol, server_config
+from speechgate.workers.base import WorkerState
 from tests.conftest import make_settings, sdk_client
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer, free_port, running_server
@@ -81,6 +86,47 @@ def test_an_oversized_head_is_431_and_closed(guarded: RunningServer) -> None:
     assert httpx.get(f"{guarded.url}/healthz", timeout=30).status_code == 200
 
 
+@pytest.fixture(scope="module")
+def impatient() -> Iterator[RunningServer]:
+    settings = make_settings(
+        engines=["espeak"], default_engine="espeak", workers=1, slow_reader_timeout=0.5
+    )
+    with running_server(settings) as running:
+        yield running
+
+
+def test_a_client_that_stops_reading_is_dropped_and_its_worker_freed(
+    impatient: RunningServer,
+) -> None:
+    with socket.socket() as slow:
+        # A tiny receive window: the clip cannot fit in the socket buffers.
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.connect(("127.0.0.1", int(impatient.url.rsplit(":", 1)[1])))
+        speech = {"model": "espeak", "voice": "alloy", "input": "Speak slowly. " * 290}
+        content = json.dumps({**speech, "response_format": "pcm"}).encode()
+        slow.sendall(
+            b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\n"
+            b"content-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(content), content)
+        )
+        assert slow.recv(4096).startswith(b"HTTP/1.1 200")  # audio is under way
+        # ...and then nothing is read. The server drops the connection and frees the worker.
+        pool = impatient.runtime.pools["espeak"]
+        wait_for(lambda: pool.stats().workers.get(WorkerState.IDLE) == 1, timeout=60)
+        # What was in the sockets' buffers still comes, then the end (no socket.timeout): the
+        # connection is not left waiting for this reader.
+        slow.settimeout(30)
+        with contextlib.suppress(ConnectionResetError):
+            while slow.recv(65536):
+                pass
+    # The server serves the next client as ever.
+    with sdk_client(impatient) as client:
+        speech_bytes = client.audio.speech.create(
+            model="espeak", voice="alloy", input="Next.", response_format="wav"
+        ).content
+    assert decode_audio(speech_bytes, "wav").rms > 0.01
+
+
 def test_shutdown_cuts_off_a_client_that_does_not_read(tmp_path: Path) -> None:
     port = free_port()
     env = {
@@ -123,3 +169,47 @@ def test_shutdown_cuts_off_a_client_that_does_not_read(tmp_path: Path) -> None:
             server.kill()
             server.wait()
         log.close()
+
+
+def test_a_response_stalled_on_a_reader_is_aborted_after_the_bound() -> None:
+    """Unit: the protocol drops a connection whose writes stay paused (a client that reads
+    nothing) once the bound passes, and keeps one that resumes in time."""
+    protocol_class = guarded_protocol(make_settings(slow_reader_timeout=0.05))
+
+    async def run() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        stalled, resumed = _FakeTransport(), _FakeTransport()
+        for transport in (stalled, resumed):
+            protocol = protocol_class(
+                config=server_config(None, make_settings()),
+                server_state=ServerState(),
+                app_state={},
+            )
+            protocol.connection_made(transport)  # type: ignore[arg-type]
+            protocol.pause_writing()
+            if transport is resumed:
+                loop.call_later(0.01, protocol.resume_writing)
+        await asyncio.sleep(0.2)
+        return stalled.aborted, resumed.aborted
+
+    assert asyncio.run(run()) == (True, False)
+
+
+class _FakeTransport:
+    def __init__(self) -> None:
+        self.aborted = False
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 1) if name in ("peername", "sockname") else default
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def close(self) -> None:
+        self.aborted = True
+
+    def set_write_buffer_limits(self, *args: object) -> None:
+        pass

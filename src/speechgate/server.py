@@ -4,8 +4,9 @@ uvicorn's HTTP protocol (httptools) puts no bound on how long a request head may
 large it may be, and its `limit_concurrency` counts half-sent requests like real ones, so a
 few thousand idle sockets would have every real client answered 503 (or, past the
 file-descriptor limit, not at all). `GuardedHttpProtocol` adds, per connection: a deadline for
-the request head, a bound on its size, and a connection cap that sheds the oldest connection
-still waiting for a head. Request bodies are bounded in time and size by
+the request head, a bound on its size, a connection cap that sheds the oldest connection
+still waiting for a head, and a bound on how long a response may wait for a client that reads
+nothing. Request bodies are bounded in time and size by
 `speechgate.api.middleware.BodyLimitMiddleware`, where the answer can be OpenAI's error JSON.
 """
 
@@ -33,6 +34,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     """
 
     header_timeout: ClassVar[float]
+    write_stall_timeout: ClassVar[float]
     max_header_bytes: ClassVar[int]
     max_connections: ClassVar[int]
     # This server's connections waiting for (the rest of) a request head, oldest first: the
@@ -42,6 +44,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_deadline: asyncio.TimerHandle | None = None
+        self._write_deadline: asyncio.TimerHandle | None = None
         self._head_bytes = 0
         self._head_too_large = False
 
@@ -59,6 +62,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_deadline()
+        self._disarm_write_deadline()
         self.awaiting_head.pop(self, None)
         super().connection_lost(exc)
 
@@ -87,6 +91,28 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if not next_head_read and not self.transport.is_closing():
             # Idle until the next request: first in line to be shed.
             self.awaiting_head[self] = None
+
+    def pause_writing(self) -> None:
+        # The socket's buffers are full: the client reads nothing for now. The response's
+        # sender waits (its worker is paused too); past this bound the connection is dropped,
+        # which ends the request as a client that left does, job cancelled.
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._write_deadline = self.loop.call_later(self.write_stall_timeout, self._stalled)
+
+    def resume_writing(self) -> None:
+        self._disarm_write_deadline()
+        super().resume_writing()
+
+    def _disarm_write_deadline(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _stalled(self) -> None:
+        self._write_deadline = None
+        # abort, not close: close would wait to flush what the client does not read.
+        self.transport.abort()
 
     def send_400_response(self, msg: str) -> None:
         if not self._head_too_large:
@@ -132,6 +158,7 @@ def guarded_protocol(settings: Settings) -> type[GuardedHttpProtocol]:
         (GuardedHttpProtocol,),
         {
             "header_timeout": settings.header_timeout,
+            "write_stall_timeout": settings.slow_reader_timeout,
             "max_header_bytes": settings.max_header_bytes,
             "max_connections": settings.max_connections or default_max_connections(),
             "awaiting_head": {},

@@ -230,7 +230,7 @@ class Settings(BaseSettings):
 
     slow_reader_timeout: float = Field(default=60.0, gt=0)
     """Seconds a client may read nothing while its job's audio waits for it; then the job is
-    cancelled (its worker freed) and the stream ends."""
+    cancelled (its worker freed) and its connection dropped."""
 
     max_input_chars: int = Field(default=4096, ge=1)
     """Longest `input` accepted (OpenAI's limit is 4096)."""
