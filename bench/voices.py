@@ -12,8 +12,8 @@ Phases, in order (each prints its table as it ends):
    and after the requests, and speed. The variants: onnxruntime's defaults (speechgate's
    settings before the many-voices change), without the memory pattern, and also without the
    CPU arena or with one arena shared by every session (what differs with several voices
-   loaded: see the throughput phase's worker memory). The same for Kokoro (its embedded model, `--kokoro-requests` requests: it is
-   ~10x slower than Piper) unless `--no-kokoro`.
+   loaded: see the throughput phase's worker memory). The same for Kokoro (its embedded
+   model, `--kokoro-requests` requests: it is ~10x slower than Piper) unless `--no-kokoro`.
 2. **cold** (in-process): one Piper engine holding two installed copies of joe: first audio
    of a short sentence for a voice already loaded, against one loaded on the request
    (`loaded_voices=1`, alternating, so every request of the cold column loads its model).
