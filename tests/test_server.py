@@ -56,6 +56,24 @@ def half_sent(server: RunningServer, count: int) -> list[socket.socket]:
     return socks
 
 
+@contextlib.contextmanager
+def unread_speech(port: int, model: str) -> Iterator[socket.socket]:
+    """A long clip asked for on a socket with a tiny receive window (the clip cannot fit in
+    the socket buffers), its first bytes read to see the audio is under way, then nothing."""
+    with socket.socket() as slow:
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.connect(("127.0.0.1", port))
+        speech = {"model": model, "voice": "alloy", "input": "Speak slowly. " * 290}
+        content = json.dumps({**speech, "response_format": "pcm"}).encode()
+        slow.sendall(
+            b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\n"
+            b"content-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(content), content)
+        )
+        assert slow.recv(4096).startswith(b"HTTP/1.1 200")
+        yield slow
+
+
 def test_half_sent_requests_neither_lock_out_a_client_nor_stay(guarded: RunningServer) -> None:
     attackers = half_sent(guarded, HALF_SENT)
     try:
@@ -98,19 +116,9 @@ def impatient() -> Iterator[RunningServer]:
 def test_a_client_that_stops_reading_is_dropped_and_its_worker_freed(
     impatient: RunningServer,
 ) -> None:
-    with socket.socket() as slow:
-        # A tiny receive window: the clip cannot fit in the socket buffers.
-        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        slow.connect(("127.0.0.1", int(impatient.url.rsplit(":", 1)[1])))
-        speech = {"model": "espeak", "voice": "alloy", "input": "Speak slowly. " * 290}
-        content = json.dumps({**speech, "response_format": "pcm"}).encode()
-        slow.sendall(
-            b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\n"
-            b"content-type: application/json\r\n"
-            b"content-length: %d\r\n\r\n%s" % (len(content), content)
-        )
-        assert slow.recv(4096).startswith(b"HTTP/1.1 200")  # audio is under way
-        # ...and then nothing is read. The server drops the connection and frees the worker.
+    port = int(impatient.url.rsplit(":", 1)[1])
+    with unread_speech(port, "espeak") as slow:
+        # Nothing more is read: the server drops the connection and frees the worker.
         pool = impatient.runtime.pools["espeak"]
         wait_for(lambda: pool.stats().workers.get(WorkerState.IDLE) == 1, timeout=60)
         # What was in the sockets' buffers still comes, then the end (no socket.timeout): the
@@ -148,18 +156,7 @@ def test_shutdown_cuts_off_a_client_that_does_not_read(tmp_path: Path) -> None:
                 return False
 
         wait_for(ready, timeout=60)
-        with socket.socket() as slow:
-            # A tiny receive window: the clip cannot fit in the socket buffers.
-            slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            slow.connect(("127.0.0.1", port))
-            speech = {"model": "tts-1", "voice": "alloy", "input": "Speak slowly. " * 290}
-            content = json.dumps({**speech, "response_format": "pcm"}).encode()
-            slow.sendall(
-                b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\n"
-                b"content-type: application/json\r\n"
-                b"content-length: %d\r\n\r\n%s" % (len(content), content)
-            )
-            assert slow.recv(4096).startswith(b"HTTP/1.1 200")  # audio is under way
+        with unread_speech(port, "tts-1"):
             server.send_signal(signal.SIGTERM)
             # Without a grace period the server waits for this reader for good.
             # (uvicorn re-raises the signal once it has shut down cleanly.)
