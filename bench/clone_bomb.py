@@ -14,9 +14,6 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import json
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +26,7 @@ from tests.helpers.audio import flac_bomb, piper_speech, wav_file
 from tests.helpers.pocket import build_tiny_model
 
 from speechgate.audio.pcm import PcmChunk
+from speechgate.bench import child
 
 
 def _kib(pid: int, field: str) -> int:
@@ -57,30 +55,19 @@ def _reference(url: str, data: bytes) -> httpx.Response:
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="clone-bomb-"))
     model = build_tiny_model(work)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = os.environ | {
-        "SPEECHGATE_ENGINES": "pocket",
-        "SPEECHGATE_DEFAULT_ENGINE": "pocket",
-        "SPEECHGATE_WORKERS": "1",
-        "SPEECHGATE_DATA_DIR": str(work / "data"),
-        "SPEECHGATE_ENGINE_OPTIONS": json.dumps(
+    port = child.free_port()
+    env = child.clean_env(
+        SPEECHGATE_ENGINES="pocket",
+        SPEECHGATE_DEFAULT_ENGINE="pocket",
+        SPEECHGATE_WORKERS="1",
+        SPEECHGATE_DATA_DIR=str(work / "data"),
+        SPEECHGATE_ENGINE_OPTIONS=json.dumps(
             {"pocket": {"config": str(model / "config.yaml"), "eos_threshold": "1e9"}}
         ),
-    }
-    command = [str(Path(sys.executable).parent / "speechgate"), "serve", "--port", str(port)]
-    log = (work / "server.log").open("wb")
-    server = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+    )
+    command = [sys.executable, "-m", "speechgate.cli", "serve", "--port", str(port)]
     url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+    with child.child_server(command, env, f"{url}/readyz", work / "server.log") as pid:
         speech = piper_speech()
         long_speech = wav_file(
             PcmChunk(np.tile(speech.samples, int(200 / speech.duration)), speech.sample_rate)
@@ -107,16 +94,16 @@ def main() -> None:
                 lambda: [_upload(url, "long", long_speech)],
             ),
         ]
-        idle = _kib(server.pid, "VmRSS")
+        idle = _kib(pid, "VmRSS")
         print(f"gateway idle: {idle / 1024:.1f} MiB resident")
         print(f"{'attempt':52} {'answers':>16} {'peak above idle':>16} {'time':>8}")
         for label, attempt in attempts:
-            Path(f"/proc/{server.pid}/clear_refs").write_text("5")
-            idle = _kib(server.pid, "VmRSS")
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+            idle = _kib(pid, "VmRSS")
             started = time.perf_counter()
             responses = attempt()
             elapsed = time.perf_counter() - started
-            peak = _kib(server.pid, "VmHWM") - idle
+            peak = _kib(pid, "VmHWM") - idle
             first = responses[0]
             answers = str(first.status_code)
             if first.status_code >= 400:
@@ -124,9 +111,6 @@ def main() -> None:
             if len(responses) > 1:
                 answers += f" x{len(responses)}"
             print(f"{label:52} {answers:>16} {peak / 1024:13.1f} MiB {elapsed:7.2f}s")
-    finally:
-        server.terminate()
-        server.wait(30)
 
 
 def _parallel(url: str, data: bytes, count: int) -> list[httpx.Response]:

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +30,7 @@ from pathlib import Path
 import httpx
 
 from speechgate.audio.formats import AudioFormat
+from speechgate.bench import child
 from speechgate.bench.audio import audio_offset, wav_audio_seconds
 from speechgate.bench.stats import percentile
 
@@ -108,44 +106,22 @@ async def closed_loop(url: str, model: str, clients: int, seconds: float) -> lis
     return results
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def server(engine: str, workers: int, max_queue_wait: float, queue_size: int) -> Iterator[str]:
-    port = _free_port()
+    port = child.free_port()
     work = Path(tempfile.mkdtemp(prefix="speechgate-overload-"))
-    env = os.environ | {
-        "SPEECHGATE_ENGINES": engine,
-        "SPEECHGATE_DEFAULT_ENGINE": engine,
-        "SPEECHGATE_WORKERS": str(workers),
-        "SPEECHGATE_MAX_QUEUE_WAIT": str(max_queue_wait),
-        "SPEECHGATE_QUEUE_SIZE": str(queue_size),
-        "SPEECHGATE_DATA_DIR": str(work / "data"),
-    }
+    env = child.clean_env(
+        SPEECHGATE_ENGINES=engine,
+        SPEECHGATE_DEFAULT_ENGINE=engine,
+        SPEECHGATE_WORKERS=str(workers),
+        SPEECHGATE_MAX_QUEUE_WAIT=str(max_queue_wait),
+        SPEECHGATE_QUEUE_SIZE=str(queue_size),
+        SPEECHGATE_DATA_DIR=str(work / "data"),
+    )
     command = [sys.executable, "-m", "speechgate.cli", "serve", "--port", str(port)]
-    log = (work / "server.log").open("wb")
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(1200):
-            if process.poll() is not None:
-                raise SystemExit(f"the server exited; see {work / 'server.log'}")
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        else:
-            raise SystemExit(f"the server did not get ready; see {work / 'server.log'}")
+    with child.child_server(command, env, f"{url}/readyz", work / "server.log", timeout=120):
         yield url
-    finally:
-        process.terminate()
-        process.wait(30)
 
 
 def ms(seconds: float | None) -> str:

@@ -25,21 +25,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
-import contextlib
 import dataclasses
 import json
 import logging
 import multiprocessing
 import os
-import signal
-import socket
 import string
-import subprocess
 import sys
 import tempfile
 import time
 import wave
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +52,7 @@ from speechgate.bench import (
     RunStats,
     Sample,
     Text,
+    child,
     measure_ceiling,
     run_load,
     summarize,
@@ -183,57 +180,9 @@ def write_voice(path: Path) -> Path:
 # --- servers as child processes ----------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def child_server(
-    command: Sequence[str], env: dict[str, str], ready_url: str, log: Path
-) -> Iterator[int]:
-    """Run `command` in its own process group until the block ends; yields its pid once
-    `ready_url` answers 200. The whole group (workers too) is stopped, killed if need be."""
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    try:
-        deadline = time.monotonic() + 300
-        while not _answers(ready_url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"{command[0]} did not start:\n{tail}")
-            time.sleep(0.25)
-        yield process.pid
-    finally:
-        _stop_group(process)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace)
-            if sig is signal.SIGTERM:  # the leader is gone; its workers may linger
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-            return
-
-
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPEECHGATE_")}
-    return {**env, "HF_HUB_OFFLINE": "1", **extra}
+    # Offline: the hub is unreachable here, and pocket-tts would retry it for ~23 s.
+    return child.clean_env(HF_HUB_OFFLINE="1", **extra)
 
 
 # --- runs ---------------------------------------------------------------------------------
@@ -271,7 +220,7 @@ def speechgate_runs(
     args: argparse.Namespace,
 ) -> tuple[list[Row], list[float]]:
     """Serve the model with speechgate, clone the voice (timed), load it at every level."""
-    port, name = free_port(), f"speechgate {workers}x{cores}"
+    port, name = child.free_port(), f"speechgate {workers}x{cores}"
     options = {"pocket": {"config": model["config"], "eos_threshold": EOS_THRESHOLD}}
     env = clean_env(
         SPEECHGATE_HOST="127.0.0.1",
@@ -286,7 +235,7 @@ def speechgate_runs(
     url = f"http://127.0.0.1:{port}"
     command = [str(Path(sys.executable).parent / "speechgate"), "serve"]
     log = out / f"speechgate-{workers}x{cores}.log"
-    with child_server(command, env, f"{url}/readyz", log) as pid:
+    with child.child_server(command, env, f"{url}/readyz", log) as pid:
         # The first clone is also the worker's first job (lazy initialisation): cold.
         clones = [clone(url, voice, VOICE)]
         config = LoadConfig(
@@ -360,7 +309,7 @@ def pocket_serve_runs(
     """`pocket-tts serve --config` (it reads the end-of-speech threshold from the config) with
     the voice as its default (state computed once at start-up, as speechgate's stored clone)
     or, `mode == "upload"`, sent as `voice_wav` with every request (encoded every time)."""
-    port = free_port()
+    port = child.free_port()
     command = [
         str(Path(sys.executable).parent / "pocket-tts"),
         "serve",
@@ -375,7 +324,7 @@ def pocket_serve_runs(
     ]
     url = f"http://127.0.0.1:{port}"
     log = out / f"pocket-tts-serve-{mode}.log"
-    with child_server(command, clean_env(), f"{url}/health", log) as pid:
+    with child.child_server(command, clean_env(), f"{url}/health", log) as pid:
         config = LoadConfig(
             url=url,
             levels=args.levels,

@@ -34,10 +34,7 @@ import json
 import multiprocessing
 import os
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,7 +47,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from speechgate.bench import LoadConfig, RunStats, Sample, measure_ceiling
+from speechgate.bench import LoadConfig, RunStats, Sample, child, measure_ceiling
 from speechgate.bench.inprocess import OUTPUT, speak
 from speechgate.bench.load import make_client, send
 from speechgate.bench.stats import summarize
@@ -235,49 +232,22 @@ def measure_cold(models: Path, rounds: int) -> Table:
 # --- 3. throughput ------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def server(data_dir: Path, log: Path) -> Iterator[tuple[str, int]]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPEECHGATE_")}
-    env |= {
-        "SPEECHGATE_HOST": "127.0.0.1",
-        "SPEECHGATE_PORT": str(port),
-        "SPEECHGATE_ENGINES": "piper",
-        "SPEECHGATE_DEFAULT_ENGINE": "piper",
-        "SPEECHGATE_WORKERS": "2",
-        "SPEECHGATE_CORES_PER_WORKER": "1",
-        "SPEECHGATE_DATA_DIR": str(data_dir),
-    }
+    port = child.free_port()
+    env = child.clean_env(
+        SPEECHGATE_HOST="127.0.0.1",
+        SPEECHGATE_PORT=str(port),
+        SPEECHGATE_ENGINES="piper",
+        SPEECHGATE_DEFAULT_ENGINE="piper",
+        SPEECHGATE_WORKERS="2",
+        SPEECHGATE_CORES_PER_WORKER="1",
+        SPEECHGATE_DATA_DIR=str(data_dir),
+    )
     url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "speechgate.cli", "serve"]
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"speechgate did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.25)
-        yield url, process.pid
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+    with child.child_server(command, env, f"{url}/readyz", log, timeout=180) as pid:
+        yield url, pid
 
 
 def worker_rss(server_pid: int) -> list[float]:
