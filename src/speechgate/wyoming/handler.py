@@ -39,6 +39,8 @@ class WyomingHandler(AsyncEventHandler):
         self._app_state = app_state
         self._jobs: list[asyncio.Task[None]] = []
         self._stream: SpeechSession | None = None  # between synthesize-start and -stop
+        self._streamed: list[str] = []  # its text so far
+        self._just_streamed: str | None = None
         self._write_lock = asyncio.Lock()
         self.closed = asyncio.Event()
 
@@ -56,19 +58,24 @@ class WyomingHandler(AsyncEventHandler):
             await self._start_stream(SynthesizeStart.from_event(event))
         elif SynthesizeChunk.is_type(event.type):
             if self._stream is not None:
+                text = SynthesizeChunk.from_event(event).text
+                self._streamed.append(text)
                 try:
-                    self._stream.add_text(SynthesizeChunk.from_event(event).text)
+                    self._stream.add_text(text)
                 except SpeechgateError as error:
                     await self._send_error(error)
         elif SynthesizeStop.is_type(event.type):
             if self._stream is not None:
                 self._stream.finish()
                 self._stream = None
+                self._just_streamed = "".join(self._streamed)
         elif Synthesize.is_type(event.type):
-            # A streaming client sends the whole text too, for servers that cannot stream:
-            # this one already speaks it from the chunks.
-            if self._stream is None:
-                await self._synthesize(Synthesize.from_event(event))
+            # A streaming client sends the whole text too, for servers that cannot stream
+            # (before synthesize-stop; after it too, tolerated): this one speaks the chunks.
+            request = Synthesize.from_event(event)
+            repeated, self._just_streamed = request.text == self._just_streamed, None
+            if self._stream is None and not repeated:
+                await self._synthesize(request)
         return True
 
     async def _synthesize(self, request: Synthesize) -> None:
@@ -90,6 +97,7 @@ class WyomingHandler(AsyncEventHandler):
             await self._send_error(error)
             return
         self._stream = SpeechSession(self._runtime.service, plan)
+        self._streamed = []
         self._queue(plan, self._stream, stopped=True)
 
     def _queue(self, plan: wy.SpeechPlan, session: SpeechSession, stopped: bool) -> None:
