@@ -47,7 +47,9 @@ def serve(
     ] = None,
     wyoming: Annotated[
         str | None,
-        typer.Option(help="Also serve Home Assistant's Wyoming protocol, e.g. tcp://127.0.0.1:10200."),
+        typer.Option(
+            help="Also serve Home Assistant's Wyoming protocol, e.g. tcp://127.0.0.1:10200."
+        ),
     ] = None,
 ) -> None:
     """Run the HTTP server. Every setting can also come from SPEECHGATE_* variables."""

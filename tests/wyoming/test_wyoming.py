@@ -23,6 +23,7 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
 from tests.conftest import make_settings
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.waiting import wait_for
@@ -110,8 +111,17 @@ def test_describe_lists_every_engine_and_its_voices(wyoming: Wyoming) -> None:
     assert espeak["en-us"].languages == ["en-US"]
 
 
-def test_one_synthesize_is_spoken_at_the_engines_rate(wyoming: Wyoming) -> None:
+def spy_usage(wyoming: Wyoming, monkeypatch: pytest.MonkeyPatch) -> list[UsageRecord]:
+    records: list[UsageRecord] = []
+    monkeypatch.setattr(wyoming.server.app.state.tenancy, "record", records.append)
+    return records
+
+
+def test_one_synthesize_is_spoken_at_the_engines_rate(
+    wyoming: Wyoming, monkeypatch: pytest.MonkeyPatch
+) -> None:
     text = "Hello from speechgate. This is a short test of the Wyoming server."
+    records = spy_usage(wyoming, monkeypatch)
 
     async def go() -> Audio:
         async with client(wyoming) as connection:
@@ -122,6 +132,12 @@ def test_one_synthesize_is_spoken_at_the_engines_rate(wyoming: Wyoming) -> None:
     assert audio.rate == wyoming.server.runtime.catalog.engines["espeak"].sample_rate
     assert 2.0 < audio.duration < 10.0
     assert audio.rms > 0.02  # speech, not silence
+    wait_for(lambda: len(records) == 1)
+    (record,) = records
+    assert record.request_id.startswith("wyoming_") and record.key_id is None
+    assert (record.engine, record.voice, record.status) == ("espeak", "en-us", 200)
+    assert record.characters == len(text)
+    assert record.audio_seconds == pytest.approx(audio.duration, abs=0.01)
 
 
 def test_piper_by_voice_name(wyoming: Wyoming) -> None:
@@ -186,7 +202,10 @@ def test_two_clients_at_once(wyoming: Wyoming) -> None:
     assert short.rms > 0.02 and long.rms > 0.02
 
 
-def test_a_client_closing_mid_audio_frees_its_worker(wyoming: Wyoming) -> None:
+def test_a_client_closing_mid_audio_frees_its_worker(
+    wyoming: Wyoming, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = spy_usage(wyoming, monkeypatch)
     pool = wyoming.server.runtime.pools["espeak"]
 
     def jobs_run() -> int:
@@ -205,6 +224,8 @@ def test_a_client_closing_mid_audio_frees_its_worker(wyoming: Wyoming) -> None:
     wait_for(lambda: pool.stats().in_flight == 0 and pool.stats().queued == 0)
     # One job per sentence: it stopped after the one or two it had started, of 30.
     assert 1 <= jobs_run() - before <= 3
+    wait_for(lambda: len(records) == 1)
+    assert records[0].status == CLIENT_CLOSED
 
 
 def test_bad_requests_get_an_error_and_the_connection_stays_usable(wyoming: Wyoming) -> None:

@@ -11,11 +11,17 @@ from wyoming.event import Event
 from wyoming.info import Describe
 from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
-from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
-from wyoming.tts import SynthesizeStopped
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+)
 
 from speechgate.errors import SpeechgateError
 from speechgate.runtime import Runtime
+from speechgate.service import SpeechPlan
 from speechgate.sessions import SpeechSession
 from speechgate.wyoming import session as wy
 from speechgate.wyoming.info import describe
@@ -100,7 +106,7 @@ class WyomingHandler(AsyncEventHandler):
         self._streamed = []
         self._queue(plan, self._stream, stopped=True)
 
-    def _queue(self, plan: wy.SpeechPlan, session: SpeechSession, stopped: bool) -> None:
+    def _queue(self, plan: SpeechPlan, session: SpeechSession, stopped: bool) -> None:
         """Run after the connection's previous job, so audio never interleaves."""
         previous = self._jobs[-1] if self._jobs else None
 
@@ -113,8 +119,8 @@ class WyomingHandler(AsyncEventHandler):
                     await self.write_event(SynthesizeStopped().event())
             except SpeechgateError as error:
                 await self._send_error(error)
-            except (ConnectionError, asyncio.CancelledError):
-                raise
+            except ConnectionError:
+                return  # the client left mid-audio; its usage is recorded as such
             except Exception as error:
                 log.error("wyoming synthesis failed", exc_info=error)
                 await self._send_error(SpeechgateError("The server had an error speaking this."))
