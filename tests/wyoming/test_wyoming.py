@@ -194,10 +194,29 @@ def test_two_clients_at_once(wyoming: Wyoming) -> None:
             await connection.write_event(Synthesize(text=text, voice=ESPEAK).event())
             return await read_audio(connection)
 
-    async def go() -> list[Audio]:
-        return await asyncio.gather(one("The first client speaks."), one(LONG))
+    finished: list[str] = []
 
+    async def long_one() -> Audio:
+        async with client(wyoming) as connection:
+            await connection.write_event(Synthesize(text=LONG, voice=ESPEAK).event())
+            started.set()
+            audio = await read_audio(connection)
+            finished.append("long")
+            return audio
+
+    async def short_one() -> Audio:
+        await started.wait()
+        audio = await one("The second client speaks.")
+        finished.append("short")
+        return audio
+
+    async def go() -> tuple[Audio, Audio]:
+        return await asyncio.gather(short_one(), long_one())
+
+    started = asyncio.Event()
     short, long = asyncio.run(go())
+    # The second is answered while the first still speaks, not after it.
+    assert finished == ["short", "long"]
     assert 0.5 < short.duration < long.duration
     assert short.rms > 0.02 and long.rms > 0.02
 
@@ -210,7 +229,7 @@ def test_a_client_closing_mid_audio_frees_its_worker(
 
     def jobs_run() -> int:
         jobs = pool.stats().jobs
-        return jobs["completed"] + jobs["cancelled"]
+        return int(jobs["completed"] + jobs["cancelled"])
 
     before = jobs_run()
 
@@ -246,3 +265,9 @@ def test_bad_requests_get_an_error_and_the_connection_stays_usable(wyoming: Wyom
     assert empty.code == "empty_text"
     assert pong.text == "still there?"
     assert audio.duration > 0.2 and audio.rms > 0.02
+
+
+@pytest.mark.parametrize("uri", ["unix:///tmp/wyoming.sock", "tcp://127.0.0.1", "127.0.0.1:10200"])
+def test_only_a_tcp_address_with_a_port_is_accepted(uri: str) -> None:
+    with pytest.raises(ValueError, match="wyoming_uri"):
+        make_settings(wyoming_uri=uri)
