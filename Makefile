@@ -1,7 +1,7 @@
 # Two entry points, both of which set everything up first: `make serve` and `make test`.
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS := piper,espeak,kokoro,pocket,postgres,redis,ray,dev,bench
+EXTRAS := piper,espeak,wyoming,kokoro,pocket,postgres,redis,ray,dev,bench
 
 .PHONY: serve test lint setup system-packages
 

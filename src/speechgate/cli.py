@@ -45,6 +45,12 @@ def serve(
         list[str] | None,
         typer.Option(help="Pull this voice or model first, if not installed (repeatable)."),
     ] = None,
+    wyoming: Annotated[
+        str | None,
+        typer.Option(
+            help="Also serve Home Assistant's Wyoming protocol, e.g. tcp://127.0.0.1:10200."
+        ),
+    ] = None,
 ) -> None:
     """Run the HTTP server. Every setting can also come from SPEECHGATE_* variables."""
     import uvicorn
@@ -61,6 +67,7 @@ def serve(
         default_engine=default_engine or (engines[0] if engines else None),
         backend=backend,
         ray_address=ray_address,
+        wyoming_uri=wyoming,
     )
     if pull:
         from speechgate.hub.refs import parse_ref

@@ -191,6 +191,10 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
     """Port the HTTP server listens on."""
 
+    wyoming_uri: str | None = Field(default=None, pattern=r"^tcp://[^/:]+:\d+$")
+    """Also serve Home Assistant's Wyoming protocol here, e.g. `tcp://127.0.0.1:10200` (None:
+    off). Wyoming has no authentication: anyone who can reach this address can synthesize."""
+
     engines: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["piper", "espeak"])
     """Engines to load, comma-separated in the environment. Each gets its own worker pool."""
 

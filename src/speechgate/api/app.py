@@ -62,6 +62,13 @@ def create_app(settings: Settings) -> FastAPI:
                 )
                 built.push_async_callback(providers.aclose)
                 built.enter_context(routing.reload_on_sighup(providers))
+            if settings.wyoming_uri is not None:
+                # Imported here: the `wyoming` extra is needed only by those who turn it on.
+                from speechgate import wyoming
+
+                built.push_async_callback(
+                    await wyoming.start(settings.wyoming_uri, runtime, app.state)
+                )
             yield
 
     app = FastAPI(

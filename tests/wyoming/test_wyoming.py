@@ -1,0 +1,273 @@
+"""The Wyoming server, driven by the `wyoming` package's own client against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncTcpClient
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.info import Describe, Info
+from wyoming.ping import Ping, Pong
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+    SynthesizeVoice,
+)
+
+from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
+from tests.conftest import make_settings
+from tests.helpers.server import RunningServer, free_port, running_server
+from tests.helpers.waiting import wait_for
+
+pytestmark = pytest.mark.slow
+
+_TIMEOUT = 60.0
+ESPEAK = SynthesizeVoice(name="en-us")
+LONG = " ".join(f"Sentence number {n} is here, and it goes on for a while." for n in range(30))
+
+
+@dataclass
+class Wyoming:
+    server: RunningServer
+    port: int
+
+
+@pytest.fixture(scope="module")
+def wyoming() -> Iterator[Wyoming]:
+    port = free_port()
+    settings = make_settings(workers=2, wyoming_uri=f"tcp://127.0.0.1:{port}")
+    with running_server(settings) as server:
+        yield Wyoming(server, port)
+
+
+def client(wyoming: Wyoming) -> AsyncTcpClient:
+    return AsyncTcpClient("127.0.0.1", wyoming.port)
+
+
+async def read(connection: AsyncTcpClient) -> Event:
+    event = await asyncio.wait_for(connection.read_event(), _TIMEOUT)
+    assert event is not None, "the server closed the connection"
+    return event
+
+
+@dataclass
+class Audio:
+    rate: int = 0
+    pcm: bytearray = field(default_factory=bytearray)
+    chunks: int = 0
+
+    @property
+    def samples(self) -> np.ndarray:
+        return np.frombuffer(bytes(self.pcm), dtype="<i2").astype(np.float32) / 32768.0
+
+    @property
+    def duration(self) -> float:
+        return len(self.pcm) / 2 / self.rate
+
+    @property
+    def rms(self) -> float:
+        return float(np.sqrt(np.mean(np.square(self.samples))))
+
+
+async def read_audio(connection: AsyncTcpClient) -> Audio:
+    """audio-start, its chunks, audio-stop; checks the format on every event."""
+    start = AudioStart.from_event(await read(connection))
+    assert (start.width, start.channels) == (2, 1)
+    audio = Audio(start.rate)
+    while not AudioStop.is_type((event := await read(connection)).type):
+        chunk = AudioChunk.from_event(event)
+        assert (chunk.rate, chunk.width, chunk.channels) == (start.rate, 2, 1)
+        audio.pcm += chunk.audio
+        audio.chunks += 1
+    return audio
+
+
+def test_describe_lists_every_engine_and_its_voices(wyoming: Wyoming) -> None:
+    async def go() -> Info:
+        async with client(wyoming) as connection:
+            await connection.write_event(Describe().event())
+            return Info.from_event(await read(connection))
+
+    info = asyncio.run(go())
+    programs = {program.name: program for program in info.tts}
+    assert set(programs) == {"piper", "espeak"}
+    catalog = wyoming.server.runtime.catalog
+    for name, program in programs.items():
+        assert program.supports_synthesize_streaming
+        assert program.installed
+        assert [voice.name for voice in program.voices] == [v.id for v in catalog.voices(name)]
+        assert all(voice.installed and voice.attribution.name for voice in program.voices)
+    assert "en_US-joe-medium" in [voice.name for voice in programs["piper"].voices]
+    espeak = {voice.name: voice for voice in programs["espeak"].voices}
+    assert espeak["en-us"].languages == ["en-US"]
+
+
+def spy_usage(wyoming: Wyoming, monkeypatch: pytest.MonkeyPatch) -> list[UsageRecord]:
+    records: list[UsageRecord] = []
+    monkeypatch.setattr(wyoming.server.app.state.tenancy, "record", records.append)
+    return records
+
+
+def test_one_synthesize_is_spoken_at_the_engines_rate(
+    wyoming: Wyoming, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "Hello from speechgate. This is a short test of the Wyoming server."
+    records = spy_usage(wyoming, monkeypatch)
+
+    async def go() -> Audio:
+        async with client(wyoming) as connection:
+            await connection.write_event(Synthesize(text=text, voice=ESPEAK).event())
+            return await read_audio(connection)
+
+    audio = asyncio.run(go())
+    assert audio.rate == wyoming.server.runtime.catalog.engines["espeak"].sample_rate
+    assert 2.0 < audio.duration < 10.0
+    assert audio.rms > 0.02  # speech, not silence
+    wait_for(lambda: len(records) == 1)
+    (record,) = records
+    assert record.request_id.startswith("wyoming_") and record.key_id is None
+    assert (record.engine, record.voice, record.status) == ("espeak", "en-us", 200)
+    assert record.characters == len(text)
+    assert record.audio_seconds == pytest.approx(audio.duration, abs=0.01)
+
+
+def test_piper_by_voice_name(wyoming: Wyoming) -> None:
+    async def go() -> Audio:
+        async with client(wyoming) as connection:
+            voice = SynthesizeVoice(name="en_US-joe-medium")
+            await connection.write_event(Synthesize(text="Good evening.", voice=voice).event())
+            return await read_audio(connection)
+
+    audio = asyncio.run(go())
+    assert audio.rate == 22050
+    assert 0.4 < audio.duration < 4.0
+    assert audio.rms > 0.02
+
+
+def test_streamed_text_is_spoken_before_it_is_finished(wyoming: Wyoming) -> None:
+    # Cut mid-word and mid-number, as an LLM's tokens come.
+    pieces = ["The answer is forty", "-two. Or it is 1", "23.5 deg", "rees today. ", "And then"]
+
+    async def go() -> tuple[Audio, list[Event]]:
+        async with client(wyoming) as connection:
+            await connection.write_event(SynthesizeStart(voice=ESPEAK).event())
+            for piece in pieces:
+                await connection.write_event(SynthesizeChunk(text=piece).event())
+            # The first sentence is complete: its audio comes before the text is finished.
+            start = AudioStart.from_event(await read(connection))
+            first = AudioChunk.from_event(await read(connection))
+            await connection.write_event(SynthesizeChunk(text=" some more.").event())
+            # A streaming client also sends the whole text, for servers that cannot stream.
+            whole = "".join(pieces) + " some more."
+            await connection.write_event(Synthesize(text=whole, voice=ESPEAK).event())
+            await connection.write_event(SynthesizeStop().event())
+            audio = Audio(start.rate, bytearray(first.audio), 1)
+            rest: list[Event] = []
+            while not SynthesizeStopped.is_type((event := await read(connection)).type):
+                rest.append(event)
+            # What follows is the next request's: the compatibility `synthesize` was not spoken.
+            await connection.write_event(Synthesize(text="Next.", voice=ESPEAK).event())
+            next_audio = await read_audio(connection)
+            assert next_audio.duration < 1.5
+            return audio, rest
+
+    audio, rest = asyncio.run(go())
+    assert AudioStop.is_type(rest[-1].type)
+    for event in rest[:-1]:
+        audio.pcm += AudioChunk.from_event(event).audio
+    assert 3.0 < audio.duration < 15.0
+    assert audio.rms > 0.02
+
+
+def test_two_clients_at_once(wyoming: Wyoming) -> None:
+    async def one(text: str) -> Audio:
+        async with client(wyoming) as connection:
+            await connection.write_event(Synthesize(text=text, voice=ESPEAK).event())
+            return await read_audio(connection)
+
+    finished: list[str] = []
+
+    async def long_one() -> Audio:
+        async with client(wyoming) as connection:
+            await connection.write_event(Synthesize(text=LONG, voice=ESPEAK).event())
+            started.set()
+            audio = await read_audio(connection)
+            finished.append("long")
+            return audio
+
+    async def short_one() -> Audio:
+        await started.wait()
+        audio = await one("The second client speaks.")
+        finished.append("short")
+        return audio
+
+    async def go() -> tuple[Audio, Audio]:
+        return await asyncio.gather(short_one(), long_one())
+
+    started = asyncio.Event()
+    short, long = asyncio.run(go())
+    # The second is answered while the first still speaks, not after it.
+    assert finished == ["short", "long"]
+    assert 0.5 < short.duration < long.duration
+    assert short.rms > 0.02 and long.rms > 0.02
+
+
+def test_a_client_closing_mid_audio_frees_its_worker(
+    wyoming: Wyoming, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = spy_usage(wyoming, monkeypatch)
+    pool = wyoming.server.runtime.pools["espeak"]
+
+    def jobs_run() -> int:
+        jobs = pool.stats().jobs
+        return int(jobs["completed"] + jobs["cancelled"])
+
+    before = jobs_run()
+
+    async def go() -> None:
+        async with client(wyoming) as connection:
+            await connection.write_event(Synthesize(text=LONG, voice=ESPEAK).event())
+            await read(connection)  # audio-start
+            await read(connection)  # the first chunk, then away
+
+    asyncio.run(go())
+    wait_for(lambda: pool.stats().in_flight == 0 and pool.stats().queued == 0)
+    # One job per sentence: it stopped after the one or two it had started, of 30.
+    assert 1 <= jobs_run() - before <= 3
+    wait_for(lambda: len(records) == 1)
+    assert records[0].status == CLIENT_CLOSED
+
+
+def test_bad_requests_get_an_error_and_the_connection_stays_usable(wyoming: Wyoming) -> None:
+    async def go() -> tuple[Error, Error, Pong, Audio]:
+        async with client(wyoming) as connection:
+            nobody = SynthesizeVoice(name="nobody-at-all")
+            await connection.write_event(Synthesize(text="Hello.", voice=nobody).event())
+            unknown = Error.from_event(await read(connection))
+            await connection.write_event(Synthesize(text="  ", voice=ESPEAK).event())
+            empty = Error.from_event(await read(connection))
+            await connection.write_event(Ping(text="still there?").event())
+            pong = Pong.from_event(await read(connection))
+            await connection.write_event(Synthesize(text="Yes.", voice=ESPEAK).event())
+            return unknown, empty, pong, await read_audio(connection)
+
+    unknown, empty, pong, audio = asyncio.run(go())
+    assert "nobody-at-all" in unknown.text and unknown.code == "voice_not_found"
+    assert empty.code == "empty_text"
+    assert pong.text == "still there?"
+    assert audio.duration > 0.2 and audio.rms > 0.02
+
+
+@pytest.mark.parametrize("uri", ["unix:///tmp/wyoming.sock", "tcp://127.0.0.1", "127.0.0.1:10200"])
+def test_only_a_tcp_address_with_a_port_is_accepted(uri: str) -> None:
+    with pytest.raises(ValueError, match="wyoming_uri"):
+        make_settings(wyoming_uri=uri)
