@@ -29,6 +29,7 @@ def engine_config(settings: Settings, name: str) -> EngineConfig:
     return EngineConfig(
         name=name,
         threads=settings.cores_per_worker,
+        max_threads=settings.pool_cores if settings.elastic_threads else 0,
         options=dict(settings.engine_options.get(name, {})),
         data_dir=str(settings.data_dir / "engines" / name),
         models_dir=str(settings.models_dir),

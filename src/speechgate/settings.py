@@ -218,6 +218,11 @@ class Settings(BaseSettings):
     """Cores to pin workers to (comma-separated), e.g. to keep one core for the gateway;
     default: every core this process may use."""
 
+    elastic_threads: bool = True
+    """A job that runs alone in its engine's pool computes on every worker core (and is
+    narrowed to its worker's own cores as soon as another job starts); off: every job keeps
+    to its worker's `cores_per_worker` cores, whatever the load."""
+
     queue_size: int = Field(default=16, ge=0)
     """Requests allowed to wait for a worker, per engine: a hard cap whatever their predicted
     wait. Beyond it: 429 with Retry-After."""
@@ -503,8 +508,12 @@ class Settings(BaseSettings):
 
     @property
     def worker_count(self) -> int:
-        cores = len(self.worker_cores) if self.worker_cores else usable_cores()
-        return self.workers or max(1, cores // self.cores_per_worker)
+        return self.workers or max(1, self.pool_cores // self.cores_per_worker)
+
+    @property
+    def pool_cores(self) -> int:
+        """The cores an engine's workers share out."""
+        return len(self.worker_cores) if self.worker_cores else usable_cores()
 
     def resolved_model_aliases(self) -> dict[str, str]:
         """OpenAI model names -> default engine, other servers' names for the loaded engines

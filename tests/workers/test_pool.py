@@ -216,3 +216,78 @@ def test_a_request_behind_too_much_work_is_refused_at_once_and_the_admitted_are_
 
     assert len(LONG.text) / 10 < 900 < (len(LONG.text) + len(MEDIUM.text)) / 10
     run_with_pool(scenario, workers=1, max_queue_wait=900, clock=Clock())
+
+
+ELASTIC = EngineConfig("piper", threads=1, max_threads=2)
+JOE_LONG = SynthesisRequest(LONG.text, "en_US-joe-medium")
+
+
+def thread_affinities(pid: int) -> list[set[int]]:
+    return [os.sched_getaffinity(int(tid)) for tid in os.listdir(f"/proc/{pid}/task")]
+
+
+def thread_ticks(pid: int) -> dict[int, int]:
+    """CPU ticks (user + system) each thread of `pid` has used."""
+    ticks = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        ticks[int(tid)] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+async def share_of_second_thread(pid: int, chunks: AsyncIterator[object], count: int) -> float:
+    """Take `count` chunks; the part of the worker's CPU time its second-busiest thread used."""
+    before = thread_ticks(pid)
+    for _ in range(count):
+        await anext(chunks)
+    after = thread_ticks(pid)
+    used = sorted((after[tid] - before.get(tid, 0) for tid in after), reverse=True)
+    return used[1] / max(1, sum(used))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_lone_job_gets_every_core_and_is_narrowed_while_another_runs() -> None:
+    cores = sorted(os.sched_getaffinity(0))[:2]
+
+    async def scenario(pool: WorkerPool) -> None:
+        first_pid, second_pid = pool.worker_pids()
+        first = pool.synthesize(JOE_LONG, PCM)
+        await anext(first)
+        # Alone: its threads may run anywhere in the pool, and two of them compute.
+        assert all(cpus == set(cores) for cpus in thread_affinities(first_pid))
+        assert await share_of_second_thread(first_pid, first, 6) > 0.15
+
+        second = pool.synthesize(JOE_LONG, PCM)
+        await anext(second)
+        # Two jobs: each on its own core, computing on one thread (the first from its next
+        # sentence on).
+        assert all(cpus == {cores[0]} for cpus in thread_affinities(first_pid))
+        assert all(cpus == {cores[1]} for cpus in thread_affinities(second_pid))
+        await anext(first)
+        assert await share_of_second_thread(first_pid, first, 4) < 0.05
+        assert await share_of_second_thread(second_pid, second, 4) < 0.05
+
+        # The second leaves: the first has the machine again.
+        await second.aclose()
+        await until(lambda: pool.stats().in_flight == 1)
+        assert all(cpus == set(cores) for cpus in thread_affinities(first_pid))
+        await anext(first)
+        assert await share_of_second_thread(first_pid, first, 6) > 0.15
+        await first.aclose()
+
+    run_with_pool(scenario, config=ELASTIC)
+
+
+def test_without_elastic_threads_a_lone_job_keeps_to_its_own_core() -> None:
+    cores = sorted(os.sched_getaffinity(0))
+
+    async def scenario(pool: WorkerPool) -> None:
+        first_pid = pool.worker_pids()[0]
+        job = pool.synthesize(JOE_LONG, PCM)
+        await anext(job)
+        assert all(cpus == {cores[0]} for cpus in thread_affinities(first_pid))
+        assert await share_of_second_thread(first_pid, job, 4) < 0.05
+        await job.aclose()
+
+    run_with_pool(scenario, config=EngineConfig("piper", threads=1))

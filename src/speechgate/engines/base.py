@@ -49,7 +49,9 @@ class SynthesisRequest:
 class EngineConfig:
     """How to build an engine; picklable, so a worker process can build its own copy.
 
-    `threads` is the number of compute threads the engine may use (its worker's cores).
+    `threads` is the number of compute threads the engine uses (its worker's own cores), and
+    `max_threads` the most a job may be given when it runs alone on the machine (every core the
+    pool has): an `Elastic` engine prepares for both widths at load.
     `options` carries engine-specific settings such as a model path. `data_dir` is where an
     engine may keep files it derives (an assembled model, say); None: a temporary place of
     the library's choosing. `models_dir` is where pulled voices and models are installed
@@ -59,10 +61,16 @@ class EngineConfig:
 
     name: str
     threads: int = 1
+    max_threads: int = 0  # 0: the same as `threads`
     options: Mapping[str, str] = field(default_factory=dict)
     data_dir: str | None = None
     models_dir: str | None = None
     loaded_voices: int = 4
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """The thread counts a job may be given: `threads`, and `max_threads` if more."""
+        return tuple(sorted({self.threads, max(self.threads, self.max_threads)}))
 
 
 @runtime_checkable
@@ -128,4 +136,19 @@ class VoiceCloner(Protocol):
     def clone(self, prompt: PcmChunk) -> bytes:
         """The voice in `prompt` (mono, at `sample_rate`), as a state file's bytes that
         `SynthesisRequest.voice` may name once stored on disk."""
+        ...
+
+
+@runtime_checkable
+class Elastic(Protocol):
+    """An engine whose compute width can change between jobs and inside one.
+
+    The pool gives a job every core while it runs alone and narrows it to its worker's own
+    cores when others arrive; it confines the worker's threads to those cores itself, and tells
+    the engine the thread count so its next step (a sentence, a segment) runs with that many.
+    """
+
+    def use_threads(self, threads: int) -> None:
+        """Run the steps that follow with `threads` compute threads (one of
+        `EngineConfig.widths`)."""
         ...

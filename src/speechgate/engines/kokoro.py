@@ -50,7 +50,7 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.engines import blend
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
-from speechgate.engines.onnx_session import OnnxOptions, onnx_options, pinned_session
+from speechgate.engines.onnx_session import OnnxOptions, WidthSessions, onnx_options
 from speechgate.voices.installed import find
 from speechgate.voices.naming import kokoro_gender, kokoro_language, kokoro_phoneme_language
 
@@ -144,7 +144,7 @@ class KokoroEngine:
         self,
         model_path: Path,
         voices_path: Path,
-        threads: int = 1,
+        widths: tuple[int, ...] = (1,),
         lang: str | None = None,
         *,
         models_dir: Path | None = None,
@@ -152,7 +152,8 @@ class KokoroEngine:
         version: int = 0,
         onnx: OnnxOptions | None = None,
     ) -> None:
-        self._threads = threads
+        self._widths = widths
+        self._threads = min(widths)
         self._lang = lang
         self._models_dir = models_dir
         self._onnx = onnx or _ONNX
@@ -179,7 +180,7 @@ class KokoroEngine:
         return cls(
             files.model,
             files.voices,
-            threads=config.threads,
+            widths=config.widths,
             lang=options.get("lang"),
             models_dir=models_dir,
             installed=files.installed,
@@ -214,6 +215,11 @@ class KokoroEngine:
         # pitch-preserving time stretch, which keeps OpenAI's "2.0 = half the duration".
         return stretch(self._speak(request.text, parts), self.sample_rate, request.speed)
 
+    def use_threads(self, threads: int) -> None:
+        # Kokoro runs its `sess` once per call, and speechgate calls it once per segment.
+        self._threads = threads
+        self._kokoro.sess = self._sessions.use(threads)
+
     def phoneme_language(self, voice: str) -> str:
         """The espeak-ng language `voice` speaks (see the module's docstring)."""
         language = kokoro_phoneme_language(voice)
@@ -243,8 +249,8 @@ class KokoroEngine:
         yield PcmChunk.from_float(audio, sample_rate)
 
     def _open(self, files: _Files) -> None:
-        session = pinned_session(files.model, self._threads, self._onnx)
-        self._kokoro = Kokoro.from_session(session, str(files.voices))
+        self._sessions = WidthSessions(files.model, self._widths, self._onnx)
+        self._kokoro = Kokoro.from_session(self._sessions.use(self._threads), str(files.voices))
         self._files = files
         self._voices = [describe(voice) for voice in self._kokoro.get_voices()]
         self._voice_ids = {voice.id for voice in self._voices}

@@ -42,7 +42,7 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.resample import resample
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
-from speechgate.engines.onnx_session import OnnxOptions, onnx_options, pinned_session
+from speechgate.engines.onnx_session import OnnxOptions, WidthSessions, onnx_options
 from speechgate.voices.installed import InstalledItem, installed
 from speechgate.voices.naming import language_tag
 
@@ -104,6 +104,7 @@ def _voices_of(model: Path, key: str, item: InstalledItem | None) -> list[_Sourc
 
 @dataclass
 class _Loaded:
+    sessions: WidthSessions
     voice: PiperVoice
     sample_rate: int
 
@@ -121,13 +122,14 @@ class PiperEngine:
     def __init__(
         self,
         model_path: Path,
-        threads: int = 1,
+        widths: tuple[int, ...] = (1,),
         *,
         models_dir: Path | None = None,
         loaded_voices: int = 4,
         onnx: OnnxOptions | None = None,
     ) -> None:
-        self._threads = threads
+        self._widths = widths
+        self._threads = min(widths)
         self._models_dir = models_dir
         self._bound = max(1, loaded_voices)
         self._onnx = onnx or _ONNX
@@ -147,7 +149,7 @@ class PiperEngine:
         model = options.get("model")
         return cls(
             Path(model) if model else _embedded_model(),
-            threads=config.threads,
+            widths=config.widths,
             models_dir=Path(config.models_dir) if config.models_dir else None,
             loaded_voices=config.loaded_voices,
             onnx=onnx_options("piper", options, _ONNX),
@@ -179,6 +181,12 @@ class PiperEngine:
         # speed 4 -> 1.9x, because every phoneme lasts at least one frame), so speed is a
         # pitch-preserving time stretch, which keeps OpenAI's "2.0 = half the duration".
         return stretch(resample(sentences, self.sample_rate), self.sample_rate, request.speed)
+
+    def use_threads(self, threads: int) -> None:
+        # PiperVoice reads its `session` for every sentence: the next one runs on the new width.
+        self._threads = threads
+        for loaded in self._loaded.values():
+            loaded.voice.session = loaded.sessions.use(threads)
 
     @property
     def loaded_models(self) -> list[Path]:
@@ -214,8 +222,9 @@ class PiperEngine:
         started = time.perf_counter()
         config_path = config_path or Path(f"{path}.json")
         config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
-        session = pinned_session(path, self._threads, self._onnx)
-        loaded = _Loaded(PiperVoice(session=session, config=config), int(config.sample_rate))
+        sessions = WidthSessions(path, self._widths, self._onnx)
+        voice = PiperVoice(session=sessions.use(self._threads), config=config)
+        loaded = _Loaded(sessions, voice, int(config.sample_rate))
         self._loaded[path] = loaded
         while len(self._loaded) > self._bound:
             # Dropping the last reference frees the session (and its arena) at once.

@@ -179,6 +179,11 @@ class Admission(Generic[T]):
     def idle(self) -> int:
         return len(self._idle)
 
+    @property
+    def serving(self) -> int:
+        """Resources handed out and not yet released."""
+        return len(self._serving)
+
     def predicted_wait(self) -> float:
         """Seconds until a request that joins the queue now can expect a worker."""
         if self._idle and not self.queued:

@@ -1,6 +1,6 @@
 """Typed messages on the pipe between the gateway and one worker process.
 
-Gateway -> worker: `Job` or `CloneJob`, `Cancel`, `Shutdown`.
+Gateway -> worker: `Job` or `CloneJob`, `Cancel`, `Width`, `Shutdown`.
 Worker -> gateway: `Ready` or `StartupFailed` once, then for every `Job` any number of
 `Chunk`s (for a `CloneJob`, one `Cloned`) and exactly one terminal `Done` or `Failed`. A
 worker is free again only when the terminal message of its job has arrived, so the gateway
@@ -46,9 +46,12 @@ class EngineInfo:
 
 @dataclass(frozen=True)
 class Job:
+    """Speak `request`; `threads`: the compute width the job starts with."""
+
     job_id: int
     request: SynthesisRequest
     output: OutputSpec
+    threads: int = 1
 
 
 @dataclass(frozen=True)
@@ -57,11 +60,21 @@ class CloneJob:
 
     job_id: int
     prompt: PcmChunk
+    threads: int = 1
 
 
 @dataclass(frozen=True)
 class Cancel:
     job_id: int
+
+
+@dataclass(frozen=True)
+class Width:
+    """Run the rest of job `job_id` with `threads` compute threads (the gateway has already
+    moved the worker's threads onto the cores that go with it)."""
+
+    job_id: int
+    threads: int
 
 
 @dataclass(frozen=True)
@@ -103,5 +116,5 @@ class Failed:
     message: str
 
 
-ToWorker = Job | CloneJob | Cancel | Shutdown
+ToWorker = Job | CloneJob | Cancel | Width | Shutdown
 FromWorker = Ready | StartupFailed | Chunk | Cloned | Done | Failed

@@ -1,7 +1,12 @@
 """A supervised pool of engine worker processes behind an admission queue.
 
 Each worker is a process with its own engine, pinned to its own cores, running one job at a
-time. The gateway talks to it over a pipe read by the event loop (`add_reader`), so the loop
+time. Parallelism is elastic: a job that runs alone in the pool gets every core (its worker's
+threads are moved onto them and the engine told to compute that wide), and is narrowed back to
+its worker's own cores the moment another job starts, so one client gets the whole machine and
+a full queue gets one job per core.
+
+The gateway talks to each worker over a pipe read by the event loop (`add_reader`), so the loop
 never blocks on synthesis. Workers that die are restarted (with back-off when they die while
 starting); a job whose worker dies ends with `WorkerLost`, never a hang.
 """
@@ -26,6 +31,7 @@ from speechgate.errors import EngineFailed, NotReady, SlowReader, SpeechgateErro
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers import wire
 from speechgate.workers.admission import Admission, ServiceTimes, safety_wait
+from speechgate.workers.affinity import confine
 from speechgate.workers.base import PoolStats, StartupError, WorkerState
 from speechgate.workers.messages import (
     Cancel,
@@ -41,6 +47,7 @@ from speechgate.workers.messages import (
     Shutdown,
     StartupFailed,
     ToWorker,
+    Width,
 )
 from speechgate.workers.process import worker_main
 
@@ -149,6 +156,7 @@ class _Worker:
     reader: asyncio.Task[None] | None = None
     job: _Job | None = None
     failures: int = 0  # consecutive deaths before becoming ready
+    wide: bool = False  # its threads are on every core of the pool, not only its own
     ready: asyncio.Future[EngineInfo] | None = None  # only while the pool first starts
 
     def send(self, message: ToWorker) -> None:
@@ -187,6 +195,10 @@ class WorkerPool:
         self._clocks: dict[_Job, _Clocks] = {}
         self._clock = clock
         cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+        self._cores = tuple(cores)
+        # Elastic only where a lone job has more to gain than its own cores.
+        self._wide_threads = max(config.widths)
+        self._elastic = self._wide_threads > config.threads and len(cores) > config.threads
         self._workers = [
             _Worker(index, cpus)
             for index, cpus in enumerate(assign_cpus(workers, config.threads, cores))
@@ -259,7 +271,9 @@ class WorkerPool:
         Closing the iterator early (client gone) cancels the job inside the worker.
         """
         async with contextlib.aclosing(
-            self._run(lambda job_id: Job(job_id, request, output), len(request.text))
+            self._run(
+                lambda job_id, threads: Job(job_id, request, output, threads), len(request.text)
+            )
         ) as messages:
             async for message in messages:
                 if isinstance(message, Chunk):
@@ -269,7 +283,7 @@ class WorkerPool:
         """Admit a cloning job, like a speech job, and return the voice state it computes."""
         state = b""
         work = self.service_times.clone_work(prompt.duration)
-        job = self._run(lambda job_id: CloneJob(job_id, prompt), 0, work)
+        job = self._run(lambda job_id, threads: CloneJob(job_id, prompt, threads), 0, work)
         async with contextlib.aclosing(job) as run:
             async for message in run:
                 if isinstance(message, Cloned):
@@ -277,13 +291,18 @@ class WorkerPool:
         return state
 
     async def _run(
-        self, job_message: Callable[[int], ToWorker], characters: int, work: float | None = None
+        self,
+        job_message: Callable[[int, int], ToWorker],
+        characters: int,
+        work: float | None = None,
     ) -> AsyncGenerator[FromWorker]:
         """Admit a job of `work` characters (default: `characters`, those it speaks), send it
-        to a worker and yield what it answers until the job ends."""
+        to a worker (`job_message(job_id, threads)`) and yield what it answers until the job
+        ends."""
         if not self._live_workers():
             raise NotReady(f"no {self.config.name} worker is running")
         worker = await self._admission.acquire(characters if work is None else work)
+        threads = self._place(worker)
         job = _Job(next(self._job_ids), self._clock(), characters)
         worker.job = job
         worker.state = WorkerState.BUSY
@@ -294,7 +313,7 @@ class WorkerPool:
             lambda: self._drop_slow_reader(worker, job),
         )
         job.on_room = clocks.room
-        worker.send(job_message(job.job_id))
+        worker.send(job_message(job.job_id, threads))
         try:
             while True:
                 message = await job.next()
@@ -351,6 +370,7 @@ class WorkerPool:
         # Our copy of the child's end must go, or the socket never reports the child's death.
         child.close()
         worker.process = process
+        worker.wide = False  # a new process pins itself to its own cores
         worker.state = WorkerState.STARTING
         worker.reader = loop.create_task(self._read(worker, parent))
 
@@ -401,6 +421,38 @@ class WorkerPool:
     def _release(self, worker: _Worker) -> None:
         worker.state = WorkerState.IDLE
         self._admission.release(worker)
+        if self._elastic and self._admission.serving == 1 and not self._admission.queued:
+            # The one job left has the machine to itself now.
+            for other in self._workers:
+                if other.job is not None:
+                    self._set_width(other, wide=True)
+
+    # --- elastic parallelism -------------------------------------------------------------------
+
+    def _place(self, worker: _Worker) -> int:
+        """Put the job about to start on `worker` on its cores, and return its thread count:
+        every core if it is the only job in the pool, else its worker's own (narrowing a job
+        that had them all)."""
+        if not self._elastic:
+            return self.config.threads
+        alone = self._admission.serving == 1 and not self._admission.queued
+        if not alone:
+            for other in self._workers:
+                if other.wide and other is not worker:
+                    self._set_width(other, wide=False)
+        self._set_width(worker, wide=alone)
+        return self._wide_threads if alone else self.config.threads
+
+    def _set_width(self, worker: _Worker, wide: bool) -> None:
+        """Move `worker`'s threads onto every core (`wide`) or its own, and tell its running
+        job, if any, how many threads to compute with from its next step."""
+        if worker.wide == wide or worker.process is None or worker.process.pid is None:
+            return
+        confine(worker.process.pid, self._cores if wide else worker.cpus)
+        worker.wide = wide
+        if worker.job is not None:
+            threads = self._wide_threads if wide else self.config.threads
+            worker.send(Width(worker.job.job_id, threads))
 
     def _end_job(self, worker: _Worker, job: _Job) -> None:
         job.ended = True

@@ -8,9 +8,10 @@ import signal
 import socket
 from collections.abc import Sequence
 
-from speechgate.engines.base import Engine, EngineConfig, VoiceCloner
+from speechgate.engines.base import Elastic, Engine, EngineConfig, VoiceCloner
 from speechgate.pipeline import render
 from speechgate.workers import wire
+from speechgate.workers.affinity import confine
 from speechgate.workers.messages import (
     Chunk,
     Cloned,
@@ -22,6 +23,7 @@ from speechgate.workers.messages import (
     Ready,
     Shutdown,
     StartupFailed,
+    Width,
 )
 
 # Libraries read these when they are first imported, so they are set before the engine loads.
@@ -39,7 +41,8 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
     # Ctrl-C reaches the whole process group; the gateway decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if cpus:
-        os.sched_setaffinity(0, cpus)
+        # Every thread: some exist before this runs (the interpreter's, imports').
+        confine(os.getpid(), cpus)
     limit_threads(config.threads)
 
     from speechgate.engines import load_engine
@@ -55,7 +58,7 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
             message = wire.receive(conn)
             if isinstance(message, Shutdown):
                 return
-            # A Cancel for a job that already ended needs nothing.
+            # A Cancel or Width for a job that already ended needs nothing.
             if isinstance(message, Job) and not _run(engine, message, conn):
                 return
             if isinstance(message, CloneJob):
@@ -69,13 +72,18 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
 
 def _run(engine: Engine, job: Job, conn: socket.socket) -> bool:
     """Run one job to its terminal message. Returns False when the worker must stop."""
+    _use_threads(engine, job.threads)
     chunks = render(engine, job.request, job.output)
     try:
         for audio in chunks:
-            # The gateway sends nothing else while a job runs but Cancel or Shutdown: check
-            # between chunks, so an abandoned job stops at the next chunk boundary.
-            if wire.pending(conn):
+            # While a job runs the gateway sends only Width, Cancel or Shutdown: check between
+            # chunks, so an abandoned job stops at the next chunk boundary.
+            while wire.pending(conn):
                 message = wire.receive(conn)
+                if isinstance(message, Width):
+                    if message.job_id == job.job_id:
+                        _use_threads(engine, message.threads)
+                    continue
                 wire.send(conn, Done(job.job_id, cancelled=True))
                 return not isinstance(message, Shutdown)
             wire.send(conn, Chunk(job.job_id, audio))
@@ -88,8 +96,14 @@ def _run(engine: Engine, job: Job, conn: socket.socket) -> bool:
     return True
 
 
+def _use_threads(engine: Engine, threads: int) -> None:
+    if isinstance(engine, Elastic):
+        engine.use_threads(threads)
+
+
 def _clone(engine: Engine, job: CloneJob, conn: socket.socket) -> None:
     """Compute a voice state: one step, so a Cancel sent meanwhile finds the job ended."""
+    _use_threads(engine, job.threads)
     try:
         if not isinstance(engine, VoiceCloner):
             raise ValueError(f"engine {engine.name!r} cannot clone voices")
