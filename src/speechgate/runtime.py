@@ -19,6 +19,7 @@ from speechgate.voices.cloning import VoiceCloning
 from speechgate.voices.installed import InstalledItem
 from speechgate.voices.library import VoiceLibrary
 from speechgate.workers.base import Pool, StartupError
+from speechgate.workers.cores import SharedCores
 from speechgate.workers.pool import WorkerPool
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ async def _connect_ray(settings: Settings) -> RayCluster:
 
 def _pools(settings: Settings, cluster: RayCluster | None) -> dict[str, Pool]:
     if cluster is None:
+        shared_cores = SharedCores()
         return {
             name: WorkerPool(
                 engine_config(settings, name),
@@ -58,6 +60,7 @@ def _pools(settings: Settings, cluster: RayCluster | None) -> dict[str, Pool]:
                 job_timeout=settings.job_timeout,
                 slow_reader_timeout=settings.slow_reader_timeout,
                 cores=settings.worker_cores,
+                shared_cores=shared_cores,
             )
             for name in settings.engines
         }

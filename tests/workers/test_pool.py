@@ -16,6 +16,7 @@ from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.errors import EngineFailed, QueueFull, SlowReader, WorkerLost
 from speechgate.pipeline import OutputSpec
 from speechgate.workers.admission import PRIOR_CHARACTERS_PER_SECOND
+from speechgate.workers.cores import SharedCores
 from speechgate.workers.pool import StartupError, WorkerPool, WorkerState, assign_cpus
 from tests.helpers.clock import Clock
 from tests.helpers.waiting import until
@@ -298,3 +299,40 @@ def test_without_elastic_threads_a_lone_job_keeps_to_its_own_core() -> None:
         await job.aclose()
 
     run_with_pool(scenario, config=EngineConfig("piper", threads=1))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_job_in_another_pool_on_the_same_cores_narrows_a_lone_job() -> None:
+    cores = sorted(os.sched_getaffinity(0))[:2]
+
+    async def main() -> None:
+        shared = SharedCores()
+        piper, espeak = (
+            WorkerPool(
+                config,
+                2,
+                queue_size=8,
+                max_queue_wait=30,
+                job_timeout=60,
+                cores=cores,
+                shared_cores=shared,
+            )
+            for config in (ELASTIC, EngineConfig("espeak", threads=1, max_threads=2))
+        )
+        await asyncio.gather(piper.start(), espeak.start())
+        try:
+            pid = piper.worker_pids()[0]
+            job = piper.synthesize(JOE_LONG, PCM)
+            await anext(job)
+            assert all(cpus == set(cores) for cpus in thread_affinities(pid))
+            other = espeak.synthesize(LONG, PCM)
+            await anext(other)
+            assert all(cpus == {cores[0]} for cpus in thread_affinities(pid))
+            await other.aclose()
+            await until(lambda: espeak.stats().in_flight == 0)
+            assert all(cpus == set(cores) for cpus in thread_affinities(pid))
+            await job.aclose()
+        finally:
+            await asyncio.gather(piper.close(), espeak.close())
+
+    asyncio.run(main())

@@ -33,6 +33,7 @@ from speechgate.workers import wire
 from speechgate.workers.admission import Admission, ServiceTimes, safety_wait
 from speechgate.workers.affinity import confine
 from speechgate.workers.base import PoolStats, StartupError, WorkerState
+from speechgate.workers.cores import SharedCores
 from speechgate.workers.messages import (
     Cancel,
     Chunk,
@@ -187,8 +188,11 @@ class WorkerPool:
         job_timeout: float,
         slow_reader_timeout: float = 60.0,
         cores: Sequence[int] | None = None,
+        shared_cores: SharedCores | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`shared_cores`: what the other local pools on the same cores joined (a job is
+        alone only if it is alone in all of them); default: this pool's cores are its own."""
         self.config = config
         self._job_timeout = job_timeout
         self._slow_reader_timeout = slow_reader_timeout
@@ -199,6 +203,8 @@ class WorkerPool:
         # Elastic only where a lone job has more to gain than its own cores.
         self._wide_threads = max(config.widths)
         self._elastic = self._wide_threads > config.threads and len(cores) > config.threads
+        self._shared_cores = shared_cores or SharedCores()
+        self._shared_cores.join(self)
         self._workers = [
             _Worker(index, cpus)
             for index, cpus in enumerate(assign_cpus(workers, config.threads, cores))
@@ -421,25 +427,33 @@ class WorkerPool:
     def _release(self, worker: _Worker) -> None:
         worker.state = WorkerState.IDLE
         self._admission.release(worker)
-        if self._elastic and self._admission.serving == 1 and not self._admission.queued:
-            # The one job left has the machine to itself now.
-            for other in self._workers:
-                if other.job is not None:
-                    self._set_width(other, wide=True)
+        # The one job left, if one is, has the machine to itself now.
+        self._shared_cores.widen_lone()
 
     # --- elastic parallelism -------------------------------------------------------------------
 
+    @property
+    def jobs(self) -> int:
+        return self._admission.serving + self._admission.queued
+
+    def narrow_all(self) -> None:
+        for worker in self._workers:
+            self._set_width(worker, wide=False)
+
+    def widen_lone(self) -> None:
+        running = [worker for worker in self._workers if worker.job is not None]
+        if self._elastic and len(running) == 1:
+            self._set_width(running[0], wide=True)
+
     def _place(self, worker: _Worker) -> int:
         """Put the job about to start on `worker` on its cores, and return its thread count:
-        every core if it is the only job in the pool, else its worker's own (narrowing a job
-        that had them all)."""
+        every core if it is the only job in every pool, else its worker's own (narrowing any
+        job that had them all)."""
         if not self._elastic:
             return self.config.threads
-        alone = self._admission.serving == 1 and not self._admission.queued
+        alone = self._shared_cores.jobs() == 1
         if not alone:
-            for other in self._workers:
-                if other.wide and other is not worker:
-                    self._set_width(other, wide=False)
+            self._shared_cores.narrow_all()
         self._set_width(worker, wide=alone)
         return self._wide_threads if alone else self.config.threads
 
