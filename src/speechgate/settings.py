@@ -197,7 +197,8 @@ class Settings(BaseSettings):
 
     wyoming_zeroconf: bool = False
     """Advertise the Wyoming server over zeroconf (mDNS, `_wyoming._tcp.local.`) so Home
-    Assistant discovers it; announced only on the interface of `wyoming_uri`'s address."""
+    Assistant discovers it; announced only on the interface of `wyoming_uri`'s address (on
+    every interface for 0.0.0.0)."""
 
     engines: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["piper", "espeak"])
     """Engines to load, comma-separated in the environment. Each gets its own worker pool."""
