@@ -110,3 +110,16 @@ def test_say_and_voices_use_stored_voices_and_seeds(tmp_path: Path) -> None:
         run("say", "Hi there.", "-o", str(tmp_path / name), "--voice", "keeper", "--seed", "3")
     assert (tmp_path / "a.wav").read_bytes() == (tmp_path / "b.wav").read_bytes()
     assert decode_audio((tmp_path / "a.wav").read_bytes(), "wav").rms > 0.01
+
+
+def test_serve_takes_the_zeroconf_flag_into_its_settings(tmp_path: Path) -> None:
+    # Without --wyoming the flag is refused by the settings, before anything starts.
+    result = subprocess.run(
+        [*SPEECHGATE, "serve", "--wyoming-zeroconf"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SPEECHGATE_DATA_DIR": str(tmp_path)},
+    )
+    assert result.returncode != 0
+    assert "wyoming_zeroconf needs wyoming_uri" in result.stderr

@@ -51,6 +51,13 @@ def serve(
             help="Also serve Home Assistant's Wyoming protocol, e.g. tcp://127.0.0.1:10200."
         ),
     ] = None,
+    wyoming_zeroconf: Annotated[
+        bool | None,
+        typer.Option(
+            "--wyoming-zeroconf",
+            help="Advertise the Wyoming server over zeroconf, for Home Assistant to discover.",
+        ),
+    ] = None,
 ) -> None:
     """Run the HTTP server. Every setting can also come from SPEECHGATE_* variables."""
     import uvicorn
@@ -68,6 +75,7 @@ def serve(
         backend=backend,
         ray_address=ray_address,
         wyoming_uri=wyoming,
+        wyoming_zeroconf=wyoming_zeroconf,
     )
     if pull:
         from speechgate.hub.refs import parse_ref

@@ -195,6 +195,11 @@ class Settings(BaseSettings):
     """Also serve Home Assistant's Wyoming protocol here, e.g. `tcp://127.0.0.1:10200` (None:
     off). Wyoming has no authentication: anyone who can reach this address can synthesize."""
 
+    wyoming_zeroconf: bool = False
+    """Advertise the Wyoming server over zeroconf (mDNS, `_wyoming._tcp.local.`) so Home
+    Assistant discovers it; announced only on the interface of `wyoming_uri`'s address (on
+    every interface for 0.0.0.0)."""
+
     engines: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["piper", "espeak"])
     """Engines to load, comma-separated in the environment. Each gets its own worker pool."""
 
@@ -465,6 +470,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"limits_url must be a redis://, rediss:// or unix:// URL, not {self.limits_url!r}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_zeroconf(self) -> Self:
+        if self.wyoming_zeroconf:
+            if self.wyoming_uri is None:
+                raise ValueError("wyoming_zeroconf needs wyoming_uri")
+            if int(self.wyoming_uri.rsplit(":", 1)[1]) == 0:
+                raise ValueError("wyoming_zeroconf needs a fixed port in wyoming_uri, not 0")
         return self
 
     @model_validator(mode="after")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
-from wyoming.event import Event
+from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.info import Describe, Info
 from wyoming.ping import Ping, Pong
 from wyoming.tts import (
@@ -26,7 +28,7 @@ from wyoming.tts import (
 from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
 from tests.conftest import make_settings
 from tests.helpers.server import RunningServer, free_port, running_server
-from tests.helpers.waiting import wait_for
+from tests.helpers.waiting import until, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -265,6 +267,55 @@ def test_bad_requests_get_an_error_and_the_connection_stays_usable(wyoming: Wyom
     assert empty.code == "empty_text"
     assert pong.text == "still there?"
     assert audio.duration > 0.2 and audio.rms > 0.02
+
+
+@asynccontextmanager
+async def unread_synthesis(port: int) -> AsyncIterator[None]:
+    """A long synthesis asked for on a socket with a tiny receive window, its audio-start
+    read, then nothing: the audio backs up into the worker, which pauses holding its slot."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    try:
+        text = "Speak slowly. " * 290
+        await async_write_event(Synthesize(text=text, voice=ESPEAK).event(), writer)
+        event = await asyncio.wait_for(async_read_event(reader), _TIMEOUT)
+        assert event is not None and AudioStart.is_type(event.type)
+        yield
+    finally:
+        writer.close()
+
+
+def test_a_full_queue_answers_an_error_at_once_and_the_connection_stays_usable() -> None:
+    port = free_port()
+    settings = make_settings(
+        engines=["espeak"],
+        default_engine="espeak",
+        workers=1,
+        queue_size=0,  # nobody may wait: a busy worker means a full queue
+        wyoming_uri=f"tcp://127.0.0.1:{port}",
+    )
+
+    async def go(server: RunningServer) -> tuple[Error, int, Audio]:
+        pool = server.runtime.pools["espeak"]
+        async with AsyncTcpClient("127.0.0.1", port) as connection:
+            async with unread_synthesis(port):
+                await until(lambda: pool.stats().in_flight == 1)
+                await connection.write_event(Synthesize(text="Me too.", voice=ESPEAK).event())
+                full = Error.from_event(await read(connection))
+                # Answered while the worker is still held, not once it came free.
+                busy = pool.stats().in_flight
+            await until(lambda: pool.stats().in_flight == 0)
+            await connection.write_event(Synthesize(text="Now me.", voice=ESPEAK).event())
+            return full, busy, await read_audio(connection)
+
+    with running_server(settings) as server:
+        full, busy, audio = asyncio.run(go(server))
+    assert full.code == "queue_full" and full.text
+    assert busy == 1
+    assert audio.duration > 0.3 and audio.rms > 0.02
 
 
 @pytest.mark.parametrize("uri", ["unix:///tmp/wyoming.sock", "tcp://127.0.0.1", "127.0.0.1:10200"])

@@ -67,7 +67,9 @@ def create_app(settings: Settings) -> FastAPI:
                 from speechgate import wyoming
 
                 built.push_async_callback(
-                    await wyoming.start(settings.wyoming_uri, runtime, app.state)
+                    await wyoming.start(
+                        settings.wyoming_uri, runtime, app.state, settings.wyoming_zeroconf
+                    )
                 )
             yield
 

@@ -8,7 +8,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -30,17 +30,23 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def child_server(
-    command: Sequence[str], env: dict[str, str], ready_url: str, log: Path, timeout: float = 300
+    command: Sequence[str],
+    env: dict[str, str],
+    ready: str | Callable[[], bool],
+    log: Path,
+    timeout: float = 300,
 ) -> Iterator[int]:
     """Run `command` in its own process group until the block ends; yields its pid once
-    `ready_url` answers 200. The whole group (workers too) is stopped, killed if need be."""
+    `ready` (a URL that answers 200, or a check, for a server that speaks no HTTP) holds.
+    The whole group (workers too) is stopped, killed if need be."""
+    is_ready = ready if callable(ready) else lambda: _answers(ready)
     with log.open("wb") as output:
         process = subprocess.Popen(
             command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
         deadline = time.monotonic() + timeout
-        while not _answers(ready_url):
+        while not is_ready():
             if process.poll() is not None or time.monotonic() > deadline:
                 tail = log.read_text(errors="replace")[-3000:]
                 raise RuntimeError(f"{command[0]} did not start:\n{tail}")

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from wyoming.server import AsyncServer
+from wyoming.server import AsyncServer, AsyncTcpServer
 
 from speechgate.runtime import Runtime
 from speechgate.wyoming.handler import WyomingHandler
@@ -15,9 +15,13 @@ log = logging.getLogger(__name__)
 _STOP_TIMEOUT = 5.0
 
 
-async def start(uri: str, runtime: Runtime, app_state: object) -> Callable[[], Awaitable[None]]:
-    """Listen on `uri` (tcp://host:port); returns what stops it, its connections' jobs with it."""
+async def start(
+    uri: str, runtime: Runtime, app_state: object, zeroconf: bool = False
+) -> Callable[[], Awaitable[None]]:
+    """Listen on `uri` (tcp://host:port), advertised over zeroconf if asked; returns what
+    stops it, its connections' jobs with it."""
     server = AsyncServer.from_uri(uri)
+    assert isinstance(server, AsyncTcpServer)  # settings accept only tcp:// URIs
     handlers: list[WyomingHandler] = []
 
     def connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> WyomingHandler:
@@ -27,8 +31,22 @@ async def start(uri: str, runtime: Runtime, app_state: object) -> Callable[[], A
 
     await server.start(connect)
     log.info("Wyoming server listening on %s", uri)
+    withdraw = None
+    if zeroconf:
+        # Imported here: the zeroconf package is needed only by those who turn it on.
+        from speechgate.wyoming import discovery
+
+        try:
+            withdraw = await discovery.advertise(
+                server.host, server.port, discovery.instance_name()
+            )
+        except BaseException:
+            await server.stop()
+            raise
 
     async def stop() -> None:
+        if withdraw is not None:  # first: nobody should discover a server that is going
+            await withdraw()
         await server.stop()
         # Each handler's loop ends, cancelling its jobs, before the pools they use close.
         # A handler stuck writing to a client that reads nothing is not waited for long.
