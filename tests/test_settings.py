@@ -2,10 +2,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import openai
 import pytest
 from pydantic import ValidationError
 
+from speechgate import settings as settings_module
 from speechgate.settings import OPENAI_MODELS, Settings
+from tests.helpers.audio import decode_audio
+from tests.helpers.server import running_server
 
 
 def test_environment_is_read_with_the_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -27,7 +31,7 @@ def test_environment_is_read_with_the_prefix(monkeypatch: pytest.MonkeyPatch) ->
         {"engines": ["festival"]},
         {"engines": ["espeak"], "default_engine": "piper"},
         {"engines": []},
-        {"model_aliases": {"tts-1": "kokoro"}},
+        {"engines": ["piper", "espeak"], "model_aliases": {"tts-1": "kokoro"}},
         {"engine_options": {"festival": {"model": "x"}}},
         {"workers": 0},
         {"port": 70000},
@@ -78,3 +82,73 @@ def test_ray_replicas_default_to_the_local_worker_count(monkeypatch: pytest.Monk
     assert (settings.backend, settings.ray_address) == ("ray", "10.0.0.1:6379")
     assert settings.replica_count == 3
     assert Settings(backend="ray", ray_replicas=2, ray_max_replicas=5).replica_count == 2
+
+
+def only_importable(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
+    """Make `modules` the only ones the settings find installed, whatever this venv holds."""
+    monkeypatch.setattr(
+        settings_module, "find_spec", lambda name: object() if name in modules else None
+    )
+
+
+@pytest.mark.parametrize(
+    ("modules", "engines"),
+    [
+        (("piper", "espeakng_loader"), ["piper", "espeak"]),  # the base install
+        (("espeakng_loader", "pocket_tts"), ["espeak", "pocket"]),
+        (
+            ("pocket_tts", "kokoro_onnx", "espeakng_loader", "piper"),
+            ["piper", "espeak", "kokoro", "pocket"],
+        ),
+    ],
+)
+def test_the_default_engines_are_the_installed_ones(
+    monkeypatch: pytest.MonkeyPatch, modules: tuple[str, ...], engines: list[str]
+) -> None:
+    monkeypatch.delenv("SPEECHGATE_ENGINES", raising=False)
+    monkeypatch.delenv("SPEECHGATE_DEFAULT_ENGINE", raising=False)
+    only_importable(monkeypatch, *modules)
+    settings = Settings()
+    assert settings.engines == engines
+    assert settings.default_engine == engines[0]
+
+
+def test_no_engine_installed_fails_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPEECHGATE_ENGINES", raising=False)
+    only_importable(monkeypatch)
+    with pytest.raises(ValidationError, match="no engine is installed"):
+        Settings()
+
+
+def test_the_default_engine_is_the_first_engine_unless_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SPEECHGATE_DEFAULT_ENGINE", raising=False)
+    monkeypatch.setenv("SPEECHGATE_ENGINES", "pocket")
+    settings = Settings()
+    assert settings.default_engine == "pocket"
+    assert {settings.resolved_model_aliases()[name] for name in OPENAI_MODELS} == {"pocket"}
+    assert Settings(engines=["kokoro", "espeak"]).default_engine == "kokoro"
+    assert Settings(engines=["kokoro", "espeak"], default_engine="espeak").default_engine == (
+        "espeak"
+    )
+
+
+@pytest.mark.slow
+def test_a_server_with_only_espeak_configured_speaks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("SPEECHGATE_DEFAULT_ENGINE", raising=False)
+    monkeypatch.setenv("SPEECHGATE_ENGINES", "espeak")
+    monkeypatch.setenv("SPEECHGATE_WORKERS", "1")
+    monkeypatch.setenv("SPEECHGATE_DATA_DIR", str(tmp_path))
+    with (
+        running_server(Settings()) as server,
+        openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
+        speech = client.audio.speech.create(
+            model="tts-1", voice="alloy", input="Only espeak here.", response_format="wav"
+        )
+        models = {model.id for model in client.models.list()}
+    assert decode_audio(speech.content, "wav").rms > 0.01
+    assert "piper" not in models

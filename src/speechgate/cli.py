@@ -31,7 +31,8 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Listen address [default: 127.0.0.1].")] = None,
     port: Annotated[int | None, typer.Option(help="Listen port [default: 8000].")] = None,
     engine: Annotated[
-        list[str] | None, typer.Option(help="Engine to load (repeatable) [default: piper, espeak].")
+        list[str] | None,
+        typer.Option(help="Engine to load (repeatable) [default: the installed ones]."),
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes per engine.")] = None,
     default_engine: Annotated[str | None, typer.Option(help="Engine behind tts-1 etc.")] = None,

@@ -31,6 +31,21 @@ OPENAI_VOICES = (
     "cedar",
 )
 KNOWN_ENGINES = ("piper", "espeak", "kokoro", "pocket")
+# The module each engine imports first: found (not imported: pocket-tts would load torch for
+# seconds) means the engine is installed.
+_ENGINE_MODULES = {
+    "piper": "piper",
+    "espeak": "espeakng_loader",
+    "kokoro": "kokoro_onnx",
+    "pocket": "pocket_tts",
+}
+
+
+def installed_engines() -> list[str]:
+    """The engines whose packages are installed, in `KNOWN_ENGINES` order."""
+    return [name for name in KNOWN_ENGINES if find_spec(_ENGINE_MODULES[name]) is not None]
+
+
 # Model names that clients of other servers send (pocket-tts' own server, Kokoro-FastAPI), each
 # meaning one engine; a name applies only when its engine is loaded.
 ENGINE_MODEL_ALIASES = {
@@ -195,11 +210,14 @@ class Settings(BaseSettings):
     """Also serve Home Assistant's Wyoming protocol here, e.g. `tcp://127.0.0.1:10200` (None:
     off). Wyoming has no authentication: anyone who can reach this address can synthesize."""
 
-    engines: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["piper", "espeak"])
-    """Engines to load, comma-separated in the environment. Each gets its own worker pool."""
+    engines: Annotated[list[str], NoDecode] = Field(default_factory=lambda: installed_engines())
+    """Engines to load, comma-separated in the environment. Each gets its own worker pool.
+    Default: every installed engine (the base install has piper and espeak; kokoro and pocket
+    come with their extras)."""
 
-    default_engine: str = "piper"
-    """Engine that OpenAI model names (tts-1, ...) resolve to, unless `model_aliases` remaps."""
+    default_engine: str = ""
+    """Engine that OpenAI model names (tts-1, ...) resolve to, unless `model_aliases` remaps.
+    Empty: the first of `engines`."""
 
     model_aliases: dict[str, str] = Field(default_factory=dict)
     """Extra or overriding model names, mapped to an engine id (JSON in the environment)."""
@@ -422,8 +440,15 @@ class Settings(BaseSettings):
         if unknown:
             raise ValueError(f"unknown engines {unknown}; known: {list(KNOWN_ENGINES)}")
         if not self.engines:
-            raise ValueError("at least one engine must be configured")
-        if self.default_engine not in self.engines:
+            raise ValueError(
+                "at least one engine must be configured"
+                if "engines" in self.model_fields_set
+                else "no engine is installed: speechgate's own dependencies bring piper and "
+                "espeak (reinstall it), its extras [kokoro] and [pocket] the others"
+            )
+        if not self.default_engine:
+            self.default_engine = self.engines[0]
+        elif self.default_engine not in self.engines:
             raise ValueError(
                 f"default_engine {self.default_engine!r} is not in engines {self.engines}"
             )
