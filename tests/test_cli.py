@@ -10,7 +10,9 @@ import wave
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from speechgate import cli
 from tests.helpers.audio import decode_audio, flac_total_samples
 
 pytestmark = pytest.mark.slow
@@ -110,3 +112,23 @@ def test_say_and_voices_use_stored_voices_and_seeds(tmp_path: Path) -> None:
         run("say", "Hi there.", "-o", str(tmp_path / name), "--voice", "keeper", "--seed", "3")
     assert (tmp_path / "a.wav").read_bytes() == (tmp_path / "b.wav").read_bytes()
     assert decode_audio((tmp_path / "a.wav").read_bytes(), "wav").rms > 0.01
+
+
+@pytest.mark.parametrize(
+    ("args", "missing", "extra"),
+    [
+        (["chat", "Hello?"], "openai", "chat"),
+        (["bench", "--url", "http://127.0.0.1:1"], "psutil", "bench"),
+        (["bench", "--url", "http://127.0.0.1:1", "--plot", "p.png"], "matplotlib", "bench"),
+    ],
+)
+def test_a_command_without_its_extra_names_it(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], missing: str, extra: str
+) -> None:
+    real_find_spec = cli.find_spec
+    monkeypatch.setattr(
+        cli, "find_spec", lambda name: None if name == missing else real_find_spec(name)
+    )
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 1
+    assert f"needs {missing}: pip install 'speechgate[{extra}]'" in " ".join(result.output.split())

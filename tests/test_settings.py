@@ -152,3 +152,19 @@ def test_a_server_with_only_espeak_configured_speaks(
         models = {model.id for model in client.models.list()}
     assert decode_audio(speech.content, "wav").rms > 0.01
     assert "piper" not in models
+
+
+@pytest.mark.parametrize(
+    ("values", "extra"),
+    [
+        ({"loudness_target_lufs": -16}, "loudness"),
+        ({"wyoming_uri": "tcp://127.0.0.1:10200"}, "wyoming"),
+        ({"database_url": "postgresql://u:p@db/speechgate"}, "postgres"),
+    ],
+)
+def test_a_setting_whose_extra_is_missing_names_it(
+    monkeypatch: pytest.MonkeyPatch, values: dict[str, object], extra: str
+) -> None:
+    only_importable(monkeypatch, "espeakng_loader")
+    with pytest.raises(ValidationError, match=rf"install speechgate\[{extra}\]"):
+        Settings.model_validate({"engines": ["espeak"], **values})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +20,17 @@ app = typer.Typer(help="OpenAI-compatible speech server for local text-to-speech
 app.add_typer(keys_app, name="keys")
 app.command()(usage)
 console = Console()
+
+
+def _require(extra: str, *modules: str) -> None:
+    """Exit naming the extra to install when a command's optional packages are missing."""
+    missing = [module for module in modules if find_spec(module) is None]
+    if missing:
+        console.print(
+            f"[red]error:[/red] this command needs {', '.join(missing)}: "
+            f"pip install 'speechgate\\[{extra}]'"  # escaped: rich would read [extra] as markup
+        )
+        raise typer.Exit(1)
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -309,6 +321,7 @@ def bench(
     ] = None,
 ) -> None:
     """Load a running server at rising concurrency; optionally compare with the bare engine."""
+    _require("bench", "psutil", *(["matplotlib"] if plot is not None else []))
     from speechgate.bench import (
         TEXTS,
         InProcessConfig,
@@ -369,6 +382,7 @@ def chat(
     api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY")] = "unused",
 ) -> None:
     """Ask the server's LLM relay; with --speak, the answer is spoken as it is written."""
+    _require("chat", "openai")
     import asyncio
 
     import openai

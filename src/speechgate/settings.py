@@ -461,9 +461,26 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _check_loudness(self) -> Self:
-        if self.loudness_target_lufs is not None and find_spec("pyloudnorm") is None:
-            raise ValueError("loudness_target_lufs needs pyloudnorm: install speechgate[loudness]")
+    def _check_extras(self) -> Self:
+        # Settings that need an optional package say which extra, before anything starts.
+        needs = [
+            (
+                "loudness_target_lufs",
+                self.loudness_target_lufs is not None,
+                "pyloudnorm",
+                "loudness",
+            ),
+            ("wyoming_uri", self.wyoming_uri is not None, "wyoming", "wyoming"),
+            (
+                "database_url",
+                (self.database_url or "").startswith("postgresql"),
+                "psycopg",
+                "postgres",
+            ),
+        ]
+        for name, used, module, extra in needs:
+            if used and find_spec(module) is None:
+                raise ValueError(f"{name} needs {module}: install speechgate[{extra}]")
         return self
 
     @model_validator(mode="after")
