@@ -252,3 +252,11 @@ def test_a_known_model_not_loaded_is_404_saying_how_to_enable_it(
     assert (error.value.status_code, error.value.code) == (404, "model_not_found")
     for word in words:
         assert word in error.value.message
+
+
+def test_an_engine_of_the_base_install_not_loaded_needs_no_pip_install(tmp_path: Path) -> None:
+    catalog = installed_catalog(tmp_path, JOE)
+    with pytest.raises(ModelNotFound) as error:
+        catalog.model("espeak")
+    assert "SPEECHGATE_ENGINES=piper,espeak" in error.value.message
+    assert "pip install" not in error.value.message

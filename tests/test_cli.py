@@ -10,7 +10,9 @@ import wave
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from speechgate import cli
 from tests.helpers.audio import decode_audio, flac_total_samples
 
 pytestmark = pytest.mark.slow
@@ -123,3 +125,23 @@ def test_serve_takes_the_zeroconf_flag_into_its_settings(tmp_path: Path) -> None
     )
     assert result.returncode != 0
     assert "wyoming_zeroconf needs wyoming_uri" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "missing", "extra"),
+    [
+        (["chat", "Hello?"], "openai", "chat"),
+        (["bench", "--url", "http://127.0.0.1:1"], "psutil", "bench"),
+        (["bench", "--url", "http://127.0.0.1:1", "--plot", "p.png"], "matplotlib", "bench"),
+    ],
+)
+def test_a_command_without_its_extra_names_it(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], missing: str, extra: str
+) -> None:
+    real_find_spec = cli.find_spec
+    monkeypatch.setattr(
+        cli, "find_spec", lambda name: None if name == missing else real_find_spec(name)
+    )
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 1
+    assert f"needs {missing}: pip install 'speechgate[{extra}]'" in " ".join(result.output.split())

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from speechgate.engines import blend
+from speechgate.engines import blend, engine_extra
 from speechgate.errors import (
     InvalidRequest,
     ModelNotFound,
@@ -95,10 +95,10 @@ def _pull_hint(engine: str, language: str) -> str:
 
 
 def _not_loaded(model: str, engine: str, loaded: Iterable[str]) -> str:
-    # Each engine's pip extra is named after it.
     ref = ref_for_model(engine)
     engines = ",".join([*loaded, engine])
-    steps = [f"install its engine (`pip install 'speechgate[{engine}]'`)"]
+    extra = engine_extra(engine)
+    steps = [f"install its engine (`pip install 'speechgate[{extra}]'`)"] if extra else []
     if ref:
         steps.append(f"pull its model (`speechgate voices pull {ref}`)")
     steps.append(

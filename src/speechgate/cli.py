@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,17 @@ app.command()(usage)
 console = Console()
 
 
+def _require(extra: str, *modules: str) -> None:
+    """Exit naming the extra to install when a command's optional packages are missing."""
+    missing = [module for module in modules if find_spec(module) is None]
+    if missing:
+        console.print(
+            f"[red]error:[/red] this command needs {', '.join(missing)}: "
+            f"pip install 'speechgate\\[{extra}]'"  # escaped: rich would read [extra] as markup
+        )
+        raise typer.Exit(1)
+
+
 def _settings(**overrides: Any) -> Settings:
     """Settings from the environment, with the command-line flags that were given on top."""
     return Settings(**{key: value for key, value in overrides.items() if value is not None})
@@ -31,7 +43,8 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Listen address [default: 127.0.0.1].")] = None,
     port: Annotated[int | None, typer.Option(help="Listen port [default: 8000].")] = None,
     engine: Annotated[
-        list[str] | None, typer.Option(help="Engine to load (repeatable) [default: piper, espeak].")
+        list[str] | None,
+        typer.Option(help="Engine to load (repeatable) [default: the installed ones]."),
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes per engine.")] = None,
     default_engine: Annotated[str | None, typer.Option(help="Engine behind tts-1 etc.")] = None,
@@ -316,6 +329,7 @@ def bench(
     ] = None,
 ) -> None:
     """Load a running server at rising concurrency; optionally compare with the bare engine."""
+    _require("bench", "psutil", *(["matplotlib"] if plot is not None else []))
     from speechgate.bench import (
         TEXTS,
         InProcessConfig,
@@ -376,6 +390,7 @@ def chat(
     api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY")] = "unused",
 ) -> None:
     """Ask the server's LLM relay; with --speak, the answer is spoken as it is written."""
+    _require("chat", "openai")
     import asyncio
 
     import openai

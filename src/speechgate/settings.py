@@ -31,6 +31,21 @@ OPENAI_VOICES = (
     "cedar",
 )
 KNOWN_ENGINES = ("piper", "espeak", "kokoro", "pocket")
+# The module each engine imports first: found (not imported: pocket-tts would load torch for
+# seconds) means the engine is installed.
+_ENGINE_MODULES = {
+    "piper": "piper",
+    "espeak": "espeakng_loader",
+    "kokoro": "kokoro_onnx",
+    "pocket": "pocket_tts",
+}
+
+
+def installed_engines() -> list[str]:
+    """The engines whose packages are installed, in `KNOWN_ENGINES` order."""
+    return [name for name in KNOWN_ENGINES if find_spec(_ENGINE_MODULES[name]) is not None]
+
+
 # Model names that clients of other servers send (pocket-tts' own server, Kokoro-FastAPI), each
 # meaning one engine; a name applies only when its engine is loaded.
 ENGINE_MODEL_ALIASES = {
@@ -200,11 +215,14 @@ class Settings(BaseSettings):
     Assistant discovers it; announced only on the interface of `wyoming_uri`'s address (on
     every interface for 0.0.0.0)."""
 
-    engines: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["piper", "espeak"])
-    """Engines to load, comma-separated in the environment. Each gets its own worker pool."""
+    engines: Annotated[list[str], NoDecode] = Field(default_factory=lambda: installed_engines())
+    """Engines to load, comma-separated in the environment. Each gets its own worker pool.
+    Default: every installed engine (the base install has piper and espeak; kokoro and pocket
+    come with their extras), pocket only once it has a model (pulled, or in `engine_options`)."""
 
-    default_engine: str = "piper"
-    """Engine that OpenAI model names (tts-1, ...) resolve to, unless `model_aliases` remaps."""
+    default_engine: str = ""
+    """Engine that OpenAI model names (tts-1, ...) resolve to, unless `model_aliases` remaps.
+    Empty: the first of `engines`."""
 
     model_aliases: dict[str, str] = Field(default_factory=dict)
     """Extra or overriding model names, mapped to an engine id (JSON in the environment)."""
@@ -431,9 +449,20 @@ class Settings(BaseSettings):
         unknown = [name for name in self.engines if name not in KNOWN_ENGINES]
         if unknown:
             raise ValueError(f"unknown engines {unknown}; known: {list(KNOWN_ENGINES)}")
+        chosen = "engines" in self.model_fields_set
+        if not chosen and not self._pocket_has_a_model():
+            # pocket-tts ships no weights: installed alone it could only fail to start.
+            self.engines = [name for name in self.engines if name != "pocket"]
         if not self.engines:
-            raise ValueError("at least one engine must be configured")
-        if self.default_engine not in self.engines:
+            raise ValueError(
+                "at least one engine must be configured"
+                if chosen
+                else "no engine is installed: speechgate's own dependencies bring piper and "
+                "espeak (reinstall it), its extras [kokoro] and [pocket] the others"
+            )
+        if not self.default_engine:
+            self.default_engine = self.engines[0]
+        elif self.default_engine not in self.engines:
             raise ValueError(
                 f"default_engine {self.default_engine!r} is not in engines {self.engines}"
             )
@@ -445,10 +474,33 @@ class Settings(BaseSettings):
             raise ValueError(f"model_aliases point at engines that are not loaded: {bad_targets}")
         return self
 
+    def _pocket_has_a_model(self) -> bool:
+        """A pocket model was pulled (`speechgate voices pull pocket:<config>`) or configured."""
+        from speechgate.voices.installed import installed
+
+        return "pocket" in self.engine_options or any(installed(self.models_dir, "pocket"))
+
     @model_validator(mode="after")
-    def _check_loudness(self) -> Self:
-        if self.loudness_target_lufs is not None and find_spec("pyloudnorm") is None:
-            raise ValueError("loudness_target_lufs needs pyloudnorm: install speechgate[loudness]")
+    def _check_extras(self) -> Self:
+        # Settings that need an optional package say which extra, before anything starts.
+        needs = [
+            (
+                "loudness_target_lufs",
+                self.loudness_target_lufs is not None,
+                "pyloudnorm",
+                "loudness",
+            ),
+            ("wyoming_uri", self.wyoming_uri is not None, "wyoming", "wyoming"),
+            (
+                "database_url",
+                (self.database_url or "").startswith("postgresql"),
+                "psycopg",
+                "postgres",
+            ),
+        ]
+        for name, used, module, extra in needs:
+            if used and find_spec(module) is None:
+                raise ValueError(f"{name} needs {module}: install speechgate[{extra}]")
         return self
 
     @model_validator(mode="after")

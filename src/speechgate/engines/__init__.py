@@ -12,13 +12,15 @@ __all__ = [
     "EngineUnavailable",
     "SynthesisRequest",
     "Voice",
+    "engine_extra",
     "load_engine",
 ]
 
-# Imported lazily: each engine lives in an optional extra and pulls a heavy runtime.
-_ENGINES = {
-    "piper": ("speechgate.engines.piper", "PiperEngine", "piper"),
-    "espeak": ("speechgate.engines.espeak", "EspeakEngine", "espeak"),
+# Imported lazily: each pulls a heavy runtime. piper and espeak come with speechgate itself
+# (no extra), kokoro and pocket with their extras.
+_ENGINES: dict[str, tuple[str, str, str | None]] = {
+    "piper": ("speechgate.engines.piper", "PiperEngine", None),
+    "espeak": ("speechgate.engines.espeak", "EspeakEngine", None),
     "kokoro": ("speechgate.engines.kokoro", "KokoroEngine", "kokoro"),
     "pocket": ("speechgate.engines.pocket", "PocketEngine", "pocket"),
 }
@@ -28,15 +30,20 @@ class EngineUnavailable(RuntimeError):
     """An engine's optional dependencies are not installed."""
 
 
+def engine_extra(name: str) -> str | None:
+    """The pip extra that installs engine `name` (None: speechgate's own dependencies)."""
+    return _ENGINES[name][2]
+
+
 def load_engine(config: EngineConfig) -> Engine:
     """Build the engine `config` names, loading its model once."""
     module_name, class_name, extra = _ENGINES[config.name]
     try:
         module = import_module(module_name)
     except ImportError as error:
+        install = f"pip install 'speechgate[{extra}]'" if extra else "reinstall speechgate"
         raise EngineUnavailable(
-            f"engine {config.name!r} needs the [{extra}] extra: pip install 'speechgate[{extra}]' "
-            f"({error})"
+            f"engine {config.name!r} is not installed: {install} ({error})"
         ) from error
     engine: Engine = getattr(module, class_name).from_config(config)
     return engine
