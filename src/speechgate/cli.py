@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from speechgate.audio.formats import AudioFormat
+from speechgate.audio.formats import AudioFormat, parse_format
 from speechgate.errors import SpeechgateError
 from speechgate.metering.cli import keys_app, usage
 from speechgate.settings import Settings
@@ -97,7 +97,11 @@ def say(
     output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
     voice: Annotated[str, typer.Option(help="Voice name or alias.")] = "alloy",
     format: Annotated[
-        AudioFormat | None, typer.Option(help="Audio format [default: from the file suffix].")
+        str | None,
+        typer.Option(
+            help="A response_format name (wav, pcm_16000, ulaw_8000, mp3_44100_128, ...) "
+            "[default: from the file suffix]."
+        ),
     ] = None,
     speed: Annotated[float, typer.Option(min=0.25, max=4.0)] = 1.0,
     model: Annotated[str, typer.Option(help="Model or engine id.")] = "tts-1",
@@ -108,12 +112,19 @@ def say(
     """Synthesize to a file in-process, without a server (built-in or stored voices)."""
     from speechgate.local import synthesize_to_file
 
-    try:
-        fmt = format or AudioFormat(output.suffix.lstrip(".").lower() or "mp3")
-    except ValueError:
-        raise typer.BadParameter(
-            f"cannot tell the format from {output.name!r}; pass --format", param_hint="--format"
-        ) from None
+    if format is not None:
+        try:
+            fmt = parse_format(format)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--format") from None
+    else:
+        try:
+            fmt = parse_format(output.suffix.lstrip(".").lower() or "mp3")
+        except ValueError:
+            raise typer.BadParameter(
+                f"cannot tell the format from {output.name!r}; pass --format",
+                param_hint="--format",
+            ) from None
     try:
         seconds = synthesize_to_file(
             _settings(), text, output, model=model, voice=voice, fmt=fmt, speed=speed, seed=seed
@@ -392,8 +403,8 @@ def chat(
         asyncio.run(print_answer())
         console.print()
         return
-    fmt = AudioFormat(speak.suffix.lstrip(".").lower() or "mp3")
-    speech = {"model": model, "voice": voice, "response_format": fmt.value}
+    fmt = parse_format(speak.suffix.lstrip(".").lower() or "mp3")
+    speech = {"model": model, "voice": voice, "response_format": fmt.name}
     with speak.open("wb") as output:
         answer = asyncio.run(
             speak_answer(url, messages, llm_model, speech, output, api_key=api_key, on_text=show)
