@@ -112,19 +112,13 @@ def say(
     """Synthesize to a file in-process, without a server (built-in or stored voices)."""
     from speechgate.local import synthesize_to_file
 
-    if format is not None:
-        try:
-            fmt = parse_format(format)
-        except ValueError as error:
-            raise typer.BadParameter(str(error), param_hint="--format") from None
-    else:
-        try:
-            fmt = parse_format(output.suffix.lstrip(".").lower() or "mp3")
-        except ValueError:
-            raise typer.BadParameter(
-                f"cannot tell the format from {output.name!r}; pass --format",
-                param_hint="--format",
-            ) from None
+    try:
+        fmt = parse_format(format or output.suffix.lstrip(".").lower() or "mp3")
+    except ValueError as error:
+        reason = (
+            str(error) if format else f"cannot tell the format from {output.name!r}; pass --format"
+        )
+        raise typer.BadParameter(reason, param_hint="--format") from None
     try:
         seconds = synthesize_to_file(
             _settings(), text, output, model=model, voice=voice, fmt=fmt, speed=speed, seed=seed
