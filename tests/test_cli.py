@@ -58,6 +58,39 @@ def test_say_writes_files_with_complete_headers(tmp_path: Path) -> None:
     assert abs(len(mp3.samples) - frames) <= 64
 
 
+@pytest.mark.parametrize(
+    ("fmt", "codec", "rate"),
+    [("ulaw_8000", "ulaw", 8000), ("pcm_16000", "pcm", 16000), ("mp3_22050_32", "mp3", 22050)],
+)
+def test_say_writes_a_named_format(tmp_path: Path, fmt: str, codec: str, rate: int) -> None:
+    output = tmp_path / "out.raw"
+    args = ["-o", str(output), "--model", "espeak", "--format", fmt]
+    result = subprocess.run(
+        [*SPEECHGATE, "say", "Telephone speech.", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert fmt in result.stdout
+    audio = decode_audio(output.read_bytes(), codec, pcm_rate=rate)
+    assert audio.sample_rate == rate
+    assert audio.duration > 0.8
+    assert audio.rms > 0.01
+
+
+def test_say_rejects_an_unknown_format(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*SPEECHGATE, "say", "Hi.", "-o", str(tmp_path / "x.raw"), "--format", "pcm_12345"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "pcm_12345" in result.stderr and "ulaw_8000" in result.stderr
+    assert not (tmp_path / "x.raw").exists()
+
+
 def test_say_rejects_an_unknown_voice(tmp_path: Path) -> None:
     result = subprocess.run(
         [*SPEECHGATE, "say", "Hi.", "-o", str(tmp_path / "x.wav"), "--voice", "nobody"],

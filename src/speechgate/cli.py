@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from speechgate.audio.formats import AudioFormat
+from speechgate.audio.formats import AudioFormat, parse_format
 from speechgate.errors import SpeechgateError
 from speechgate.metering.cli import keys_app, usage
 from speechgate.settings import Settings
@@ -118,7 +118,11 @@ def say(
     output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
     voice: Annotated[str, typer.Option(help="Voice name or alias.")] = "alloy",
     format: Annotated[
-        AudioFormat | None, typer.Option(help="Audio format [default: from the file suffix].")
+        str | None,
+        typer.Option(
+            help="A response_format name (wav, pcm_16000, ulaw_8000, mp3_44100_128, ...) "
+            "[default: from the file suffix]."
+        ),
     ] = None,
     speed: Annotated[float, typer.Option(min=0.25, max=4.0)] = 1.0,
     model: Annotated[str, typer.Option(help="Model or engine id.")] = "tts-1",
@@ -130,11 +134,12 @@ def say(
     from speechgate.local import synthesize_to_file
 
     try:
-        fmt = format or AudioFormat(output.suffix.lstrip(".").lower() or "mp3")
-    except ValueError:
-        raise typer.BadParameter(
-            f"cannot tell the format from {output.name!r}; pass --format", param_hint="--format"
-        ) from None
+        fmt = parse_format(format or output.suffix.lstrip(".").lower() or "mp3")
+    except ValueError as error:
+        reason = (
+            str(error) if format else f"cannot tell the format from {output.name!r}; pass --format"
+        )
+        raise typer.BadParameter(reason, param_hint="--format") from None
     try:
         seconds = synthesize_to_file(
             _settings(), text, output, model=model, voice=voice, fmt=fmt, speed=speed, seed=seed
@@ -415,8 +420,8 @@ def chat(
         asyncio.run(print_answer())
         console.print()
         return
-    fmt = AudioFormat(speak.suffix.lstrip(".").lower() or "mp3")
-    speech = {"model": model, "voice": voice, "response_format": fmt.value}
+    fmt = parse_format(speak.suffix.lstrip(".").lower() or "mp3")
+    speech = {"model": model, "voice": voice, "response_format": fmt.name}
     with speak.open("wb") as output:
         answer = asyncio.run(
             speak_answer(url, messages, llm_model, speech, output, api_key=api_key, on_text=show)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from speechgate.api.schemas import SpeechRequest
-from speechgate.audio.formats import AudioFormat
+from speechgate.audio.formats import OutputFormat
 from speechgate.catalog import Catalog, engine_for_model
 from speechgate.engines import Engine, load_engine
 from speechgate.pipeline import render
@@ -38,7 +38,7 @@ def synthesize_to_file(
     *,
     model: str,
     voice: str,
-    fmt: AudioFormat,
+    fmt: OutputFormat,
     speed: float,
     seed: int | None = None,
 ) -> float:

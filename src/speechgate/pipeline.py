@@ -32,6 +32,8 @@ class OutputSpec:
     sample_rate: int
     loudness_target: float | None = None
     """LUFS each segment is normalized toward (see `speechgate.audio.loudness`); None: off."""
+    bit_rate: int | None = None
+    """Bits per second of a compressed format; None: the encoder's default."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,9 @@ def render(
     Closing the iterator early stops the engine at its next chunk.
     """
     started = time.perf_counter()
-    encoder = StreamEncoder(output.format, engine.sample_rate, output.sample_rate, file)
+    encoder = StreamEncoder(
+        output.format, engine.sample_rate, output.sample_rate, file, output.bit_rate
+    )
     try:
         spoken = speak_segments(engine, request, output.loudness_target)
         with contextlib.closing(spoken) as pcm_chunks:

@@ -219,9 +219,9 @@ class SpeechService:
                 param="seed",
                 code="seed_unsupported",
             )
-        rate = options.sample_rate or self._settings.default_sample_rate
+        fmt = options.response_format
         try:
-            options.response_format.check_sample_rate(rate)
+            rate = fmt.output_rate(options.sample_rate, self._settings.default_sample_rate)
         except ValueError as error:
             raise InvalidRequest(str(error), param="sample_rate") from None
         return SpeechPlan(
@@ -234,7 +234,7 @@ class SpeechService:
                 instructions=options.instructions,
                 seed=options.seed,
             ),
-            output=OutputSpec(options.response_format, rate, self._settings.loudness_target_lufs),
+            output=OutputSpec(fmt.format, rate, self._settings.loudness_target_lufs, fmt.bit_rate),
             stream_format=stream_format,
             instructions_ignored=bool(options.instructions) and not engine.supports_instructions,
             reference_audio=reference,

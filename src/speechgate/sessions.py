@@ -70,7 +70,12 @@ class SpeechSession:
         # Workers send raw PCM at the engine's rate; one encoder here keeps the container
         # continuous across segments (one MP3 stream, one Ogg stream...).
         self._raw = OutputSpec(AudioFormat.PCM, plan.engine_rate, plan.output.loudness_target)
-        self._encoder = StreamEncoder(plan.output.format, plan.engine_rate, plan.output.sample_rate)
+        self._encoder = StreamEncoder(
+            plan.output.format,
+            plan.engine_rate,
+            plan.output.sample_rate,
+            bit_rate=plan.output.bit_rate,
+        )
         self._before_segment = before_segment
         self.characters = 0
         self.audio_seconds = 0.0

@@ -128,6 +128,8 @@ def test_content_types() -> None:
         "flac": "audio/flac",
         "wav": "audio/wav",
         "pcm": "audio/pcm",
+        "ulaw": "audio/basic",
+        "alaw": "audio/x-alaw-basic",
     }
     assert StreamEncoder("opus", 24000, 24000).content_type == "audio/ogg"
 
@@ -248,3 +250,68 @@ def test_a_streamed_mp3_starts_where_its_pcm_starts(rate: int) -> None:
     assert click / rate == pytest.approx(0.25, abs=0.0015)
     # The rest is the last frame's padding, which a stream cannot know in advance.
     assert 0 <= len(decoded.samples) - rate < 1152 + 576
+
+
+def snr_db(reference: npt.NDArray[np.int16], decoded: npt.NDArray[np.int16]) -> float:
+    signal = reference.astype(np.float64)
+    noise = signal - decoded.astype(np.float64)
+    return float(10 * np.log10(np.sum(signal**2) / np.sum(noise**2)))
+
+
+@pytest.mark.parametrize(("fmt", "other"), [("ulaw", "alaw"), ("alaw", "ulaw")])
+def test_g711_decodes_back_to_its_source_pcm(fmt: str, other: str) -> None:
+    # A tone swelling from -46 dBFS to near full scale, so the companding's whole range is
+    # used; PyAV's own decoder is the reference for the law.
+    rate = 8000
+    t = np.arange(2 * rate) / rate
+    swell = np.geomspace(0.005, 0.9, len(t)) * np.sin(2 * np.pi * TONE_HZ * t)
+    source = PcmChunk.from_float(swell, rate).samples
+
+    data = encode_all(split(source, rate), fmt, rate)
+
+    assert len(data) == len(source)  # one byte a sample, no header
+    decoded = decode_audio(data, fmt, pcm_rate=rate).to_int16()
+    assert len(decoded) == len(source)
+    # G.711's ~38 dB, at every level of the swell: the quietest second alone holds it too.
+    assert snr_db(source, decoded) > 33
+    assert snr_db(source[:rate], decoded[:rate]) > 33
+    # Read with the other law, the same bytes are noise: the law really is the one named.
+    assert snr_db(source, decode_audio(data, other, pcm_rate=rate).to_int16()) < 10
+
+
+@pytest.mark.parametrize(
+    ("fmt", "rate", "kbps"),
+    [("mp3", 44100, (32, 64, 96, 128, 192)), ("opus", 48000, (32, 64, 96, 128, 192))],
+)
+def test_higher_bit_rates_give_bigger_streams(fmt: str, rate: int, kbps: tuple[int, ...]) -> None:
+    # A steady chord over noise: what libopus' unconstrained VBR spends well over its target on.
+    seconds = 3.0
+    t = np.arange(round(seconds * 24000)) / 24000
+    rng = np.random.default_rng(0)
+    mix = sum(0.2 * np.sin(2 * np.pi * f * t) for f in (220, 447, 1031, 3307))
+    mix = mix + 0.05 * rng.standard_normal(len(t))
+    samples = PcmChunk.from_float(mix, 24000).samples
+
+    sizes = [len(encode_all(split(samples, 24000), fmt, rate, k * 1000)) for k in kbps]
+
+    assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes), sizes
+    for size, k in zip(sizes, kbps, strict=True):
+        # The rate asked for, plus the container's: Ogg's page headers cost 5-8 kb/s (see
+        # encoders.py), mp3's LAME frame one frame.
+        assert 0.9 * k * 1000 < size * 8 / seconds < k * 1000 + 9000, (k, size)
+
+
+def test_mp3_at_a_named_rate_and_bit_rate_decodes_at_that_rate() -> None:
+    data = encode_all(split(tone(1.5, 24000), 24000), "mp3", 22050, 32_000)
+
+    audio = decode_audio(data, "mp3")
+
+    assert audio.sample_rate == 22050
+    assert dominant_frequency(audio) == pytest.approx(TONE_HZ, rel=0.01)
+    assert len(data) * 8 / 1.5 == pytest.approx(32_000, rel=0.15)
+
+
+@pytest.mark.parametrize("fmt", ["pcm", "wav", "ulaw", "alaw"])
+def test_uncompressed_formats_take_no_bit_rate(fmt: str) -> None:
+    with pytest.raises(ValueError, match="has no bit rate"):
+        StreamEncoder(fmt, 24000, 24000, bit_rate=64_000)

@@ -257,3 +257,36 @@ def test_usage_records_name_the_provider_that_answered(pair: Pair) -> None:
     # Counted from the relayed WAV's length (its 44-byte header is 1 ms at most).
     seconds = after["audio_seconds"] - before["audio_seconds"]
     assert seconds == pytest.approx(audio.duration, abs=0.002)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "codec", "rate", "content_type"),
+    [("ulaw_8000", "ulaw", 8000, "audio/basic"), ("pcm_16000", "pcm", 16000, "audio/pcm")],
+)
+def test_a_named_format_is_relayed_and_metered_at_its_own_rate(
+    pair: Pair, fmt: str, codec: str, rate: int, content_type: str
+) -> None:
+    def relayed_seconds() -> float:
+        usage = httpx.get(
+            f"{pair.front.url}/v1/usage", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+        ).json()
+        return sum(
+            line["audio_seconds"]
+            for line in usage["lines"]
+            if line["model"] == "relay" and line["provider"] == "upstream"
+        )
+
+    before = relayed_seconds()
+    with sdk_client(pair.front) as client:
+        response = client.audio.speech.with_raw_response.create(
+            model="relay",
+            voice="alloy",
+            input=TEXT,
+            response_format=fmt,  # type: ignore[arg-type]
+            extra_headers={"x-request-id": f"named-{fmt}"},
+        )
+    assert response.headers["content-type"] == content_type
+    audio = decode_audio(response.content, codec, pcm_rate=rate)
+    assert audio.duration > 1 and audio.rms > 0.01
+    # Counted from the body's length at the name's rate and sample width, not 16-bit 24 kHz.
+    assert relayed_seconds() - before == pytest.approx(audio.duration, abs=0.002)

@@ -21,7 +21,17 @@ from speechgate.engines.base import EngineConfig, SynthesisRequest
 # Long enough for a voice prompt (over 3 s of speech), with voiced and unvoiced sounds.
 _SPEECH_TEXT = "The quick brown fox jumps over the lazy dog. She sells sea shells by the sea shore."
 
-_DEMUXERS = {"mp3": "mp3", "opus": "ogg", "aac": "aac", "flac": "flac", "wav": "wav"}
+_DEMUXERS = {
+    "mp3": "mp3",
+    "opus": "ogg",
+    "aac": "aac",
+    "flac": "flac",
+    "wav": "wav",
+    "ulaw": "mulaw",
+    "alaw": "alaw",
+}
+# Headerless, so the demuxer must be told the rate; decoded by ffmpeg's own G.711 decoders.
+_RAW_G711 = ("ulaw", "alaw")
 
 
 @dataclass(frozen=True)
@@ -49,11 +59,13 @@ class DecodedAudio:
 
 
 def decode_audio(data: bytes, fmt: str, pcm_rate: int = 24000) -> DecodedAudio:
-    """Decode a whole body of `fmt` ("mp3", "opus", ..., "pcm"; raw pcm is taken at `pcm_rate`)."""
+    """Decode a whole body of `fmt` ("mp3", "opus", ..., "pcm", "ulaw", "alaw": an
+    `AudioFormat` value); headerless pcm, ulaw and alaw are taken at `pcm_rate`."""
     if fmt == "pcm":
         samples = np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
         return DecodedAudio(samples, pcm_rate)
-    with av.open(io.BytesIO(data), mode="r", format=_DEMUXERS[fmt]) as container:
+    options = {"sample_rate": str(pcm_rate)} if fmt in _RAW_G711 else {}
+    with av.open(io.BytesIO(data), mode="r", format=_DEMUXERS[fmt], options=options) as container:
         stream = container.streams.audio[0]
         # Convert whatever the decoder yields (fltp, s16, s32p...) to packed float mono,
         # keeping the decoded rate.

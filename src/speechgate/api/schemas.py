@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    TypeAdapter,
+    WithJsonSchema,
+)
+from pydantic_core import PydanticCustomError
 
-from speechgate.audio.formats import AudioFormat
+from speechgate.audio.formats import FORMAT_NAMES, OutputFormat, parse_format
 
 
 class VoiceRef(BaseModel):
@@ -15,6 +24,24 @@ class VoiceRef(BaseModel):
     model_config = ConfigDict(extra="ignore")
     id: str = Field(min_length=1)
 
+
+def _output_format(value: object) -> OutputFormat:
+    try:
+        if isinstance(value, str | OutputFormat):
+            return parse_format(value)
+    except ValueError as error:
+        # A custom error type: pydantic would prefix a ValueError's message with "Value error".
+        raise PydanticCustomError("response_format", str(error)) from None
+    raise PydanticCustomError("response_format", "must be a format name (a string)")
+
+
+ResponseFormat = Annotated[
+    OutputFormat,
+    PlainValidator(_output_format),
+    PlainSerializer(lambda fmt: fmt.name, return_type=str),
+    WithJsonSchema({"type": "string", "enum": list(FORMAT_NAMES)}),
+]
+"""A `response_format` name on the wire, its parsed `OutputFormat` inside."""
 
 # A BCP 47 tag, loosely: "de", "en-US", "en_us", "zh-Hans", "es-419".
 _LANGUAGE_TAG = r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$"
@@ -33,7 +60,12 @@ class SpeechOptions(BaseModel):
         description='A voice name from GET /v1/audio/voices, or `{"id": ...}`.',
         examples=["alloy"],
     )
-    response_format: AudioFormat = AudioFormat.MP3
+    response_format: ResponseFormat = Field(
+        default="mp3",
+        validate_default=True,
+        description="OpenAI's six names, or ElevenLabs' `output_format` names, which also fix "
+        "the sample rate and bit rate: `pcm_16000`, `ulaw_8000`, `mp3_44100_128`, ...",
+    )
     speed: float = Field(default=1.0, ge=0.25, le=4.0)
     instructions: str | None = Field(
         default=None, description="Accepted; engines that cannot use it say so in a header."
@@ -84,6 +116,10 @@ class SpeechRequest(SpeechOptions):
         examples=["Hello! How can I help you today?"],
     )
     stream_format: Literal["audio", "sse"] = "audio"
+    stream: bool | None = Field(
+        default=None,
+        description="Accepted, as ElevenLabs-style clients send it; the audio streams anyway.",
+    )
     user: str | None = Field(
         default=None,
         description="speechgate extension: a stable id of the end user; requests with the same "

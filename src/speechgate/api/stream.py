@@ -155,7 +155,7 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
                 "model": update.session.model,
                 "engine": plan.engine,
                 "voice": plan.voice_id or plan.request.voice,
-                "response_format": plan.output.format.value,
+                "response_format": update.session.response_format.name,
                 "content_type": plan.output.format.content_type,
                 "sample_rate": plan.output.sample_rate,
             },

@@ -56,8 +56,18 @@ _CODECS: dict[AudioFormat, _Codec] = {
     # The FLAC muxer reserves 8 KiB of padding to rewrite tags in place later, which a
     # non-seekable stream never can.
     AudioFormat.FLAC: _Codec("flac", "flac", muxer_options={"metadata_header_padding": "0"}),
+    # G.711 through ffmpeg's own codecs, into its headerless raw muxers.
+    AudioFormat.ULAW: _Codec("mulaw", "pcm_mulaw"),
+    AudioFormat.ALAW: _Codec("alaw", "pcm_alaw"),
 }
 
+
+# Codec options when a client names the bit rate (`opus_48000_32`). libopus' default VBR
+# overshoots on steady, tonal audio (measured: 32 kb/s asked, 45 kb/s sent); constrained VBR
+# keeps to the rate the name promises, within a few percent.
+_NAMED_BIT_RATE_OPTIONS: dict[AudioFormat, dict[str, str]] = {
+    AudioFormat.OPUS: {"vbr": "constrained"},
+}
 
 # Samples of priming a decoder plays before the first input sample, in a stream that cannot
 # say so (measured at 8-48 kHz): ADTS has no field for AAC's 1024. A streamed MP3 marks its
@@ -121,7 +131,9 @@ class StreamEncoder:
     chunks are still being synthesized: all but the last ~0.1 s fed (codec lookahead, frame
     and Ogg page filling; ~0.25 s for mp3 and aac at 8 kHz). `finish` returns the rest.
 
-    Raises `ValueError` if `format` cannot be encoded at `output_rate`.
+    `bit_rate` (bits per second) sets a compressed codec's rate instead of its default here.
+
+    Raises `ValueError` if `format` cannot be encoded at `output_rate`, or takes no bit rate.
     """
 
     def __init__(
@@ -130,16 +142,19 @@ class StreamEncoder:
         input_rate: int,
         output_rate: int,
         file: BinaryIO | None = None,
+        bit_rate: int | None = None,
     ) -> None:
         self.format = AudioFormat(format)
         self.format.check_sample_rate(output_rate)
         if input_rate <= 0:
             raise ValueError(f"input rate must be positive; got {input_rate}")
+        if bit_rate is not None and self.format.sample_width is not None:
+            raise ValueError(f"{self.format} output has no bit rate to set")
         self.input_rate = input_rate
         self.output_rate = output_rate
         self._backend: _RawBackend | _MuxerBackend
         if self.format in _CODECS:
-            self._backend = _MuxerBackend(self.format, output_rate, file)
+            self._backend = _MuxerBackend(self.format, output_rate, file, bit_rate)
         else:
             self._backend = _RawBackend(self.format, output_rate, file)
         # The resampler keeps filter state across calls, so chunk boundaries leave no clicks
@@ -196,16 +211,21 @@ class StreamEncoder:
             raise RuntimeError("the encoder is finished or closed")
 
 
-def encode_all(chunks: Iterable[PcmChunk], format: AudioFormat | str, output_rate: int) -> bytes:
+def encode_all(
+    chunks: Iterable[PcmChunk],
+    format: AudioFormat | str,
+    output_rate: int,
+    bit_rate: int | None = None,
+) -> bytes:
     """Encode a whole stream at once; the input rate is taken from the first chunk."""
     parts: list[bytes] = []
     encoder: StreamEncoder | None = None
     for chunk in chunks:
         if encoder is None:
-            encoder = StreamEncoder(format, chunk.sample_rate, output_rate)
+            encoder = StreamEncoder(format, chunk.sample_rate, output_rate, bit_rate=bit_rate)
         parts.append(encoder.encode(chunk))
     if encoder is None:  # No audio: still a valid (empty) stream, so no resampling is needed.
-        encoder = StreamEncoder(format, output_rate, output_rate)
+        encoder = StreamEncoder(format, output_rate, output_rate, bit_rate=bit_rate)
     parts.append(encoder.finish())
     return b"".join(parts)
 
@@ -301,7 +321,13 @@ class _Sink:
 class _MuxerBackend:
     """A PyAV codec in a PyAV container, written to a `_Sink`."""
 
-    def __init__(self, format: AudioFormat, sample_rate: int, file: BinaryIO | None) -> None:
+    def __init__(
+        self,
+        format: AudioFormat,
+        sample_rate: int,
+        file: BinaryIO | None,
+        bit_rate: int | None = None,
+    ) -> None:
         codec = _CODECS[format]
         self._sink = _Sink()
         # A seekable file lets the muxer go back and complete its headers at the end.
@@ -316,13 +342,17 @@ class _MuxerBackend:
         if self._lame_tag:
             options["id3v2_version"] = "0"
         self._container = av.open(output, mode="w", format=codec.muxer, options=options)
+        codec_options = dict(codec.codec_options)
+        if bit_rate is not None:
+            codec_options.update(_NAMED_BIT_RATE_OPTIONS.get(format, {}))
         stream = self._container.add_stream(
-            codec.codec, rate=sample_rate, layout="mono", options=dict(codec.codec_options)
+            codec.codec, rate=sample_rate, layout="mono", options=codec_options
         )
         assert isinstance(stream, AudioStream)
         self._stream = stream
-        if codec.bit_rate is not None:
-            self._stream.bit_rate = codec.bit_rate
+        bit_rate = bit_rate or codec.bit_rate
+        if bit_rate is not None:
+            self._stream.bit_rate = bit_rate
         # Write the header now: a stream that ends without audio still gets one (an Ogg or
         # FLAC file is not even that without it).
         self._container.start_encoding()

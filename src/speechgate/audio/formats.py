@@ -1,12 +1,17 @@
-"""The output formats a client may ask for: OpenAI's `response_format` values.
+"""The output formats a client may ask for, and the one place their names are parsed.
 
-Each format knows its HTTP content type and the output sample rates it can be encoded at, so a
-request can be validated (and answered with a 400) before any audio is produced.
+A `response_format` name is one of OpenAI's six (`mp3`, ..., `pcm`: the rate from the request,
+or the server's default) or one of ElevenLabs' `output_format` names, which also fix the rate
+and, for compressed ones, the bit rate (`pcm_16000`, `ulaw_8000`, `mp3_44100_128`,
+`opus_48000_64`). `parse_format` turns a name into an `OutputFormat`: the encoding, and what the
+name fixes. Each encoding knows its HTTP content type and the sample rates it can be encoded at,
+so a request can be validated (and answered with a 400) before any audio is produced.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
 # Every format is kept within 8-48 kHz: 8 kHz (telephone speech) is the lowest rate all the
@@ -15,7 +20,8 @@ _ANY_RATE = range(8000, 48000 + 1)
 
 
 class AudioFormat(StrEnum):
-    """An audio encoding of a response body, named as in OpenAI's `response_format`."""
+    """An encoding of a response body. The first six are OpenAI's `response_format` names;
+    `ulaw` and `alaw` (G.711) are only reached through the names `ulaw_8000` and `alaw_8000`."""
 
     MP3 = "mp3"
     OPUS = "opus"
@@ -23,6 +29,8 @@ class AudioFormat(StrEnum):
     FLAC = "flac"
     WAV = "wav"
     PCM = "pcm"
+    ULAW = "ulaw"
+    ALAW = "alaw"
 
     @property
     def content_type(self) -> str:
@@ -37,6 +45,11 @@ class AudioFormat(StrEnum):
         """
         return _SAMPLE_RATES[self]
 
+    @property
+    def sample_width(self) -> int | None:
+        """Bytes per sample of an uncompressed body (a WAV's header aside); None if compressed."""
+        return _SAMPLE_WIDTHS.get(self)
+
     def check_sample_rate(self, rate: int) -> None:
         """Raise `ValueError`, with a message fit for a client, if `rate` is not supported."""
         rates = self.sample_rates
@@ -49,6 +62,16 @@ class AudioFormat(StrEnum):
         raise ValueError(f"{self} output supports sample rates {allowed} Hz; got {rate}")
 
 
+OPENAI_FORMATS = (
+    AudioFormat.MP3,
+    AudioFormat.OPUS,
+    AudioFormat.AAC,
+    AudioFormat.FLAC,
+    AudioFormat.WAV,
+    AudioFormat.PCM,
+)
+"""The encodings OpenAI names in `response_format`, whose names are the encoding's own."""
+
 _CONTENT_TYPES: dict[AudioFormat, str] = {
     AudioFormat.MP3: "audio/mpeg",
     # Opus is always sent in an Ogg container, as OpenAI does, hence not "audio/opus".
@@ -57,6 +80,11 @@ _CONTENT_TYPES: dict[AudioFormat, str] = {
     AudioFormat.FLAC: "audio/flac",
     AudioFormat.WAV: "audio/wav",
     AudioFormat.PCM: "audio/pcm",
+    # RFC 2046's audio/basic is exactly this: headerless 8-bit mu-law, mono (at 8 kHz, which
+    # `ulaw_8000` fixes). A-law has no registered type outside RTP (audio/PCMA); this is the
+    # name GStreamer and others use for the same thing.
+    AudioFormat.ULAW: "audio/basic",
+    AudioFormat.ALAW: "audio/x-alaw-basic",
 }
 
 _SAMPLE_RATES: dict[AudioFormat, Sequence[int]] = {
@@ -69,4 +97,84 @@ _SAMPLE_RATES: dict[AudioFormat, Sequence[int]] = {
     AudioFormat.FLAC: _ANY_RATE,
     AudioFormat.WAV: _ANY_RATE,
     AudioFormat.PCM: _ANY_RATE,
+    # G.711 is defined at 8 kHz, but the companding itself works at any rate; the names
+    # (`ulaw_8000`) are what keep clients at 8 kHz.
+    AudioFormat.ULAW: _ANY_RATE,
+    AudioFormat.ALAW: _ANY_RATE,
 }
+
+_SAMPLE_WIDTHS = {AudioFormat.PCM: 2, AudioFormat.WAV: 2, AudioFormat.ULAW: 1, AudioFormat.ALAW: 1}
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """A `response_format` name, parsed: the encoding, and the rate and bit rate it fixes."""
+
+    name: str
+    format: AudioFormat
+    sample_rate: int | None = None
+    """Hz; None: the request's `sample_rate`, else the server's default."""
+    bit_rate: int | None = None
+    """Bits per second; None: the encoder's default for `format`."""
+
+    @property
+    def content_type(self) -> str:
+        return self.format.content_type
+
+    def output_rate(self, requested: int | None, default: int) -> int:
+        """The rate to encode at: the name's own, else `requested`, else `default`.
+
+        Raises `ValueError`, with a message fit for a client, if `requested` contradicts the
+        name or the encoding cannot run at the rate.
+        """
+        if self.sample_rate is not None:
+            if requested is not None and requested != self.sample_rate:
+                raise ValueError(
+                    f"{self.name} is {self.sample_rate} Hz audio; sample_rate {requested} "
+                    "contradicts it (leave sample_rate out)"
+                )
+            return self.sample_rate
+        rate = requested or default
+        self.format.check_sample_rate(rate)
+        return rate
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _named(
+    format: AudioFormat, rate: int | None = None, kbps: int | None = None
+) -> tuple[str, OutputFormat]:
+    name = "_".join(str(part) for part in (format, rate, kbps) if part is not None)
+    return name, OutputFormat(name, format, rate, None if kbps is None else kbps * 1000)
+
+
+# ElevenLabs' published `output_format` list, exactly (pcm_32000 and the wav_ names included):
+# a name outside it is a typo or a format no client expects, better refused than guessed at.
+_ELEVENLABS_RATES = (8000, 16000, 22050, 24000, 32000, 44100, 48000)
+_FORMATS: dict[str, OutputFormat] = dict(
+    [
+        *(_named(fmt) for fmt in OPENAI_FORMATS),
+        *(_named(AudioFormat.PCM, rate) for rate in _ELEVENLABS_RATES),
+        *(_named(AudioFormat.WAV, rate) for rate in _ELEVENLABS_RATES),
+        _named(AudioFormat.ULAW, 8000),
+        _named(AudioFormat.ALAW, 8000),
+        _named(AudioFormat.MP3, 22050, 32),
+        _named(AudioFormat.MP3, 24000, 48),
+        *(_named(AudioFormat.MP3, 44100, kbps) for kbps in (32, 64, 96, 128, 192)),
+        *(_named(AudioFormat.OPUS, 48000, kbps) for kbps in (32, 64, 96, 128, 192)),
+    ]
+)
+
+FORMAT_NAMES: tuple[str, ...] = tuple(_FORMATS)
+"""Every name `parse_format` accepts: OpenAI's six first, then ElevenLabs'."""
+
+
+def parse_format(name: str | OutputFormat) -> OutputFormat:
+    """The format `name` stands for; raises `ValueError` listing the accepted names."""
+    if isinstance(name, OutputFormat):
+        return name
+    try:
+        return _FORMATS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown format {name!r}; accepted: {', '.join(FORMAT_NAMES)}") from None

@@ -16,7 +16,6 @@ from typing import Any, Protocol
 import httpx
 
 from speechgate.api.schemas import SpeechRequest
-from speechgate.audio.formats import AudioFormat
 from speechgate.errors import SpeechgateError
 from speechgate.llm import raise_for_error, upstream_errors
 from speechgate.routing.config import LocalProviderConfig, RemoteProviderConfig
@@ -25,7 +24,6 @@ from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 SPEECH_PATH = "audio/speech"
 # What an OpenAI-compatible server speaks at when a request names no rate.
 OPENAI_SAMPLE_RATE = 24000
-RAW_FORMATS = (AudioFormat.PCM, AudioFormat.WAV)
 # The upstream's headers that describe its audio; relayed (a speechgate upstream sends them).
 _RELAYED_PREFIX = "x-speechgate-"
 _OWN_HEADERS = ("x-speechgate-time-to-first-audio-ms",)
@@ -122,11 +120,13 @@ def _mapped(body: SpeechRequest, model: str | None, voices: dict[str, str]) -> S
 
 
 def _seconds_per_byte(body: SpeechRequest) -> float:
-    """Seconds of audio per byte of an uncompressed (16-bit mono) body; 0 if compressed. A
-    WAV's 44-byte header counts as 1 ms at most: a rounding error for usage records."""
-    if body.stream_format != "audio" or body.response_format not in RAW_FORMATS:
+    """Seconds of audio per byte of an uncompressed (mono) body; 0 if compressed. A WAV's
+    44-byte header counts as 1 ms at most: a rounding error for usage records."""
+    fmt = body.response_format
+    width = fmt.format.sample_width
+    if body.stream_format != "audio" or width is None:
         return 0.0
-    return 1 / (2 * (body.sample_rate or OPENAI_SAMPLE_RATE))
+    return 1 / (width * (fmt.sample_rate or body.sample_rate or OPENAI_SAMPLE_RATE))
 
 
 Render = Callable[[SpeechPlan, SpeechStream], Answer]
@@ -190,9 +190,9 @@ class RemoteProvider:
         # The upstream's own keys decide what its voices are; `owner` means nothing there.
         started = self._clock()
         # What the client sent (and nothing it left to defaults), in the upstream's names;
-        # `user` only chose the route here.
+        # `user` only chose the route here, and `stream` means nothing (audio always streams).
         payload = _mapped(body, self.config.model, self.config.voices).model_dump(
-            mode="json", exclude_unset=True, exclude={"user"}
+            mode="json", exclude_unset=True, exclude={"user", "stream"}
         )
         request = self._client.build_request(
             "POST", SPEECH_PATH, json=payload, headers={"x-request-id": request_id}

@@ -246,8 +246,9 @@ class Router:
         client = await primary
         if client is None:
             return  # the client's request did not complete: nothing to compare
-        rate = body.sample_rate or self._default_rate
-        pair = await asyncio.to_thread(compare, route, client, shadow, body.response_format, rate)
+        fmt = body.response_format
+        rate = fmt.sample_rate or body.sample_rate or self._default_rate
+        pair = await asyncio.to_thread(compare, route, client, shadow, fmt.format, rate)
         self._record(pair)
 
     def _record(self, pair: ShadowPair) -> None:

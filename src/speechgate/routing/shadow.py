@@ -25,6 +25,8 @@ _DEMUXERS = {
     AudioFormat.AAC: "aac",
     AudioFormat.FLAC: "flac",
     AudioFormat.WAV: "wav",
+    AudioFormat.ULAW: "mulaw",
+    AudioFormat.ALAW: "alaw",
 }
 # A response body kept for comparison, at most: 4096 characters of speech as 48 kHz WAV fit.
 MAX_COMPARED_BYTES = 64 * 1024 * 1024
@@ -64,7 +66,12 @@ def decode_pcm(data: bytes, format: AudioFormat, pcm_rate: int) -> tuple[bytes, 
     if format is AudioFormat.PCM:
         return data[: len(data) // 2 * 2], pcm_rate
     try:
-        with av.open(io.BytesIO(data), mode="r", format=_DEMUXERS[format]) as container:
+        # Headerless G.711 cannot say its rate.
+        raw = format in (AudioFormat.ULAW, AudioFormat.ALAW)
+        options = {"sample_rate": str(pcm_rate)} if raw else {}
+        with av.open(
+            io.BytesIO(data), mode="r", format=_DEMUXERS[format], options=options
+        ) as container:
             resampler = av.AudioResampler(format="s16", layout="mono")
             frames = [
                 out

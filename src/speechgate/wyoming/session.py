@@ -13,7 +13,7 @@ from wyoming.tts import SynthesizeVoice
 
 from speechgate.api.schemas import SpeechOptions
 from speechgate.api.tenancy import Meter, finish
-from speechgate.audio.formats import AudioFormat
+from speechgate.audio.formats import parse_format
 from speechgate.catalog import normalize
 from speechgate.errors import InvalidRequest, SpeechgateError
 from speechgate.metering.records import CLIENT_CLOSED
@@ -55,7 +55,7 @@ def plan(runtime: Runtime, voice: SynthesizeVoice | None) -> SpeechPlan:
     options = SpeechOptions(
         model=engine,
         voice=name or _FALLBACK_VOICE,
-        response_format=AudioFormat.PCM,
+        response_format=parse_format("pcm"),
         sample_rate=rate,
         language=language or None,
     )
