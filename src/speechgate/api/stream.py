@@ -136,7 +136,9 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
         if not isinstance(update, SessionUpdate):
             raise InvalidRequest("The first message must be session.update.", param="type")
         meter.model, meter.voice = update.session.model, update.session.voice_name
-        plan = await service.plan_options_or_pull(update.session, owner=principal.key_id)
+        plan = await service.plan_options_or_pull(
+            update.session.to_speech(), owner=principal.key_id
+        )
         meter.engine = plan.engine
         admission = meter.admission = await tenancy.admit(principal, meter.model, 0)
     except SpeechgateError as error:
