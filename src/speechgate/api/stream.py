@@ -14,8 +14,9 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from speechgate.api.errors import error_body
 from speechgate.api.schemas import SpeechOptions
-from speechgate.api.tenancy import Meter, finish, get_tenancy
+from speechgate.api.tenancy import get_tenancy
 from speechgate.errors import InsufficientQuota, InvalidRequest, SpeechgateError
+from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import Principal
 from speechgate.service import SpeechService

@@ -11,10 +11,10 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
 from wyoming.tts import SynthesizeVoice
 
-from speechgate.api.tenancy import Meter, finish
 from speechgate.audio.formats import AudioFormat
 from speechgate.catalog import normalize
 from speechgate.errors import InvalidRequest, SpeechgateError
+from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import ANYONE
 from speechgate.runtime import Runtime
