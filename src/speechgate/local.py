@@ -7,6 +7,7 @@ from pathlib import Path
 from speechgate.audio.formats import AudioFormat
 from speechgate.catalog import Catalog, engine_for_model
 from speechgate.engines import Engine, load_engine
+from speechgate.engines.base import EngineInfo
 from speechgate.pipeline import render
 from speechgate.runtime import engine_config
 from speechgate.service import SpeechService
@@ -14,7 +15,6 @@ from speechgate.settings import Settings
 from speechgate.speech import SpeechRequest
 from speechgate.voices.cloning import VoiceCloning
 from speechgate.voices.library import VoiceLibrary
-from speechgate.workers.messages import EngineInfo
 
 
 def stored_voices(settings: Settings) -> VoiceLibrary:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from speechgate.activity import RecentRequests
 from speechgate.catalog import Catalog
-from speechgate.engines.base import SynthesisRequest
+from speechgate.engines.base import EngineInfo, SynthesisRequest
 from speechgate.errors import (
     InvalidRequest,
     NotPullable,
@@ -30,7 +30,6 @@ from speechgate.speech import SpeechRequest, StreamFormat
 from speechgate.text.segment import clean_text
 from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
 from speechgate.workers.base import Pool
-from speechgate.workers.messages import EngineInfo
 
 Pull = Callable[[str], Awaitable[object]]
 """Installs what a pull reference names (`speechgate.hub.autopull.autopull`, bound to the

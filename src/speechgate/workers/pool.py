@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines.base import EngineConfig, SynthesisRequest
+from speechgate.engines.base import EngineConfig, EngineInfo, SynthesisRequest
 from speechgate.errors import EngineFailed, NotReady, SlowReader, SpeechgateError, WorkerLost
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers import wire
@@ -33,7 +33,6 @@ from speechgate.workers.messages import (
     Cloned,
     CloneJob,
     Done,
-    EngineInfo,
     Failed,
     FromWorker,
     Job,

@@ -8,7 +8,7 @@ import signal
 import socket
 from collections.abc import Sequence
 
-from speechgate.engines.base import Engine, EngineConfig, VoiceCloner
+from speechgate.engines.base import Engine, EngineConfig, EngineInfo, VoiceCloner
 from speechgate.pipeline import render
 from speechgate.workers import wire
 from speechgate.workers.messages import (
@@ -16,7 +16,6 @@ from speechgate.workers.messages import (
     Cloned,
     CloneJob,
     Done,
-    EngineInfo,
     Failed,
     Job,
     Ready,
