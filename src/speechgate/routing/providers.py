@@ -19,7 +19,7 @@ import httpx
 
 from speechgate.audio.formats import AudioFormat
 from speechgate.errors import SpeechgateError
-from speechgate.llm import raise_for_error, upstream_errors
+from speechgate.openai_upstream import raise_for_error, upstream_errors
 from speechgate.routing.config import LocalProviderConfig, RemoteProviderConfig
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 from speechgate.speech import SpeechRequest
