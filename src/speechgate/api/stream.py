@@ -20,7 +20,7 @@ from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import Principal
 from speechgate.service import SpeechService
-from speechgate.sessions import SegmentDone, SegmentStarted, SpeechSession
+from speechgate.streaming_sessions import SegmentDone, SegmentStarted, SpeechSession
 
 router = APIRouter()
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import ANYONE
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan
-from speechgate.sessions import SpeechSession
 from speechgate.speech import SpeechRequest
+from speechgate.streaming_sessions import SpeechSession
 
 # Wyoming has no keys: its usage is recorded under this client name (usage records' `model`
 # says which engine, `request_id` starts with it).
