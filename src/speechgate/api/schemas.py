@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import binascii
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -111,7 +110,7 @@ class SpeechOptions(BaseModel):
             return None
         try:
             return base64.b64decode(self.reference_audio, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or a character outside ASCII
             raise InvalidRequest(
                 "`reference_audio` must be a base64-encoded audio file.",
                 param="reference_audio",
