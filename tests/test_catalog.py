@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from speechgate.catalog import Catalog, normalize
-from speechgate.engines.base import Voice
+from speechgate.engines.base import EngineInfo, Voice
 from speechgate.errors import (
     InvalidRequest,
     ModelNotFound,
@@ -15,7 +15,6 @@ from speechgate.errors import (
 )
 from speechgate.voices import installed
 from speechgate.voices.installed import InstalledVoice, Manifest
-from speechgate.workers.messages import EngineInfo
 from tests.conftest import make_settings
 
 PIPER = EngineInfo("piper", 22050, False, (Voice("en_US-joe-medium", "Joe"),))

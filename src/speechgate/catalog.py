@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from speechgate.engines import blend, engine_extra
+from speechgate.engines.base import EngineInfo
 from speechgate.errors import (
     InvalidRequest,
     ModelNotFound,
@@ -38,7 +39,6 @@ from speechgate.settings import (
 )
 from speechgate.voices import installed
 from speechgate.voices.naming import language_tag, primary_language, speaks
-from speechgate.workers.messages import EngineInfo
 
 
 def normalize(name: str) -> str:

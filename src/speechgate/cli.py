@@ -131,7 +131,7 @@ def say(
     ] = None,
 ) -> None:
     """Synthesize to a file in-process, without a server (built-in or stored voices)."""
-    from speechgate.local import synthesize_to_file
+    from speechgate.standalone import synthesize_to_file
 
     try:
         fmt = parse_format(format or output.suffix.lstrip(".").lower() or "mp3")
@@ -176,7 +176,7 @@ def voices_list(model: Annotated[str, _MODEL_OPTION] = "tts-1") -> None:
 
 
 def _list_voices(model: str) -> None:
-    from speechgate.local import load_catalog, stored_voices
+    from speechgate.standalone import load_catalog, stored_voices
 
     settings = _settings()
     catalog, engine = load_catalog(settings, model)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from speechgate.activity import RecentRequests
-from speechgate.api.schemas import Readiness
 from speechgate.catalog import Catalog
 from speechgate.engines.base import EngineConfig
 from speechgate.metrics import Metrics
@@ -158,8 +157,8 @@ class Runtime:
         if self.cluster is not None:
             await self.cluster.close()
 
-    def readiness(self) -> Readiness:
-        """Ready when every engine has a worker that can take a job."""
+    def engine_states(self) -> dict[str, dict[str, Any]]:
+        """Each engine's workers by state, queue, restarts and whether it is live."""
         engines = {}
         for name, pool in self.pools.items():
             stats = pool.stats()
@@ -170,7 +169,7 @@ class Runtime:
                 "crash_looping": stats.crash_looping,
                 "live": stats.live,
             }
-        return Readiness(ready=self.ready, engines=engines)
+        return engines
 
     @property
     def ready(self) -> bool:

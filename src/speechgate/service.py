@@ -1,4 +1,4 @@
-"""Serving logic for `POST /v1/audio/speech`, between the wire models and the worker pools.
+"""Serving logic for a speech request, between the front ends and the worker pools.
 
 `plan` validates everything a request can get wrong, before any work; `open` admits the job
 and waits for its first audio, so that errors up to that point can still be a JSON response.
@@ -8,17 +8,14 @@ but not installed is pulled from the hub first.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from speechgate.activity import RecentRequests
-from speechgate.api.schemas import SpeechOptions, SpeechRequest
 from speechgate.catalog import Catalog
-from speechgate.engines.base import SynthesisRequest
+from speechgate.engines.base import EngineInfo, SynthesisRequest
 from speechgate.errors import (
     InvalidRequest,
     NotPullable,
@@ -29,26 +26,14 @@ from speechgate.errors import (
 from speechgate.metrics import Metrics
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
+from speechgate.speech import SpeechRequest, StreamFormat
 from speechgate.text.segment import clean_text
 from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
-from speechgate.voices.naming import language_tag
 from speechgate.workers.base import Pool
-from speechgate.workers.messages import EngineInfo
 
 Pull = Callable[[str], Awaitable[object]]
 """Installs what a pull reference names (`speechgate.hub.autopull.autopull`, bound to the
 server's models directory, hub and catalog refresh)."""
-
-
-def _language(options: SpeechOptions) -> str | None:
-    """`language`, or its alias `language_hint`; the two may not disagree."""
-    language, hint = options.language, options.language_hint
-    if language and hint and language_tag(language) != language_tag(hint):
-        raise InvalidRequest(
-            f"`language` ({language!r}) and `language_hint` ({hint!r}) disagree; send one.",
-            param="language_hint",
-        )
-    return language or hint
 
 
 async def _pull_voice(pull: Pull, voice: str, ref: str) -> None:
@@ -76,7 +61,7 @@ class SpeechPlan:
     engine_rate: int
     request: SynthesisRequest
     output: OutputSpec
-    stream_format: str
+    stream_format: StreamFormat
     instructions_ignored: bool
     reference_audio: bytes | None = None  # an audio file, decoded into a prompt by `open`
     voice_id: str = ""  # the voice resolved, as clients may name it (not a file's path)
@@ -161,15 +146,15 @@ class SpeechService:
         self._voices = voices
         self._pull = pull
 
-    async def plan_or_pull(self, body: SpeechRequest, owner: str | None = None) -> SpeechPlan:
+    async def plan_or_pull(self, request: SpeechRequest, owner: str | None = None) -> SpeechPlan:
         """`plan`, pulling a voice that is not installed first when this service can pull."""
-        return await self._pulling(lambda: self.plan(body, owner))
+        return await self._pulling(lambda: self.plan(request, owner))
 
     async def plan_options_or_pull(
-        self, options: SpeechOptions, owner: str | None = None
+        self, request: SpeechRequest, owner: str | None = None
     ) -> SpeechPlan:
         """`plan_options` for a streaming session, pulling like `plan_or_pull`."""
-        return await self._pulling(lambda: self.plan_options(options, owner=owner))
+        return await self._pulling(lambda: self.plan_options(request, owner))
 
     async def _pulling(self, plan: Callable[[], SpeechPlan]) -> SpeechPlan:
         try:
@@ -181,62 +166,56 @@ class SpeechService:
         # Once: if the voice is still not installed (the item lacks it), the refusal stands.
         return plan()
 
-    def plan(self, body: SpeechRequest, owner: str | None = None) -> SpeechPlan:
+    def plan(self, request: SpeechRequest, owner: str | None = None) -> SpeechPlan:
         """Check the request against the catalog and the limits; raises InvalidRequest.
         `owner`, the asking key's id, decides which stored voices it may name (None: all)."""
         limit = self._settings.max_input_chars
-        if len(body.input) > limit:
+        if len(request.text) > limit:
             raise InvalidRequest(
-                f"Input is {len(body.input)} characters long; the maximum is {limit}.",
+                f"Input is {len(request.text)} characters long; the maximum is {limit}.",
                 param="input",
                 code="string_above_max_length",
             )
-        if not clean_text(body.input).strip():
+        if not clean_text(request.text).strip():
             raise InvalidRequest("Input must contain text to speak.", param="input")
-        return self.plan_options(body, body.input, body.stream_format, owner)
+        return self.plan_options(request, owner)
 
-    def plan_options(
-        self,
-        options: SpeechOptions,
-        text: str = "",
-        stream_format: str = "audio",
-        owner: str | None = None,
-    ) -> SpeechPlan:
-        """Resolve model, voice and output format; a streaming session plans with no text."""
-        engine = self._catalog.model(options.model).engine
-        reference = self._reference_audio(options, engine)
-        language = _language(options)
+    def plan_options(self, request: SpeechRequest, owner: str | None = None) -> SpeechPlan:
+        """Resolve model, voice and output format, without checking the text: a streaming
+        session plans before its text arrives."""
+        engine = self._catalog.model(request.model).engine
+        reference = self._reference_audio(request, engine)
         # A one-off voice prompt replaces the voice, whatever it names.
         voice, voice_id = (
             ("", "")
             if reference is not None
-            else self._voice(engine, options.voice_name, language, owner)
+            else self._voice(engine, request.voice, request.language, owner)
         )
-        if options.seed is not None and not engine.supports_seed:
+        if request.seed is not None and not engine.supports_seed:
             raise InvalidRequest(
-                f"The model {options.model!r} ({engine.name}) cannot repeat its output for a "
+                f"The model {request.model!r} ({engine.name}) cannot repeat its output for a "
                 "seed; leave `seed` out.",
                 param="seed",
                 code="seed_unsupported",
             )
-        fmt = options.response_format
+        fmt = request.format
         try:
-            rate = fmt.output_rate(options.sample_rate, self._settings.default_sample_rate)
+            rate = fmt.output_rate(request.sample_rate, self._settings.default_sample_rate)
         except ValueError as error:
             raise InvalidRequest(str(error), param="sample_rate") from None
         return SpeechPlan(
             engine=engine.name,
             engine_rate=engine.sample_rate,
             request=SynthesisRequest(
-                text=text,
+                text=request.text,
                 voice=voice,
-                speed=options.speed,
-                instructions=options.instructions,
-                seed=options.seed,
+                speed=request.speed,
+                instructions=request.instructions,
+                seed=request.seed,
             ),
             output=OutputSpec(fmt.format, rate, self._settings.loudness_target_lufs, fmt.bit_rate),
-            stream_format=stream_format,
-            instructions_ignored=bool(options.instructions) and not engine.supports_instructions,
+            stream_format=request.stream_format,
+            instructions_ignored=bool(request.instructions) and not engine.supports_instructions,
             reference_audio=reference,
             voice_id=voice_id,
         )
@@ -254,21 +233,12 @@ class SpeechService:
         voice = self._catalog.voice(engine.name, name, language)
         return voice, voice
 
-    def _reference_audio(self, options: SpeechOptions, engine: EngineInfo) -> bytes | None:
-        if options.reference_audio is None:
-            return None
-        if self._voices is None or not engine.can_clone:
+    def _reference_audio(self, request: SpeechRequest, engine: EngineInfo) -> bytes | None:
+        if request.reference_audio is not None and (self._voices is None or not engine.can_clone):
             raise CloningUnsupported(
-                f"The model {options.model!r} ({engine.name})", param="reference_audio"
+                f"The model {request.model!r} ({engine.name})", param="reference_audio"
             )
-        try:
-            return base64.b64decode(options.reference_audio, validate=True)
-        except binascii.Error:
-            raise InvalidRequest(
-                "`reference_audio` must be a base64-encoded audio file.",
-                param="reference_audio",
-                code="invalid_audio",
-            ) from None
+        return request.reference_audio
 
     def pool(self, engine: str) -> Pool:
         return self._pools[engine]

@@ -21,7 +21,7 @@ from speechgate.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from speechgate.llm import LlmRelay, iter_sse_data, raise_for_error
+from speechgate.openai_upstream import LlmRelay, iter_sse_data, raise_for_error
 from speechgate.settings import Settings
 from tests.conftest import make_settings
 from tests.helpers.server import RunningServer, running_server

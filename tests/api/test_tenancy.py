@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from speechgate.api.tenancy import Meter, recorded_status
+from speechgate.api.tenancy import recorded_status
+from speechgate.metering.meter import Meter
 from speechgate.metering.records import CLIENT_CLOSED
 
 

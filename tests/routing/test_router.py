@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from speechgate.api.schemas import SpeechRequest
+from speechgate.audio.formats import parse_format
 from speechgate.errors import (
     EngineFailed,
     InvalidRequest,
@@ -22,6 +22,7 @@ from speechgate.routing.breaker import BreakerState
 from speechgate.routing.config import ProviderConfig, RoutesConfig
 from speechgate.routing.providers import Answer, Relayed
 from speechgate.routing.router import Router
+from speechgate.speech import SpeechRequest
 from tests.helpers.waiting import until
 
 AUDIO = bytes(range(256)) * 40
@@ -46,7 +47,7 @@ class FakeProvider:
         self.answers_closed = 0
         self.closed = False
 
-    async def open(self, body: SpeechRequest, request_id: str, owner: str | None) -> Answer:
+    async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
         self.opened += 1
         self.owners.append(owner)
         if self.error is not None:
@@ -96,7 +97,7 @@ def make_router(fakes: dict[str, FakeProvider], routes: RoutesConfig, **kwargs: 
     return Router(routes, make, **kwargs)  # type: ignore[arg-type]
 
 
-BODY = SpeechRequest(model="TTS-1", voice="alloy", input="Hi.", response_format="pcm")
+BODY = SpeechRequest(model="TTS-1", voice="alloy", format=parse_format("pcm"), text="Hi.")
 
 
 async def read(router: Router, key: str = "k") -> tuple[str, bytes]:

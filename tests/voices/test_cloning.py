@@ -10,9 +10,9 @@ import pytest
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.catalog import Catalog
+from speechgate.engines.base import EngineInfo
 from speechgate.voices.cloning import VoiceCloning
 from speechgate.voices.library import VoiceLibrary
-from speechgate.workers.messages import EngineInfo
 from tests.helpers.waiting import until
 
 pytestmark = pytest.mark.anyio

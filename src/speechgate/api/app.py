@@ -29,9 +29,9 @@ from speechgate.api.middleware import (
 )
 from speechgate.api.schemas import error_responses
 from speechgate.api.tenancy import UsageMiddleware, authenticate
-from speechgate.llm import LlmRelay
 from speechgate.metering.tenancy import Tenancy
 from speechgate.metrics import Metrics
+from speechgate.openai_upstream import LlmRelay
 from speechgate.routing.config import load_routes
 from speechgate.runtime import Runtime
 from speechgate.settings import Settings

@@ -15,7 +15,7 @@ from speechgate.api.errors import error_body
 from speechgate.api.schemas import ErrorResponse, error_responses
 from speechgate.api.speech import ClientGone, require_json, unless_disconnected
 from speechgate.errors import NotConfigured, UpstreamError
-from speechgate.llm import ChatStream, LlmRelay
+from speechgate.openai_upstream import ChatStream, LlmRelay
 
 router = APIRouter()
 

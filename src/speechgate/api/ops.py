@@ -24,7 +24,8 @@ async def healthz() -> Health:
 @router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
 async def readyz(runtime: Annotated[Runtime, Depends(get_runtime)]) -> JSONResponse:
     """Ready when every engine has a live worker; reports crash-looping workers."""
-    report = runtime.readiness()
+    engines = runtime.engine_states()
+    report = Readiness(ready=all(engine["live"] for engine in engines.values()), engines=engines)
     return JSONResponse(report.model_dump(), status_code=200 if report.ready else 503)
 
 

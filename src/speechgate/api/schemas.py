@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -16,6 +17,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from speechgate.audio.formats import FORMAT_NAMES, OutputFormat, parse_format
+from speechgate.errors import InvalidRequest
+from speechgate.speech import SpeechRequest, StreamFormat
+from speechgate.voices.naming import language_tag
 
 
 class VoiceRef(BaseModel):
@@ -106,8 +110,47 @@ class SpeechOptions(BaseModel):
     def voice_name(self) -> str:
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
 
+    def to_speech(self, text: str = "", stream_format: StreamFormat = "audio") -> SpeechRequest:
+        """The protocol-neutral request. Raises InvalidRequest for what only this wire format
+        can get wrong: two language fields that disagree, `reference_audio` not in base64."""
+        return SpeechRequest(
+            model=self.model,
+            voice=self.voice_name,
+            format=self.response_format,
+            text=text,
+            sample_rate=self.sample_rate,
+            speed=self.speed,
+            instructions=self.instructions,
+            language=self._language(),
+            seed=self.seed,
+            reference_audio=self._reference_audio(),
+            stream_format=stream_format,
+        )
 
-class SpeechRequest(SpeechOptions):
+    def _language(self) -> str | None:
+        """`language`, or its alias `language_hint`; the two may not disagree."""
+        language, hint = self.language, self.language_hint
+        if language and hint and language_tag(language) != language_tag(hint):
+            raise InvalidRequest(
+                f"`language` ({language!r}) and `language_hint` ({hint!r}) disagree; send one.",
+                param="language_hint",
+            )
+        return language or hint
+
+    def _reference_audio(self) -> bytes | None:
+        if self.reference_audio is None:
+            return None
+        try:
+            return base64.b64decode(self.reference_audio, validate=True)
+        except ValueError:  # binascii.Error, or a character outside ASCII
+            raise InvalidRequest(
+                "`reference_audio` must be a base64-encoded audio file.",
+                param="reference_audio",
+                code="invalid_audio",
+            ) from None
+
+
+class CreateSpeechRequest(SpeechOptions):
     """Body of `POST /v1/audio/speech`, as OpenAI defines it, plus `sample_rate`."""
 
     input: str = Field(
@@ -115,7 +158,7 @@ class SpeechRequest(SpeechOptions):
         description="The text to speak (4096 characters at most, a server setting).",
         examples=["Hello! How can I help you today?"],
     )
-    stream_format: Literal["audio", "sse"] = "audio"
+    stream_format: StreamFormat = "audio"
     stream: bool | None = Field(
         default=None,
         description="Accepted, as ElevenLabs-style clients send it; the audio streams anyway.",

@@ -14,11 +14,11 @@ from starlette.types import Receive, Scope, Send
 
 from speechgate.api.errors import error_body
 from speechgate.api.schemas import (
+    CreateSpeechRequest,
     ErrorDetail,
     SpeechAudioDelta,
     SpeechAudioDone,
     SpeechEvent,
-    SpeechRequest,
     SpeechStreamError,
     SpeechUsage,
     error_responses,
@@ -106,7 +106,7 @@ _SSE_CONTENT = {"text/event-stream": {"schema": sse_event_schema()}}
     dependencies=[Depends(require_json)],
 )
 async def create_speech(
-    body: SpeechRequest,
+    body: CreateSpeechRequest,
     request: Request,
 ) -> Response:
     # Looked up here rather than as a dependency: FastAPI's dependency machinery costs tens
@@ -114,6 +114,7 @@ async def create_speech(
     service: SpeechService = request.app.state.runtime.service
     meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
     routing: Router | None = request.app.state.routing
+    speech = body.to_speech(body.input, body.stream_format)
     try:
         if routing is not None and routing.serves(body.model):
             # Sticky: a retry with the same x-request-id (or the same user) picks the same
@@ -122,7 +123,7 @@ async def create_speech(
             answer = await unless_disconnected(
                 request,
                 routing.open(
-                    body,
+                    speech,
                     key,
                     request.state.request_id,
                     on_attempt=lambda name: setattr(meter, "provider", name),
@@ -134,7 +135,7 @@ async def create_speech(
         else:
             # A voice pulled on first use (auto_pull) is part of the wait the client may leave.
             plan = await unless_disconnected(
-                request, service.plan_or_pull(body, request.state.principal.key_id)
+                request, service.plan_or_pull(speech, request.state.principal.key_id)
             )
             meter.engine = plan.engine
             stream = await unless_disconnected(request, service.open(plan), SpeechStream.aclose)

@@ -14,12 +14,13 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from speechgate.api.errors import error_body
 from speechgate.api.schemas import SpeechOptions
-from speechgate.api.tenancy import Meter, finish, get_tenancy
+from speechgate.api.tenancy import get_tenancy
 from speechgate.errors import InsufficientQuota, InvalidRequest, SpeechgateError
+from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import Principal
 from speechgate.service import SpeechService
-from speechgate.sessions import SegmentDone, SegmentStarted, SpeechSession
+from speechgate.streaming_sessions import SegmentDone, SegmentStarted, SpeechSession
 
 router = APIRouter()
 log = logging.getLogger(__name__)
@@ -136,7 +137,9 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
         if not isinstance(update, SessionUpdate):
             raise InvalidRequest("The first message must be session.update.", param="type")
         meter.model, meter.voice = update.session.model, update.session.voice_name
-        plan = await service.plan_options_or_pull(update.session, owner=principal.key_id)
+        plan = await service.plan_options_or_pull(
+            update.session.to_speech(), owner=principal.key_id
+        )
         meter.engine = plan.engine
         admission = meter.admission = await tenancy.admit(principal, meter.model, 0)
     except SpeechgateError as error:

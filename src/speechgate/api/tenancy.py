@@ -9,8 +9,7 @@ request; `require_admin` guards the admin API.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Annotated, Protocol
+from typing import Annotated
 
 from fastapi import Depends, Request
 from starlette.datastructures import MutableHeaders
@@ -20,45 +19,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from speechgate.errors import AuthenticationFailed, NotConfigured, PermissionDenied, SpeechgateError
 from speechgate.metering.keys import bearer_token
-from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
-from speechgate.metering.tenancy import Admission, Principal, Tenancy
+from speechgate.metering.meter import Meter, finish
+from speechgate.metering.records import CLIENT_CLOSED
+from speechgate.metering.tenancy import Principal, Tenancy
 
-# A routed model's requests name the provider that served them (speechgate.routing); all
-# others are served by this server's own engines.
-LOCAL_PROVIDER = "local"
 # Cloning is metered like speech: it takes a worker (a usage record with no audio out).
 _METERED = {("POST", "/v1/audio/speech"), ("POST", "/v1/audio/voices")}
 _WS_POLICY_VIOLATION = 1008
-
-
-class Metered(Protocol):
-    """What a meter reads off a speech response or a streaming session when it ends."""
-
-    @property
-    def audio_seconds(self) -> float: ...
-
-    @property
-    def time_to_first_audio(self) -> float | None: ...
-
-    @property
-    def completed(self) -> bool: ...
-
-
-@dataclass
-class Meter:
-    """What is known about one speech request so far; filled in as it goes."""
-
-    request_id: str
-    started: float
-    principal: Principal | None = None
-    model: str = ""
-    voice: str = ""
-    characters: int = 0
-    engine: str = ""
-    provider: str = LOCAL_PROVIDER
-    stream: Metered | None = None
-    admission: Admission | None = None
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 def get_tenancy(connection: HTTPConnection) -> Tenancy:
@@ -153,30 +120,6 @@ class UsageMiddleware:
             raise
         finally:
             finish(scope["app"].state, meter, recorded_status(meter, status, failed, client_left))
-
-
-def finish(app_state: object, meter: Meter, status: int) -> None:
-    """Free the request's limits and record its usage."""
-    tenancy: Tenancy | None = getattr(app_state, "tenancy", None)
-    if tenancy is None:
-        return
-    record = UsageRecord(
-        at=tenancy.now(),
-        request_id=meter.request_id,
-        key_id=meter.principal.key_id if meter.principal else None,
-        model=meter.model,
-        provider=meter.provider,
-        engine=meter.engine,
-        voice=meter.voice,
-        characters=meter.characters,
-        audio_seconds=meter.stream.audio_seconds if meter.stream else 0.0,
-        time_to_first_audio=meter.stream.time_to_first_audio if meter.stream else None,
-        total_seconds=time.perf_counter() - meter.started,
-        status=status,
-    )
-    if meter.admission is not None:
-        tenancy.release(meter.admission, record.billable)
-    tenancy.record(record)
 
 
 def recorded_status(meter: Meter, status: int | None, failed: bool, client_left: bool) -> int:

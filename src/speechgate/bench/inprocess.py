@@ -83,7 +83,7 @@ def load_pinned(job: EngineJob) -> tuple[Engine, str]:
         os.environ[variable] = str(job.engine.threads)
     from speechgate.catalog import Catalog
     from speechgate.engines import SynthesisRequest, load_engine
-    from speechgate.workers.messages import EngineInfo
+    from speechgate.engines.base import EngineInfo
 
     engine = load_engine(job.engine)
     catalog = Catalog({engine.name: EngineInfo.of(engine)}, {}, job.voice_aliases)

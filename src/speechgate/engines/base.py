@@ -152,3 +152,32 @@ class Elastic(Protocol):
         """Run the steps that follow with `threads` compute threads (one of
         `EngineConfig.widths`)."""
         ...
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What a loaded engine can do, as the catalog knows it (each worker reports it once it
+    is ready)."""
+
+    name: str
+    sample_rate: int
+    supports_instructions: bool
+    voices: tuple[Voice, ...]
+    supports_seed: bool = False
+    blends_voices: bool = False
+    can_clone: bool = False
+    max_prompt_seconds: float = 0.0
+
+    @classmethod
+    def of(cls, engine: Engine) -> EngineInfo:
+        cloner = engine if isinstance(engine, VoiceCloner) and engine.can_clone else None
+        return cls(
+            engine.name,
+            engine.sample_rate,
+            engine.supports_instructions,
+            tuple(engine.voices()),
+            supports_seed=engine.supports_seed,
+            blends_voices=engine.blends_voices,
+            can_clone=cloner is not None,
+            max_prompt_seconds=cloner.max_prompt_seconds if cloner else 0.0,
+        )

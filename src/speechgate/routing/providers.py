@@ -7,6 +7,8 @@ nothing has reached the client, so the router may still try another provider.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -15,11 +17,11 @@ from typing import Any, Protocol
 
 import httpx
 
-from speechgate.api.schemas import SpeechRequest
 from speechgate.errors import SpeechgateError
-from speechgate.llm import raise_for_error, upstream_errors
+from speechgate.openai_upstream import raise_for_error, upstream_errors
 from speechgate.routing.config import LocalProviderConfig, RemoteProviderConfig
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
+from speechgate.speech import SpeechRequest
 
 SPEECH_PATH = "audio/speech"
 # What an OpenAI-compatible server speaks at when a request names no rate.
@@ -89,7 +91,7 @@ class Provider(Protocol):
 
     name: str
 
-    async def open(self, body: SpeechRequest, request_id: str, owner: str | None) -> Answer:
+    async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
         """Start the request; return when its first audio exists. Raises SpeechgateError
         (a 429 or 5xx means the provider failed, anything else that the request is wrong).
         `owner`, the asking key's id, decides which stored voices it may name (None: all)."""
@@ -109,24 +111,51 @@ def counts_as_failure(error: BaseException) -> bool:
     return True
 
 
-def _mapped(body: SpeechRequest, model: str | None, voices: dict[str, str]) -> SpeechRequest:
-    """`body` with the provider's own model and voice names."""
-    update: dict[str, Any] = {}
-    if model is not None:
-        update["model"] = model
-    if body.voice_name in voices:
-        update["voice"] = voices[body.voice_name]
-    return body.model_copy(update=update)
+def _mapped(request: SpeechRequest, model: str | None, voices: dict[str, str]) -> SpeechRequest:
+    """`request` with the provider's own model and voice names."""
+    return dataclasses.replace(
+        request,
+        model=request.model if model is None else model,
+        voice=voices.get(request.voice, request.voice),
+    )
 
 
-def _seconds_per_byte(body: SpeechRequest) -> float:
+def _seconds_per_byte(request: SpeechRequest) -> float:
     """Seconds of audio per byte of an uncompressed (mono) body; 0 if compressed. A WAV's
     44-byte header counts as 1 ms at most: a rounding error for usage records."""
-    fmt = body.response_format
+    fmt = request.format
     width = fmt.format.sample_width
-    if body.stream_format != "audio" or width is None:
+    if request.stream_format != "audio" or width is None:
         return 0.0
-    return 1 / (width * (fmt.sample_rate or body.sample_rate or OPENAI_SAMPLE_RATE))
+    return 1 / (width * (fmt.sample_rate or request.sample_rate or OPENAI_SAMPLE_RATE))
+
+
+def openai_body(request: SpeechRequest) -> dict[str, Any]:
+    """The body of OpenAI's `POST /audio/speech` for `request`. Fields at their defaults are
+    left out, so that an upstream that knows only OpenAI's fields is sent nothing else unless
+    the client asked for it (speechgate's extensions: `sample_rate`, `seed`, `language`,
+    `reference_audio`)."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "input": request.text,
+        "voice": request.voice,
+        "response_format": request.format.name,
+    }
+    if request.speed != 1.0:
+        body["speed"] = request.speed
+    if request.stream_format != "audio":
+        body["stream_format"] = request.stream_format
+    optional = {
+        "instructions": request.instructions,
+        "sample_rate": request.sample_rate,
+        "seed": request.seed,
+        "language": request.language,
+        "reference_audio": None
+        if request.reference_audio is None
+        else base64.b64encode(request.reference_audio).decode(),
+    }
+    body |= {name: value for name, value in optional.items() if value is not None}
+    return body
 
 
 Render = Callable[[SpeechPlan, SpeechStream], Answer]
@@ -144,9 +173,9 @@ class LocalProvider:
         self._service = service
         self._render = render
 
-    async def open(self, body: SpeechRequest, request_id: str, owner: str | None) -> Answer:
+    async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
         plan = await self._service.plan_or_pull(
-            _mapped(body, self.config.model, self.config.voices), owner
+            _mapped(request, self.config.model, self.config.voices), owner
         )
         return self._render(plan, await self._service.open(plan))
 
@@ -186,19 +215,15 @@ class RemoteProvider:
             trust_env=False,
         )
 
-    async def open(self, body: SpeechRequest, request_id: str, owner: str | None) -> Answer:
+    async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
         # The upstream's own keys decide what its voices are; `owner` means nothing there.
         started = self._clock()
-        # What the client sent (and nothing it left to defaults), in the upstream's names;
-        # `user` only chose the route here, and `stream` means nothing (audio always streams).
-        payload = _mapped(body, self.config.model, self.config.voices).model_dump(
-            mode="json", exclude_unset=True, exclude={"user", "stream"}
-        )
-        request = self._client.build_request(
+        payload = openai_body(_mapped(request, self.config.model, self.config.voices))
+        upstream_request = self._client.build_request(
             "POST", SPEECH_PATH, json=payload, headers={"x-request-id": request_id}
         )
         with upstream_errors(self.config.base_url, self.config.timeout, self._what):
-            response = await self._client.send(request, stream=True)
+            response = await self._client.send(upstream_request, stream=True)
         try:
             if not response.is_success:
                 with upstream_errors(self.config.base_url, self.config.timeout, self._what):
@@ -218,7 +243,7 @@ class RemoteProvider:
         progress = Relayed(self._clock() - started)
         return Answer(
             media_type=response.headers.get("content-type", "application/octet-stream"),
-            body=self._relay(first, chunks, response, progress, _seconds_per_byte(body)),
+            body=self._relay(first, chunks, response, progress, _seconds_per_byte(request)),
             progress=progress,
             headers=headers,
             on_close=response.aclose,

@@ -16,7 +16,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from speechgate.api.schemas import SpeechRequest
 from speechgate.errors import NoProviderAvailable
 from speechgate.routing import choice
 from speechgate.routing.breaker import CircuitBreaker, Outcome
@@ -32,6 +31,7 @@ from speechgate.routing.shadow import (
     failed,
 )
 from speechgate.routing.state import MakeProvider, ProviderEntry, RoutingState
+from speechgate.speech import SpeechRequest
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class Router:
 
     async def open(
         self,
-        body: SpeechRequest,
+        request: SpeechRequest,
         key: str,
         request_id: str,
         on_attempt: Callable[[str], object] = lambda _: None,
@@ -110,7 +110,7 @@ class Router:
         hears each provider's name as it is tried (metering names the last one); `owner`, the
         asking key's id, decides which stored voices it may name (None: all)."""
         state = self._state
-        found = state.route(body.model)
+        found = state.route(request.model)
         assert found is not None, "serves() said no"
         route_name, route = found
         last_error: Exception | None = None
@@ -120,7 +120,7 @@ class Router:
                 continue
             on_attempt(name)
             try:
-                answer = await self._opened(entry.provider, body, request_id, owner)
+                answer = await self._opened(entry.provider, request, request_id, owner)
             except Exception as error:
                 if not counts_as_failure(error):
                     entry.breaker.record(Outcome.NEUTRAL)
@@ -135,7 +135,7 @@ class Router:
             except BaseException:  # cancelled: the client left
                 entry.breaker.record(Outcome.NEUTRAL)
                 raise
-            shadow = self._shadow(state, route_name, body, key, request_id, name, owner)
+            shadow = self._shadow(state, route_name, request, key, request_id, name, owner)
             watched = _Watched(
                 name,
                 answer,
@@ -161,12 +161,12 @@ class Router:
         raise NoProviderAvailable(route_name)
 
     async def _opened(
-        self, provider: Provider, body: SpeechRequest, request_id: str, owner: str | None
+        self, provider: Provider, request: SpeechRequest, request_id: str, owner: str | None
     ) -> Answer:
         """`provider.open`, counted in flight until its answer ends (a reload waits for it)."""
         self._in_flight[provider] = self._in_flight.get(provider, 0) + 1
         try:
-            return await provider.open(body, request_id, owner)
+            return await provider.open(request, request_id, owner)
         except BaseException:
             self._leave(provider)
             raise
@@ -184,7 +184,7 @@ class Router:
         self,
         state: RoutingState,
         route: str,
-        body: SpeechRequest,
+        request: SpeechRequest,
         key: str,
         request_id: str,
         primary: str,
@@ -194,7 +194,7 @@ class Router:
         if (
             config is None
             or config.provider == primary
-            or body.stream_format != "audio"
+            or request.stream_format != "audio"
             or not state.providers[config.provider].enabled
             or not choice.sampled(key, config.percent, _SHADOW_SALT)
             or self._shadows >= MAX_SHADOWS
@@ -204,7 +204,7 @@ class Router:
         provider = state.providers[config.provider].provider
         self._shadows += 1
         comparison = self._compare(
-            route, provider, body, request_id, owner, primary, primary_sample
+            route, provider, request, request_id, owner, primary, primary_sample
         )
         self._spawn(self._bounded(comparison, f"route {route}: shadow of {request_id}"))
         return primary_sample
@@ -222,7 +222,7 @@ class Router:
         self,
         route: str,
         provider: Provider,
-        body: SpeechRequest,
+        request: SpeechRequest,
         request_id: str,
         owner: str | None,
         primary_name: str,
@@ -230,7 +230,7 @@ class Router:
     ) -> None:
         started = self._clock()
         try:
-            answer = await self._opened(provider, body, f"{request_id}-shadow", owner)
+            answer = await self._opened(provider, request, f"{request_id}-shadow", owner)
             try:
                 data = b"".join([chunk async for chunk in answer.body])
             finally:
@@ -246,8 +246,8 @@ class Router:
         client = await primary
         if client is None:
             return  # the client's request did not complete: nothing to compare
-        fmt = body.response_format
-        rate = fmt.sample_rate or body.sample_rate or self._default_rate
+        fmt = request.format
+        rate = fmt.sample_rate or request.sample_rate or self._default_rate
         pair = await asyncio.to_thread(compare, route, client, shadow, fmt.format, rate)
         self._record(pair)
 

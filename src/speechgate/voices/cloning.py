@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from speechgate.audio.clip import UndecodableAudio, decode_clip, trim
 from speechgate.audio.pcm import PcmChunk
 from speechgate.catalog import Catalog
+from speechgate.engines.base import EngineInfo
 from speechgate.errors import Conflict, InvalidRequest, VoiceNotFound, VoiceNotInstalled
 from speechgate.voices.library import StoredVoice, VoiceLibrary
 from speechgate.workers.base import Pool
-from speechgate.workers.messages import EngineInfo
 
 MAX_NAME_CHARS = 64
 # Decoded past the engine's longest prompt: the prompt starts at the first loud frame, so a

@@ -15,10 +15,9 @@ from enum import StrEnum
 from typing import Protocol
 
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines.base import SynthesisRequest
+from speechgate.engines.base import EngineInfo, SynthesisRequest
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers.admission import ServiceTimes
-from speechgate.workers.messages import EngineInfo
 
 
 class WorkerState(StrEnum):

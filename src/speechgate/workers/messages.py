@@ -12,36 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines.base import Engine, SynthesisRequest, Voice, VoiceCloner
+from speechgate.engines.base import EngineInfo, SynthesisRequest
 from speechgate.pipeline import EncodedChunk, OutputSpec
-
-
-@dataclass(frozen=True)
-class EngineInfo:
-    """What a loaded engine can do, reported by each worker once it is ready."""
-
-    name: str
-    sample_rate: int
-    supports_instructions: bool
-    voices: tuple[Voice, ...]
-    supports_seed: bool = False
-    blends_voices: bool = False
-    can_clone: bool = False
-    max_prompt_seconds: float = 0.0
-
-    @classmethod
-    def of(cls, engine: Engine) -> EngineInfo:
-        cloner = engine if isinstance(engine, VoiceCloner) and engine.can_clone else None
-        return cls(
-            engine.name,
-            engine.sample_rate,
-            engine.supports_instructions,
-            tuple(engine.voices()),
-            supports_seed=engine.supports_seed,
-            blends_voices=engine.blends_voices,
-            can_clone=cloner is not None,
-            max_prompt_seconds=cloner.max_prompt_seconds if cloner else 0.0,
-        )
 
 
 @dataclass(frozen=True)

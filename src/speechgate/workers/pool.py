@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines.base import EngineConfig, SynthesisRequest
+from speechgate.engines.base import EngineConfig, EngineInfo, SynthesisRequest
 from speechgate.errors import EngineFailed, NotReady, SlowReader, SpeechgateError, WorkerLost
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers import wire
@@ -40,7 +40,6 @@ from speechgate.workers.messages import (
     Cloned,
     CloneJob,
     Done,
-    EngineInfo,
     Failed,
     FromWorker,
     Job,

@@ -8,7 +8,7 @@ import signal
 import socket
 from collections.abc import Sequence
 
-from speechgate.engines.base import Elastic, Engine, EngineConfig, VoiceCloner
+from speechgate.engines.base import Elastic, Engine, EngineConfig, EngineInfo, VoiceCloner
 from speechgate.pipeline import render
 from speechgate.workers import wire
 from speechgate.workers.affinity import confine
@@ -17,7 +17,6 @@ from speechgate.workers.messages import (
     Cloned,
     CloneJob,
     Done,
-    EngineInfo,
     Failed,
     Job,
     Ready,

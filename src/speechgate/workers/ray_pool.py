@@ -30,7 +30,7 @@ from ray.serve.exceptions import (
 )
 
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines.base import EngineConfig, SynthesisRequest
+from speechgate.engines.base import EngineConfig, EngineInfo, SynthesisRequest
 from speechgate.errors import (
     EngineFailed,
     NotReady,
@@ -42,7 +42,6 @@ from speechgate.errors import (
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers.admission import ServiceTimes, predicted_start, safety_wait
 from speechgate.workers.base import PoolStats, StartupError, WorkerState
-from speechgate.workers.messages import EngineInfo
 from speechgate.workers.ray_replica import EngineReplica, Started
 
 log = logging.getLogger(__name__)

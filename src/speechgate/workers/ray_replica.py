@@ -16,9 +16,8 @@ from dataclasses import dataclass
 import ray
 
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines.base import EngineConfig, SynthesisRequest, VoiceCloner
+from speechgate.engines.base import EngineConfig, EngineInfo, SynthesisRequest, VoiceCloner
 from speechgate.pipeline import EncodedChunk, OutputSpec, render
-from speechgate.workers.messages import EngineInfo
 from speechgate.workers.process import limit_threads
 
 

@@ -22,7 +22,7 @@ from wyoming.tts import (
 from speechgate.errors import SpeechgateError
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan
-from speechgate.sessions import SpeechSession
+from speechgate.streaming_sessions import SpeechSession
 from speechgate.wyoming import session as wy
 from speechgate.wyoming.info import describe
 

@@ -11,16 +11,16 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
 from wyoming.tts import SynthesizeVoice
 
-from speechgate.api.schemas import SpeechOptions
-from speechgate.api.tenancy import Meter, finish
 from speechgate.audio.formats import parse_format
 from speechgate.catalog import normalize
 from speechgate.errors import InvalidRequest, SpeechgateError
+from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import ANYONE
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan
-from speechgate.sessions import SpeechSession
+from speechgate.speech import SpeechRequest
+from speechgate.streaming_sessions import SpeechSession
 
 # Wyoming has no keys: its usage is recorded under this client name (usage records' `model`
 # says which engine, `request_id` starts with it).
@@ -52,14 +52,14 @@ def plan(runtime: Runtime, voice: SynthesizeVoice | None) -> SpeechPlan:
     language = voice.language if voice is not None else None
     engine = _engine_for(runtime, name)
     rate = runtime.catalog.engines[engine].sample_rate
-    options = SpeechOptions(
+    request = SpeechRequest(
         model=engine,
         voice=name or _FALLBACK_VOICE,
-        response_format=parse_format("pcm"),
+        format=parse_format("pcm"),
         sample_rate=rate,
         language=language or None,
     )
-    return runtime.service.plan_options(options)
+    return runtime.service.plan_options(request)
 
 
 Send = Callable[[Event], Awaitable[None]]

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from speechgate.api.schemas import SpeechRequest
 from speechgate.audio.formats import OutputFormat
 from speechgate.catalog import Catalog, engine_for_model
 from speechgate.engines import Engine, load_engine
+from speechgate.engines.base import EngineInfo
 from speechgate.pipeline import render
 from speechgate.runtime import engine_config
 from speechgate.service import SpeechService
 from speechgate.settings import Settings
+from speechgate.speech import SpeechRequest
 from speechgate.voices.cloning import VoiceCloning
 from speechgate.voices.library import VoiceLibrary
-from speechgate.workers.messages import EngineInfo
 
 
 def stored_voices(settings: Settings) -> VoiceLibrary:
@@ -51,9 +51,7 @@ def synthesize_to_file(
             catalog, {}, stored_voices(settings), settings.clone_min_speech_seconds
         )
         plan = SpeechService(settings, catalog, pools={}, voices=voices).plan(
-            SpeechRequest(
-                model=model, input=text, voice=voice, response_format=fmt, speed=speed, seed=seed
-            )
+            SpeechRequest(model=model, voice=voice, format=fmt, text=text, speed=speed, seed=seed)
         )
         seconds = 0.0
         with output.open("wb") as file:

@@ -1,4 +1,6 @@
-"""A relay to one OpenAI-compatible LLM server: chat completions, whole or streamed.
+"""The client side of an OpenAI-compatible upstream: `LlmRelay` relays chat completions
+(whole or streamed) to an LLM server, and `upstream_errors` / `raise_for_error`, which the
+routing's remote speech provider shares, turn any upstream's failures into speechgate errors.
 
 Failures leave as speechgate errors: `UpstreamRejected` (the upstream's own OpenAI error, with
 its status), `UpstreamBadResponse`, `UpstreamUnavailable` (502) and `UpstreamTimeout` (504).

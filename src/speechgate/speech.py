@@ -1,0 +1,44 @@
+"""The speech request every front end translates its wire format into.
+
+OpenAI's `POST /v1/audio/speech` body, a WebSocket session and a Wyoming `synthesize` each
+become one `SpeechRequest`; the service, routing and its providers below them take only this
+and know no wire format. Front ends validate their own fields (and their own encodings, such as
+base64) before building one; the service checks the rest against the catalog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from speechgate.audio.formats import OutputFormat
+
+StreamFormat = Literal["audio", "sse"]
+"""How the encoded audio is framed: the bytes themselves, or server-sent events carrying them.
+Part of the request rather than of one front end because a relay to an upstream must ask that
+upstream for the same framing."""
+
+
+@dataclass(frozen=True)
+class SpeechRequest:
+    """What to say, with which model and voice, and how to encode it."""
+
+    model: str
+    """A model id or alias, as the catalog knows it."""
+    voice: str
+    """A voice name, a generic name ("alloy", "female") or a stored voice's id."""
+    format: OutputFormat
+    """The encoding, with the rate and bit rate its name may fix (`parse_format`)."""
+    text: str = ""
+    """Empty for a streaming session, whose text arrives later."""
+    sample_rate: int | None = None
+    """Output rate; None: the server's default."""
+    speed: float = 1.0
+    instructions: str | None = None
+    language: str | None = None
+    """A BCP 47 tag: a generic voice becomes one of this language; another language's voice is
+    refused."""
+    seed: int | None = None
+    reference_audio: bytes | None = None
+    """An audio file of someone speaking, to clone for this request only instead of `voice`."""
+    stream_format: StreamFormat = "audio"
