@@ -30,15 +30,24 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def child_server(
-    command: Sequence[str], env: dict[str, str], ready_url: str, log: Path, timeout: float = 300
+    command: Sequence[str],
+    env: dict[str, str],
+    ready_url: str,
+    log: Path,
+    timeout: float = 300,
+    cpus: Sequence[int] | None = None,
 ) -> Iterator[int]:
     """Run `command` in its own process group until the block ends; yields its pid once
-    `ready_url` answers 200. The whole group (workers too) is stopped, killed if need be."""
+    `ready_url` answers 200. The whole group (workers too) is stopped, killed if need be.
+    With `cpus`, the server (and what it starts) runs on those cores only."""
     with log.open("wb") as output:
         process = subprocess.Popen(
             command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
+        if cpus:
+            # Before it has loaded anything, so its threads and children all inherit it.
+            os.sched_setaffinity(process.pid, cpus)
         deadline = time.monotonic() + timeout
         while not _answers(ready_url):
             if process.poll() is not None or time.monotonic() > deadline:
