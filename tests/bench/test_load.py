@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from speechgate.bench.cpu import CpuMeter
 from speechgate.bench import child
 from speechgate.bench.baselines import piper_http
+from speechgate.bench.cpu import CpuMeter
 from speechgate.bench.inprocess import measure_all_threads, measure_ceiling, measure_single
 from speechgate.bench.load import LoadConfig, run_load
 from speechgate.bench.runner import InProcessConfig, run_bench
