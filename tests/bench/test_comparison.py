@@ -69,20 +69,20 @@ def test_one_row_per_setup_one_column_per_level_and_memory() -> None:
         "22.7x, 400 ms",
         "27.0x, 900 ms",
         "26.2x, 1800 ms",
-        "0.97 GB peak, 0.95 GB at end",
+        "0.97 / 0.95",
     ]
     # A level the baseline did not run is a dash, not a zero.
     assert cells(text, "piper.http_server")[2:] == [
         "21.5x, 1000 ms",
         "-",
-        "1.70 GB peak, 1.60 GB at end",
+        "1.70 / 1.60",
     ]
     # A reference has no concurrency: its figures stand in every column.
     assert cells(text, "in-process: 1 process x 2 threads") == [
-        *["23.8x, 196 ms per sentence"] * 4,
+        *["23.8x, 196 ms"] * 4,
         "-",
     ]
-    assert cells(text, "ceiling")[0] == "26.0x, 300 ms per sentence"
+    assert cells(text, "ceiling")[0] == "26.0x, 300 ms"
 
 
 def test_a_server_without_a_pid_has_no_memory() -> None:
@@ -138,8 +138,8 @@ def test_the_report_ends_with_the_side_by_side_table(tmp_path: Path) -> None:
         baselines=[PIPER_HTTP],
     )
     text = text_of(render_report(report))
-    assert cells(text, "in-process: 1 process x 2 threads")[0] == "23.8x, 196 ms per sentence"
-    assert cells(text, "in-process ceiling: 2 pinned 1-thread processes")[0].endswith("sentence")
+    assert cells(text, "in-process, 1 x 2 threads")[0] == "23.8x, 196 ms"
+    assert cells(text, "in-process ceiling, 2 x 1 thread pinned")[0] == "4.5x, 100 ms"
     assert cells(text, "piper.http_server")[0] == "21.5x, 217 ms"
     assert "c=1 throughput, speechgate / piper.http_server" in text
     assert cells(text, "1 process, 2 threads, unpinned")  # in the in-process table too

@@ -130,19 +130,19 @@ def ratios(
 
 
 def _gb(value: int | None) -> str:
-    return "-" if value is None else f"{value / 1e9:.2f} GB"
+    return "-" if value is None else f"{value / 1e9:.2f}"
 
 
 def _memory(server: ServerRun) -> str:
     if server.rss_peak is None:
         return "-"
-    return f"{_gb(server.rss_peak)} peak, {_gb(server.rss_end)} at end"
+    return f"{_gb(server.rss_peak)} / {_gb(server.rss_end)}"
 
 
-def _cell(stats: RunStats | None, unit: str = "") -> str:
+def _cell(stats: RunStats | None) -> str:
     if stats is None:
         return "-"
-    first = "-" if stats.ttfa_ms.p50 is None else f"{stats.ttfa_ms.p50:.0f} ms{unit}"
+    first = "-" if stats.ttfa_ms.p50 is None else f"{stats.ttfa_ms.p50:.0f} ms"
     return f"{stats.throughput:.1f}x, {first}"
 
 
@@ -155,20 +155,20 @@ def comparison_table(
     table = Table(
         title="side by side: same texts, voice and format; closed loop, one kept-alive "
         "connection per client",
-        caption="cell: audio s/s (x real time), first-byte p50 (first audio byte past the WAV "
-        "header) · in-process: throughput, per-sentence p50, the same at every c · memory: "
-        "process and children, sampled every 0.5 s",
+        caption="c = clients · cell: audio s/s (x real time), first-byte p50 (the first audio "
+        "byte, past the WAV header)\nin-process: throughput and per-sentence p50 (to the first "
+        "sentence's audio), the same at every c\nmemory: resident, process and children, GB, "
+        "peak over samples every 0.5 s / at the end",
     )
     table.add_column("setup", no_wrap=True)
     for level in levels:
         table.add_column(f"c = {level}", justify="right", no_wrap=True)
-    table.add_column("resident memory", justify="right", no_wrap=True)
+    table.add_column("memory", justify="right", no_wrap=True)
     for server in servers:
         cells = [_cell(server.at(level)) for level in levels]
         table.add_row(server.name, *cells, _memory(server))
     for reference in references:
-        cell = _cell(reference.stats, " per sentence")
-        table.add_row(reference.name, *([cell] * len(levels)), "-")
+        table.add_row(reference.name, *([_cell(reference.stats)] * len(levels)), "-")
     return table
 
 

@@ -161,9 +161,9 @@ def side_by_side(report: BenchReport) -> RenderableType:
     result = report.in_process
     if result is not None:
         if result.all_threads is not None:
-            name = f"in-process: 1 process x {result.all_threads_threads} threads"
+            name = f"in-process, 1 x {result.all_threads_threads} threads"
             references.append(Reference(name, result.all_threads))
-        name = f"in-process ceiling: {result.ceiling.concurrency} pinned 1-thread processes"
+        name = f"in-process ceiling, {result.ceiling.concurrency} x 1 thread pinned"
         references.append(Reference(name, result.ceiling))
     levels = [level.concurrency for level in report.levels]
     table = comparison_table([speechgate, *report.baselines], references, levels)
