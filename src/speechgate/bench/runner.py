@@ -165,6 +165,7 @@ def run_bench(
         config.url,
         config.model,
         EngineJob(engine, voice, aliases, 0.0, first_worker, tuple(config.texts), output),
+        server_voice=config.voice,
     )
     before = ceiling("before")
     runs = _load_with_progress(config, console)
