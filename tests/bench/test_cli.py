@@ -26,6 +26,23 @@ def test_bad_arguments_fail_before_any_request(args: list[str]) -> None:
     assert result.exit_code == 2
 
 
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["--compare", "nope"], "piper-http, pocket-serve, not 'nope'"),
+        (["--compare", "piper-http", "--piper-model", "/no/model.onnx"], "no such file"),
+        (["--compare", "pocket-serve", "--pocket-config", "/no/config.yaml"], "--pocket-config"),
+        (["--compare", "pocket-serve", "--pocket-config", __file__], "--pocket-voice"),
+    ],
+)
+def test_a_baseline_that_cannot_start_fails_before_any_request(
+    args: list[str], reason: str
+) -> None:
+    result = CliRunner().invoke(app, ["bench", "--url", "http://127.0.0.1:1", *args])
+    assert result.exit_code == 2
+    assert reason in " ".join(result.output.replace("│", " ").split())
+
+
 @pytest.mark.slow
 def test_bench_command(server: RunningServer, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")

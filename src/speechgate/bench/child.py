@@ -35,16 +35,21 @@ def child_server(
     ready: str | Callable[[], bool],
     log: Path,
     timeout: float = 300,
+    cpus: Sequence[int] | None = None,
 ) -> Iterator[int]:
     """Run `command` in its own process group until the block ends; yields its pid once
     `ready` (a URL that answers 200, or a check, for a server that speaks no HTTP) holds.
-    The whole group (workers too) is stopped, killed if need be."""
+    The whole group (workers too) is stopped, killed if need be. With `cpus`, the server
+    (and what it starts) runs on those cores only."""
     is_ready = ready if callable(ready) else lambda: _answers(ready)
     with log.open("wb") as output:
         process = subprocess.Popen(
             command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
+        if cpus:
+            # Before it has loaded anything, so its threads and children all inherit it.
+            os.sched_setaffinity(process.pid, cpus)
         deadline = time.monotonic() + timeout
         while not is_ready():
             if process.poll() is not None or time.monotonic() > deadline:

@@ -1,4 +1,5 @@
-"""The engine timed without a server: one process like one worker, and the ceiling.
+"""The engine timed without a server: one process like one worker, one process with every
+core, and the ceiling.
 
 The ceiling is what the machine can do at best: one engine process per core, each pinned to
 it with one thread, speaking back to back. A server that reaches it adds no cost but its own
@@ -212,4 +213,24 @@ def measure_ceiling(
             EngineJob(single, voice, voice_aliases, seconds, (core,), tuple(texts), output)
             for core in usable[:count]
         ]
+    )
+
+
+def measure_all_threads(
+    engine: EngineConfig,
+    voice: str,
+    voice_aliases: Mapping[str, Mapping[str, str]],
+    seconds: float,
+    texts: Sequence[Text] = TEXTS,
+    output: OutputSpec = OUTPUT,
+    cores: Sequence[int] | None = None,
+) -> InProcessRun:
+    """One process with one thread per core of `cores` (default: this process's), free to move
+    among them: the best one request at a time can get, what a lone client could have."""
+    usable = tuple(sorted(cores or os.sched_getaffinity(0)))
+    wide = replace(engine, threads=len(usable))
+    # Restricted to `cores` only when given: within them, the scheduler places the threads.
+    cpus = usable if cores else ()
+    return run_processes(
+        [EngineJob(wide, voice, voice_aliases, seconds, cpus, tuple(texts), output)]
     )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -13,6 +14,7 @@ import httpx
 from speechgate.audio.formats import AudioFormat
 from speechgate.bench.audio import audio_offset, audio_seconds
 from speechgate.bench.cpu import CpuMeter
+from speechgate.bench.memory import MemoryMeter
 from speechgate.bench.stats import RunStats, Sample, summarize
 from speechgate.bench.texts import TEXTS, Text
 
@@ -45,12 +47,21 @@ class LoadConfig:
 
 @dataclass(frozen=True)
 class LevelRun:
+    """One level; with a server pid, the resident memory of its process tree (bytes): the
+    peak over samples taken during the level, and at its end."""
+
     stats: RunStats
     samples: list[Sample]
+    rss_peak: int | None = None
+    rss_end: int | None = None
 
 
 OnSample = Callable[[int, Sample, float], None]
 """Progress hook: (concurrency, sample, seconds since the level started)."""
+
+Send = Callable[[httpx.AsyncClient, "LoadConfig", Text], Awaitable[tuple[Sample, float]]]
+"""One request, read to the end: the sample and, for a 429, the seconds to wait before the
+next. `send` speaks OpenAI's route; `speechgate.bench.baselines` has other servers' APIs."""
 
 
 def _retry_after(response: httpx.Response) -> float:
@@ -113,6 +124,7 @@ async def run_level(
     config: LoadConfig,
     concurrency: int,
     on_sample: OnSample | None = None,
+    send: Send = send,
 ) -> tuple[list[Sample], float]:
     """`concurrency` clients send back to back until the request count or the duration is
     reached (requests in flight then finish). Returns the samples and the wall seconds."""
@@ -156,8 +168,11 @@ def make_client(config: LoadConfig, max_connections: int) -> httpx.AsyncClient:
     )
 
 
-async def run_load(config: LoadConfig, on_sample: OnSample | None = None) -> list[LevelRun]:
-    """Warm the server up (uncounted), then run every level in order."""
+async def run_load(
+    config: LoadConfig, on_sample: OnSample | None = None, send: Send = send
+) -> list[LevelRun]:
+    """Warm the server up (uncounted), then run every level in order, each request through
+    `send` (by default OpenAI's `POST /v1/audio/speech`)."""
     meter = CpuMeter(config.server_pid)
     runs: list[LevelRun] = []
     async with make_client(config, max(*config.levels, config.warmup)) as client:
@@ -169,7 +184,17 @@ async def run_load(config: LoadConfig, on_sample: OnSample | None = None) -> lis
             )
         )
         for level in config.levels:
+            memory = MemoryMeter(config.server_pid) if config.server_pid else None
             meter.start()
-            samples, wall = await run_level(client, config, level, on_sample)
-            runs.append(LevelRun(summarize(level, samples, wall, meter.stop()), samples))
+            async with memory.sampling() if memory else contextlib.nullcontext():
+                samples, wall = await run_level(client, config, level, on_sample, send)
+            stats = summarize(level, samples, wall, meter.stop())
+            runs.append(
+                LevelRun(
+                    stats,
+                    samples,
+                    memory.peak if memory else None,
+                    memory.last if memory else None,
+                )
+            )
     return runs

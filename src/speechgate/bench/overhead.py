@@ -79,8 +79,12 @@ def _timed_request(
     return response.first_byte_after, engine_timing(response.headers.get("server-timing"))
 
 
-def measure_overhead(url: str, model: str, job: EngineJob, pairs: int = 100) -> Overhead:
-    """`pairs` server/in-process pairs over the short texts of `job` (warm-up excluded)."""
+def measure_overhead(
+    url: str, model: str, job: EngineJob, pairs: int = 100, server_voice: str | None = None
+) -> Overhead:
+    """`pairs` server/in-process pairs over the short texts of `job` (warm-up excluded). The
+    server is asked for `server_voice` (default: the job's), where the two sides name one
+    voice differently (a clone: by name in the server, by its sample in-process)."""
     texts = [text.text for text in job.texts if text.kind == "short"]
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
@@ -96,7 +100,7 @@ def measure_overhead(url: str, model: str, job: EngineJob, pairs: int = 100) -> 
                 text = texts[index % len(texts)]
                 body = {
                     "model": model,
-                    "voice": job.voice,
+                    "voice": server_voice or job.voice,
                     "input": text,
                     "response_format": job.output.format.value,
                 }

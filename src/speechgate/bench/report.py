@@ -13,6 +13,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text as RichText
 
+from speechgate.bench.comparison import (
+    Reference,
+    ServerRun,
+    comparison_table,
+    ratio_lines,
+    ratios,
+)
 from speechgate.bench.overhead import Overhead
 from speechgate.bench.stats import Comparison, Percentiles, RunStats, Sample
 
@@ -29,6 +36,9 @@ class InProcessResult:
     ceiling_after: float
     comparison: Comparison
     overhead: Overhead | None = None  # paired measurement, see speechgate.bench.overhead
+    # One process with a thread per core, unpinned: what a lone client could get at best.
+    all_threads: RunStats | None = None
+    all_threads_threads: int = 0
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,10 @@ class BenchReport:
     levels: list[RunStats]
     samples: list[list[Sample]]
     in_process: InProcessResult | None = None
+    # The server's process tree (with --server-pid): peak resident bytes and at the end.
+    rss_peak: int | None = None
+    rss_end: int | None = None
+    baselines: list[ServerRun] = dataclasses.field(default_factory=list)
 
 
 def _ms(value: float | None) -> str:
@@ -87,10 +101,12 @@ def in_process_table(result: InProcessResult, format: str) -> Table:
     for column in ("ok", "audio s/s", "TTFA p50 / p95 / p99", "total p50 / p95 / p99"):
         table.add_column(column, justify="right", no_wrap=True)
     table.add_column("short TTFA p50", justify="right", no_wrap=True)
-    rows = (
-        (f"1 process, {result.single_threads} thread(s)", result.single),
-        (f"ceiling: {result.ceiling.concurrency} processes, 1 thread each", result.ceiling),
-    )
+    rows = [(f"1 process, {result.single_threads} thread(s)", result.single)]
+    if result.all_threads is not None:
+        rows.append(
+            (f"1 process, {result.all_threads_threads} threads, unpinned", result.all_threads)
+        )
+    rows.append((f"ceiling: {result.ceiling.concurrency} processes, 1 thread each", result.ceiling))
     for label, stats in rows:
         table.add_row(
             label,
@@ -137,6 +153,29 @@ def comparison_text(result: InProcessResult) -> RichText:
     )
 
 
+def side_by_side(report: BenchReport) -> RenderableType:
+    """speechgate, the baselines and the in-process references in one table, with the ratios
+    the targets are stated in."""
+    speechgate = ServerRun("speechgate", report.levels, report.rss_peak, report.rss_end)
+    references: list[Reference] = []
+    result = report.in_process
+    if result is not None:
+        if result.all_threads is not None:
+            name = f"in-process, 1 x {result.all_threads_threads} threads"
+            references.append(Reference(name, result.all_threads))
+        name = f"in-process ceiling, {result.ceiling.concurrency} x 1 thread pinned"
+        references.append(Reference(name, result.ceiling))
+    levels = [level.concurrency for level in report.levels]
+    table = comparison_table([speechgate, *report.baselines], references, levels)
+    found = ratios(
+        speechgate,
+        report.baselines,
+        result.all_threads if result else None,
+        result.ceiling if result else None,
+    )
+    return Group(table, RichText("\n".join(ratio_lines(found))))
+
+
 def render_report(report: BenchReport) -> RenderableType:
     parts: list[RenderableType] = [server_table(report)]
     if report.in_process is not None:
@@ -144,6 +183,8 @@ def render_report(report: BenchReport) -> RenderableType:
             in_process_table(report.in_process, report.format),
             comparison_text(report.in_process),
         ]
+    if report.in_process is not None or report.baselines:
+        parts.append(side_by_side(report))
     return Group(*parts)
 
 

@@ -1,18 +1,31 @@
-"""`speechgate bench`: the HTTP load with a progress bar, then the in-process runs."""
+"""`speechgate bench`: the HTTP load with a progress bar, the baseline servers, and the
+in-process runs."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import psutil
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from speechgate.bench import child
+from speechgate.bench.baselines import Baseline
+from speechgate.bench.comparison import ServerRun
 from speechgate.bench.cpu import CpuMeter
-from speechgate.bench.inprocess import EngineJob, InProcessRun, measure_ceiling, measure_single
-from speechgate.bench.load import LevelRun, LoadConfig, run_load
+from speechgate.bench.inprocess import (
+    EngineJob,
+    InProcessRun,
+    measure_all_threads,
+    measure_ceiling,
+    measure_single,
+)
+from speechgate.bench.load import LevelRun, LoadConfig, Send, run_load, send
 from speechgate.bench.overhead import measure_overhead
 from speechgate.bench.report import BenchReport, InProcessResult
 from speechgate.bench.stats import Sample, compare, summarize
@@ -30,9 +43,12 @@ class InProcessConfig:
     settings: Settings
     seconds: float = 10.0
     processes: int | None = None  # ceiling processes; default one per usable core
+    # The voice as the engine names it, when the client's name is not resolvable in-process
+    # (a clone in the server's library): e.g. the clone's sample, as an absolute path.
+    voice: str | None = None
 
 
-def _load_with_progress(config: LoadConfig, console: Console) -> list[LevelRun]:
+def _load_with_progress(config: LoadConfig, console: Console, send: Send = send) -> list[LevelRun]:
     columns = (
         TextColumn("[bold]conc {task.fields[level]:>3}"),
         BarColumn(),
@@ -57,28 +73,73 @@ def _load_with_progress(config: LoadConfig, console: Console) -> list[LevelRun]:
             )
             progress.update(tasks[level], done=done, rejected=rejected, **advance)
 
-        runs = asyncio.run(run_load(config, on_sample))
+        runs = asyncio.run(run_load(config, on_sample, send))
         for level in config.levels:  # a duration level ends when its last request does
             progress.update(tasks[level], completed=total)
     return runs
 
 
+def _server_cores(config: LoadConfig) -> list[int] | None:
+    return psutil.Process(config.server_pid).cpu_affinity() if config.server_pid else None
+
+
+def run_baselines(
+    config: LoadConfig,
+    baselines: Sequence[Baseline],
+    console: Console,
+    log_dir: Path | None = None,
+) -> list[ServerRun]:
+    """Each baseline in turn: started as a child server on the speechgate server's cores (if
+    known), warmed up and loaded as speechgate was, then stopped with all its processes."""
+    logs = log_dir or Path(tempfile.mkdtemp(prefix="speechgate-bench-"))
+    cores = _server_cores(config)
+    results: list[ServerRun] = []
+    for baseline in baselines:
+        log = logs / f"{baseline.name.split()[0]}-{baseline.port}.log"
+        console.print(f"{baseline.name}: starting on port {baseline.port} (log: {log}) …")
+        env = child.clean_env(**baseline.env)
+        ready = baseline.url + baseline.ready_path
+        with child.child_server(baseline.command, env, ready, log, cpus=cores) as pid:
+            load = replace(config, url=baseline.url, server_pid=pid, api_key=None)
+            runs = _load_with_progress(load, console, baseline.send)
+        results.append(_server_run(baseline.name, runs))
+    return results
+
+
+def _server_run(name: str, runs: Sequence[LevelRun]) -> ServerRun:
+    peaks = [run.rss_peak for run in runs if run.rss_peak is not None]
+    return ServerRun(
+        name,
+        [run.stats for run in runs],
+        max(peaks) if peaks else None,
+        runs[-1].rss_end if runs else None,
+        [run.samples for run in runs],
+    )
+
+
 def run_bench(
-    config: LoadConfig, in_process: InProcessConfig | None, console: Console
+    config: LoadConfig,
+    in_process: InProcessConfig | None,
+    console: Console,
+    baselines: Sequence[Baseline] = (),
+    log_dir: Path | None = None,
 ) -> BenchReport:
-    """Without `in_process`: just the HTTP load. With it: the single process, half the
-    ceiling, the HTTP load, the other half of the ceiling. Machines drift (shared hosts,
-    boost clocks) by tens of percent over minutes, so the ceiling brackets the load."""
+    """Without `in_process`: the HTTP load, then each baseline server's. With it: the single
+    process, one process with every core, half the ceiling, the loads, the other half of the
+    ceiling. Machines drift (shared hosts, boost clocks) by tens of percent over minutes, so
+    the ceiling brackets the loads."""
     if in_process is None:
         runs = _load_with_progress(config, console)
-        return _report(config, runs, None)
+        others = run_baselines(config, baselines, console, log_dir)
+        return _report(config, runs, None, others)
     settings = in_process.settings
     engine = engine_config(settings, engine_for_model(settings, config.model))
-    voice, aliases, seconds = config.voice, settings.voice_aliases, in_process.seconds
+    voice = in_process.voice or config.voice
+    aliases, seconds = settings.voice_aliases, in_process.seconds
     # The server's format at its default 24 kHz, so both sides encode the same.
     output = OutputSpec(config.format, 24000)
     # On the server's own cores, if we know them: the ceiling is of the same hardware.
-    cores = psutil.Process(config.server_pid).cpu_affinity() if config.server_pid else None
+    cores = _server_cores(config)
 
     def ceiling(when: str) -> InProcessRun:
         with console.status(f"in-process: ceiling ({when} the load), {seconds / 2:.0f} s"):
@@ -95,6 +156,8 @@ def run_bench(
 
     with console.status(f"in-process: 1 process, {seconds:.0f} s"):
         single = measure_single(engine, voice, aliases, seconds, config.texts, output, cores)
+    with console.status(f"in-process: 1 process, all threads, {seconds:.0f} s"):
+        wide = measure_all_threads(engine, voice, aliases, seconds, config.texts, output, cores)
     # No spinner here: its refresh thread would take the GIL from the timing client.
     console.print("in-process: gateway overhead, paired and per request …")
     first_worker = tuple(sorted(cores or os.sched_getaffinity(0))[: engine.threads])
@@ -102,9 +165,11 @@ def run_bench(
         config.url,
         config.model,
         EngineJob(engine, voice, aliases, 0.0, first_worker, tuple(config.texts), output),
+        server_voice=config.voice,
     )
     before = ceiling("before")
     runs = _load_with_progress(config, console)
+    others = run_baselines(config, baselines, console, log_dir)
     after = ceiling("after")
     pooled = summarize(
         before.stats.concurrency,
@@ -121,13 +186,19 @@ def run_bench(
         ceiling_after=after.stats.throughput,
         comparison=compare(levels, single.stats, pooled),
         overhead=overhead,
+        all_threads=wide.stats,
+        all_threads_threads=wide.threads,
     )
-    return _report(config, runs, result)
+    return _report(config, runs, result, others)
 
 
 def _report(
-    config: LoadConfig, runs: list[LevelRun], in_process: InProcessResult | None
+    config: LoadConfig,
+    runs: list[LevelRun],
+    in_process: InProcessResult | None,
+    baselines: list[ServerRun],
 ) -> BenchReport:
+    server = _server_run("speechgate", runs)
     return BenchReport(
         url=config.url,
         model=config.model,
@@ -137,4 +208,7 @@ def _report(
         levels=[run.stats for run in runs],
         samples=[run.samples for run in runs],
         in_process=in_process,
+        rss_peak=server.rss_peak,
+        rss_end=server.rss_end,
+        baselines=baselines,
     )
