@@ -88,7 +88,7 @@ def latency(requests: int, root: Path) -> None:
                 assert response.status_code == 200, response.text
                 if round_ >= 20:  # warm-up: connections, caches, first jobs
                     times[name].append(elapsed)
-        written = servers["auth keys + limits + metering"].app.state.tenancy.recorder
+        written = servers["auth keys + limits + metering"].state.tenancy.recorder
     base = statistics.median(times["auth none, metering off"])
     print(f"\n1. Whole request, {requests} each, interleaved (espeak, {BODY['input']!r}, pcm)")
     print(f"{'':32} {'p50 ms':>8} {'p90 ms':>8} {'p50 added ms':>13}")

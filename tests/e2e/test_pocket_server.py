@@ -325,7 +325,7 @@ def test_a_long_sample_is_cloned_from_its_first_seconds(
     long = wav_file(type(pcm)(np.tile(pcm.samples, repeats), pcm.sample_rate))
     voice = clone(sdk, "long", long)
     try:
-        stored = pocket_server.app.state.runtime.voices.library.get(voice.id)
+        stored = pocket_server.runtime.voices.library.get(voice.id)
         assert stored.prompt_seconds == pytest.approx(30.0, abs=0.05)
     finally:
         sdk.audio.voices.delete(voice.id)
@@ -534,7 +534,7 @@ def test_a_cloned_voice_is_its_keys_own(keyed_pocket: RunningServer) -> None:
     for voice in ("mine", {"id": mine.id}):
         spoken = as_key(keyed_pocket, alice, "POST", "/audio/speech", json=body | {"voice": voice})
         assert spoken.status_code == 200, spoken.text
-    stored = keyed_pocket.app.state.runtime.voices.library.get(mine.id)
+    stored = keyed_pocket.runtime.voices.library.get(mine.id)
     assert stored.owner is not None
     # The admin key sees and speaks with every key's voices.
     assert {mine.id, theirs.id} <= stored_ids(keyed_pocket, ADMIN_KEY)
@@ -560,7 +560,7 @@ def test_cloning_is_held_to_the_keys_models_and_rate_and_metered(
     assert stored_ids(keyed_pocket, ADMIN_KEY) & stored_ids(keyed_pocket, espeak_only) == set()
 
     seconds = [0.0]
-    monkeypatch.setattr(keyed_pocket.app.state.tenancy, "clock", lambda: seconds[0])
+    monkeypatch.setattr(keyed_pocket.state.tenancy, "clock", lambda: seconds[0])
     limited = new_key(keyed_pocket, requests_per_second=0.5, burst=2)
     with keyed_sdk(keyed_pocket, limited) as sdk:
         made = [clone(sdk, f"rated {n}", speech()) for n in range(2)]

@@ -56,7 +56,7 @@ def keyed(
 
 
 def tenancy(server: RunningServer) -> Tenancy:
-    found: Tenancy = server.app.state.tenancy
+    found: Tenancy = server.state.tenancy
     return found
 
 

@@ -13,6 +13,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from speechgate.api.app import create_app
+from speechgate.api.state import AppState, started
 from speechgate.runtime import Runtime
 from speechgate.server import server_config
 from speechgate.settings import Settings
@@ -26,9 +27,14 @@ class RunningServer:
     app: FastAPI
 
     @property
+    def state(self) -> AppState:
+        state = started(self.app)
+        assert state is not None, "the server's lifespan has not started it"
+        return state
+
+    @property
     def runtime(self) -> Runtime:
-        runtime: Runtime = self.app.state.runtime
-        return runtime
+        return self.state.runtime
 
 
 def free_port() -> int:

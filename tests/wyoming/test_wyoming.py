@@ -115,7 +115,7 @@ def test_describe_lists_every_engine_and_its_voices(wyoming: Wyoming) -> None:
 
 def spy_usage(wyoming: Wyoming, monkeypatch: pytest.MonkeyPatch) -> list[UsageRecord]:
     records: list[UsageRecord] = []
-    monkeypatch.setattr(wyoming.server.app.state.tenancy, "record", records.append)
+    monkeypatch.setattr(wyoming.server.state.tenancy, "record", records.append)
     return records
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from speechgate.api.errors import error_body
 from speechgate.api.schemas import error_responses
+from speechgate.api.state import app_state
 from speechgate.api.tenancy import get_tenancy, require_admin
 from speechgate.errors import NotFound, PullFailed, SpeechgateError
 from speechgate.metering.keys import ApiKey, KeyLimits, check_limits
@@ -182,7 +183,7 @@ async def search_voices(
 ) -> PullableList:
     from speechgate.hub import Hub, Index, search
 
-    settings = request.app.state.settings
+    settings = app_state(request).settings
     found = await asyncio.to_thread(
         search,
         Index(Hub.from_settings(settings)),
@@ -217,7 +218,8 @@ async def pull_voice(body: PullBody, request: Request) -> StreamingResponse:
     from speechgate.hub import Hub, Index
     from speechgate.hub.pull import install_pullable
 
-    settings = request.app.state.settings
+    state = app_state(request)
+    settings, runtime = state.settings, state.runtime
     hub = Hub.from_settings(settings)
     # Resolved before the response starts: an unknown ref is a 404, an unreachable hub a 502.
     item = await asyncio.to_thread(Index(hub).find, body.ref)
@@ -238,7 +240,7 @@ async def pull_voice(body: PullBody, request: Request) -> StreamingResponse:
                 ),
             )
             # On the event loop, where the catalog lives, whether or not the client stayed.
-            loop.call_soon_threadsafe(request.app.state.runtime.refresh_installed)
+            loop.call_soon_threadsafe(runtime.refresh_installed)
             voices = [voice.id for voice in installed.manifest.voices]
             emit({"type": "installed", "ref": installed.manifest.ref, "voices": voices})
         except SpeechgateError as error:

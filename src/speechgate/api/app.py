@@ -28,6 +28,7 @@ from speechgate.api.middleware import (
     ResponseMetricsMiddleware,
 )
 from speechgate.api.schemas import error_responses
+from speechgate.api.state import AppState, store
 from speechgate.api.tenancy import UsageMiddleware, authenticate
 from speechgate.metering.tenancy import Tenancy
 from speechgate.metrics import Metrics
@@ -48,27 +49,27 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Whatever was built is closed, in reverse, on shutdown and on a failed start alike.
         async with AsyncExitStack() as built:
-            app.state.tenancy = tenancy = await Tenancy.open(settings)
+            tenancy = await Tenancy.open(settings)
             # Closed last: requests ended before still record their usage, and this writes it.
             built.push_async_callback(tenancy.close)
-            app.state.runtime = runtime = await Runtime.start(settings, metrics)
+            runtime = await Runtime.start(settings, metrics)
             built.push_async_callback(runtime.close)
-            app.state.llm = llm = LlmRelay.from_settings(settings)
+            llm = LlmRelay.from_settings(settings)
             if llm is not None:
                 built.push_async_callback(llm.aclose)
+            router = None
             if routes is not None:
-                app.state.routing = providers = routing.start_router(
-                    settings, routes, runtime.service, metrics
-                )
-                built.push_async_callback(providers.aclose)
-                built.enter_context(routing.reload_on_sighup(providers))
+                router = routing.start_router(settings, routes, runtime.service, metrics)
+                built.push_async_callback(router.aclose)
+                built.enter_context(routing.reload_on_sighup(router))
+            store(app, AppState(settings, metrics, tenancy, runtime, llm, router))
             if settings.wyoming_uri is not None:
                 # Imported here: the `wyoming` extra is needed only by those who turn it on.
                 from speechgate import wyoming
 
                 built.push_async_callback(
                     await wyoming.start(
-                        settings.wyoming_uri, runtime, app.state, settings.wyoming_zeroconf
+                        settings.wyoming_uri, runtime, tenancy, settings.wyoming_zeroconf
                     )
                 )
             yield
@@ -80,9 +81,6 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     metrics = Metrics()
-    app.state.settings = settings
-    app.state.metrics = metrics
-    app.state.routing = None
     install_error_handlers(app)
     # Every /v1 route needs a key when auth_mode is `keys`; the admin API needs the admin key.
     keyed = (

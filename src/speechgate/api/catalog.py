@@ -13,6 +13,7 @@ from speechgate.api.schemas import (
     ModelList,
     error_responses,
 )
+from speechgate.api.state import app_state
 from speechgate.catalog import Catalog, Model
 from speechgate.runtime import Runtime
 
@@ -22,13 +23,11 @@ router = APIRouter()
 # Dependencies are `async def` on purpose: FastAPI runs plain `def` ones in a thread pool,
 # two thread hops per request for what is only an attribute read.
 async def get_runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
+    return app_state(request).runtime
 
 
 async def get_catalog(request: Request) -> Catalog:
-    runtime: Runtime = request.app.state.runtime
-    return runtime.catalog
+    return app_state(request).runtime.catalog
 
 
 @router.get("/v1/models", response_model=ModelList)

@@ -14,6 +14,7 @@ from starlette.types import Receive, Scope, Send
 from speechgate.api.errors import error_body
 from speechgate.api.schemas import ErrorResponse, error_responses
 from speechgate.api.speech import ClientGone, require_json, unless_disconnected
+from speechgate.api.state import app_state
 from speechgate.errors import NotConfigured, UpstreamError
 from speechgate.openai_upstream import ChatStream, LlmRelay
 
@@ -27,7 +28,7 @@ _PASSED_THROUGH = {"model": ErrorResponse, "description": "The upstream's error,
 
 
 async def get_llm(request: Request) -> LlmRelay:
-    llm: LlmRelay | None = request.app.state.llm
+    llm = app_state(request).llm
     if llm is None:
         raise NotConfigured(
             "This server relays chat completions only when SPEECHGATE_LLM_BASE_URL names an "

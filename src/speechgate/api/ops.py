@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 
 from speechgate.api.catalog import get_runtime
 from speechgate.api.schemas import Health, Readiness
-from speechgate.metrics import Metrics
+from speechgate.api.state import CurrentState
 from speechgate.runtime import Runtime
 
 router = APIRouter()
@@ -34,7 +34,7 @@ async def readyz(runtime: Annotated[Runtime, Depends(get_runtime)]) -> JSONRespo
     response_class=Response,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
-async def metrics(request: Request) -> Response:
+async def metrics(state: CurrentState) -> Response:
     """Prometheus exposition."""
-    registry: Metrics = request.app.state.metrics
-    return Response(registry.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    exposition = state.metrics.exposition()
+    return Response(exposition, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from speechgate.api.schemas import error_responses
 from speechgate.api.speech import local_answer
+from speechgate.api.state import app_state
 from speechgate.api.tenancy import require_admin
 from speechgate.catalog import engine_for_model
 from speechgate.errors import InvalidRequest, NotConfigured
@@ -83,7 +84,7 @@ def reload_on_sighup(router: Router) -> Iterator[None]:
 
 
 async def get_router(request: Request) -> Router:
-    router: Router | None = request.app.state.routing
+    router = app_state(request).router
     if router is None:
         raise NotConfigured("Routing is not configured (SPEECHGATE_ROUTES_FILE is unset).")
     return router

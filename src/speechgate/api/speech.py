@@ -24,11 +24,11 @@ from speechgate.api.schemas import (
     error_responses,
     sse_event_schema,
 )
+from speechgate.api.state import app_state
 from speechgate.api.tenancy import admit_speech
 from speechgate.audio.formats import AudioFormat
 from speechgate.errors import SpeechgateError, UnsupportedMediaType
 from speechgate.routing.providers import Answer
-from speechgate.routing.router import Router
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 
 router = APIRouter()
@@ -111,9 +111,9 @@ async def create_speech(
 ) -> Response:
     # Looked up here rather than as a dependency: FastAPI's dependency machinery costs tens
     # of microseconds each, on the way to every first audio byte.
-    service: SpeechService = request.app.state.runtime.service
+    state = app_state(request)
+    service, routing = state.service, state.router
     meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
-    routing: Router | None = request.app.state.routing
     speech = body.to_speech(body.input, body.stream_format)
     try:
         if routing is not None and routing.serves(body.model):

@@ -14,12 +14,11 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from speechgate.api.errors import error_body
 from speechgate.api.schemas import SpeechOptions
-from speechgate.api.tenancy import get_tenancy
+from speechgate.api.state import app_state
 from speechgate.errors import InsufficientQuota, InvalidRequest, SpeechgateError
 from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import Principal
-from speechgate.service import SpeechService
 from speechgate.streaming_sessions import SegmentDone, SegmentStarted, SpeechSession
 
 router = APIRouter()
@@ -125,13 +124,13 @@ async def speech_stream(websocket: WebSocket) -> None:
     finally:
         if meter.admission is not None:
             meter.characters = meter.admission.characters
-        finish(websocket.app.state, meter, status)
+        finish(app_state(websocket).tenancy, meter, status)
 
 
 async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> int:
     """Run the session; returns the status to record (HTTP's codes, 499 for a client gone)."""
-    service: SpeechService = websocket.app.state.runtime.service
-    tenancy = get_tenancy(websocket)
+    state = app_state(websocket)
+    service, tenancy = state.service, state.tenancy
     try:
         update = await _receive(websocket)
         if not isinstance(update, SessionUpdate):

@@ -17,6 +17,7 @@ from starlette.exceptions import WebSocketException
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from speechgate.api.state import app_state, started
 from speechgate.errors import AuthenticationFailed, NotConfigured, PermissionDenied, SpeechgateError
 from speechgate.metering.keys import bearer_token
 from speechgate.metering.meter import Meter, finish
@@ -29,8 +30,7 @@ _WS_POLICY_VIOLATION = 1008
 
 
 def get_tenancy(connection: HTTPConnection) -> Tenancy:
-    tenancy: Tenancy = connection.app.state.tenancy
-    return tenancy
+    return app_state(connection).tenancy
 
 
 async def authenticate(connection: HTTPConnection) -> Principal:
@@ -119,7 +119,10 @@ class UsageMiddleware:
             failed = True
             raise
         finally:
-            finish(scope["app"].state, meter, recorded_status(meter, status, failed, client_left))
+            # No state: the app was never started, so there is nothing to record into.
+            if (state := started(scope["app"])) is not None:
+                recorded = recorded_status(meter, status, failed, client_left)
+                finish(state.tenancy, meter, recorded)
 
 
 def recorded_status(meter: Meter, status: int | None, failed: bool, client_left: bool) -> int:

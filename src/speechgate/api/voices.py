@@ -19,10 +19,10 @@ from speechgate.api.schemas import (
     VoiceList,
     error_responses,
 )
+from speechgate.api.state import app_state
 from speechgate.api.tenancy import CurrentPrincipal, admit_speech
 from speechgate.catalog import Catalog
 from speechgate.errors import PayloadTooLarge
-from speechgate.runtime import Runtime
 from speechgate.voices.cloning import VoiceCloning
 from speechgate.voices.library import StoredVoice
 from speechgate.voices.naming import matches_filter
@@ -31,8 +31,7 @@ router = APIRouter()
 
 
 async def get_voices(request: Request) -> VoiceCloning:
-    runtime: Runtime = request.app.state.runtime
-    return runtime.voices
+    return app_state(request).runtime.voices
 
 
 @router.get("/v1/audio/voices", response_model=VoiceList, responses=error_responses(404))
@@ -106,7 +105,7 @@ async def create_voice(
     # that clones by default.
     meter = await admit_speech(request, model or engine.name, name, 0)
     meter.engine = engine.name
-    limit: int = request.app.state.settings.clone_max_upload_bytes
+    limit = app_state(request).settings.clone_max_upload_bytes
     data = await audio_sample.read(limit + 1)
     if len(data) > limit:
         raise PayloadTooLarge(

@@ -45,12 +45,8 @@ class Meter:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def finish(app_state: object, meter: Meter, status: int) -> None:
-    """Free the request's limits and record its usage (`app_state`: what holds the server's
-    `tenancy`, if it has one)."""
-    tenancy: Tenancy | None = getattr(app_state, "tenancy", None)
-    if tenancy is None:
-        return
+def finish(tenancy: Tenancy, meter: Meter, status: int) -> None:
+    """Free the request's limits and record its usage."""
     record = UsageRecord(
         at=tenancy.now(),
         request_id=meter.request_id,

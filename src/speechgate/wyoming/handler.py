@@ -20,6 +20,7 @@ from wyoming.tts import (
 )
 
 from speechgate.errors import SpeechgateError
+from speechgate.metering.tenancy import Tenancy
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan
 from speechgate.streaming_sessions import SpeechSession
@@ -38,11 +39,11 @@ class WyomingHandler(AsyncEventHandler):
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         runtime: Runtime,
-        app_state: object,
+        tenancy: Tenancy,
     ) -> None:
         super().__init__(reader, writer)
         self._runtime = runtime
-        self._app_state = app_state
+        self._tenancy = tenancy
         self._jobs: list[asyncio.Task[None]] = []
         self._stream: SpeechSession | None = None  # between synthesize-start and -stop
         self._streamed: list[str] = []  # its text so far
@@ -114,7 +115,7 @@ class WyomingHandler(AsyncEventHandler):
             if previous is not None:
                 await asyncio.wait([previous])
             try:
-                await wy.speak(self._app_state, plan, session, self.write_event, wy.new_meter(plan))
+                await wy.speak(self._tenancy, plan, session, self.write_event, wy.new_meter(plan))
                 if stopped:
                     await self.write_event(SynthesizeStopped().event())
             except SpeechgateError as error:

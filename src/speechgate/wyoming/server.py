@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from wyoming.server import AsyncServer, AsyncTcpServer
 
+from speechgate.metering.tenancy import Tenancy
 from speechgate.runtime import Runtime
 from speechgate.wyoming.handler import WyomingHandler
 
@@ -16,7 +17,7 @@ _STOP_TIMEOUT = 5.0
 
 
 async def start(
-    uri: str, runtime: Runtime, app_state: object, zeroconf: bool = False
+    uri: str, runtime: Runtime, tenancy: Tenancy, zeroconf: bool = False
 ) -> Callable[[], Awaitable[None]]:
     """Listen on `uri` (tcp://host:port), advertised over zeroconf if asked; returns what
     stops it, its connections' jobs with it."""
@@ -25,7 +26,7 @@ async def start(
     handlers: list[WyomingHandler] = []
 
     def connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> WyomingHandler:
-        handler = WyomingHandler(reader, writer, runtime, app_state)
+        handler = WyomingHandler(reader, writer, runtime, tenancy)
         handlers[:] = [*(h for h in handlers if not h.closed.is_set()), handler]
         return handler
 

@@ -16,7 +16,7 @@ from speechgate.catalog import normalize
 from speechgate.errors import InvalidRequest, SpeechgateError
 from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
-from speechgate.metering.tenancy import ANYONE
+from speechgate.metering.tenancy import ANYONE, Tenancy
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan
 from speechgate.speech import SpeechRequest
@@ -66,7 +66,7 @@ Send = Callable[[Event], Awaitable[None]]
 
 
 async def speak(
-    app_state: object,
+    tenancy: Tenancy,
     plan: SpeechPlan,
     session: SpeechSession,
     send: Send,
@@ -96,7 +96,7 @@ async def speak(
         raise
     finally:
         meter.characters = session.characters
-        finish(app_state, meter, status)
+        finish(tenancy, meter, status)
 
 
 def new_meter(plan: SpeechPlan) -> Meter:
