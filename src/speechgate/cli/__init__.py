@@ -624,6 +624,3 @@ def routing_shadow(
     """Shadow comparisons: totals per route and the latest pairs."""
     _admin("GET", "/shadow", url, admin_key)
 
-
-if __name__ == "__main__":
-    app()
