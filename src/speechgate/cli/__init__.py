@@ -13,7 +13,7 @@ from rich.table import Table
 
 from speechgate.audio.formats import AudioFormat, parse_format
 from speechgate.errors import SpeechgateError
-from speechgate.metering.cli import keys_app, usage
+from speechgate.cli.keys import keys_app, usage
 from speechgate.settings import Settings
 
 if TYPE_CHECKING:
