@@ -17,8 +17,8 @@ WEB_FRAMEWORKS = ("fastapi", "starlette")
 
 # Modules outside `speechgate.api` that may import it, each with the reason. Keep it short.
 MAY_IMPORT_API = {
-    "speechgate.cli": "`serve` builds the app (create_app): the composition root, above every "
-    "front end",
+    "speechgate.cli.serve": "`serve` builds the app (create_app): the composition root, above "
+    "every front end",
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from speechgate import cli
+from speechgate.cli import app, common
 from tests.helpers.audio import decode_audio, flac_total_samples
 
 pytestmark = pytest.mark.slow
@@ -171,10 +171,10 @@ def test_serve_takes_the_zeroconf_flag_into_its_settings(tmp_path: Path) -> None
 def test_a_command_without_its_extra_names_it(
     monkeypatch: pytest.MonkeyPatch, args: list[str], missing: str, extra: str
 ) -> None:
-    real_find_spec = cli.find_spec
+    real_find_spec = common.find_spec
     monkeypatch.setattr(
-        cli, "find_spec", lambda name: None if name == missing else real_find_spec(name)
+        common, "find_spec", lambda name: None if name == missing else real_find_spec(name)
     )
-    result = CliRunner().invoke(cli.app, args)
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
     assert f"needs {missing}: pip install 'speechgate[{extra}]'" in " ".join(result.output.split())

@@ -1,0 +1,34 @@
+"""What the command groups share: one console, settings from the environment with the
+flags on top, and the check that a command's extra is installed."""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from speechgate.settings import Settings
+
+console = Console()
+
+
+def require_extra(extra: str, *modules: str) -> None:
+    """Exit naming the extra to install when a command's optional packages are missing."""
+    missing = [module for module in modules if find_spec(module) is None]
+    if missing:
+        console.print(
+            f"[red]error:[/red] this command needs {', '.join(missing)}: "
+            f"pip install 'speechgate\\[{extra}]'"  # escaped: rich would read [extra] as markup
+        )
+        raise typer.Exit(1)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with the command-line flags that were given on top."""
+    return Settings(**{key: value for key, value in overrides.items() if value is not None})
+
+
+def megabytes(size: int | None) -> str:
+    return "" if size is None else f"{size / 1e6:,.1f} MB"
