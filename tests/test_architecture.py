@@ -110,3 +110,33 @@ def test_every_exception_is_still_needed() -> None:
 
 def test_the_web_framework_stays_in_the_http_front_end() -> None:
     assert _offenders(WEB_FRAMEWORKS) == {}
+
+
+def _reads_app_state(tree: ast.AST) -> Iterator[int]:
+    """Lines reading Starlette's `app.state` (`app.state`, `request.app.state`,
+    `scope["app"].state`)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "state":
+            owner = node.value
+            if (
+                (isinstance(owner, ast.Name) and owner.id == "app")
+                or (isinstance(owner, ast.Attribute) and owner.attr == "app")
+                or (
+                    isinstance(owner, ast.Subscript)
+                    and isinstance(owner.slice, ast.Constant)
+                    and owner.slice.value == "app"
+                )
+            ):
+                yield node.lineno
+
+
+def test_the_app_state_is_read_only_through_its_typed_getters() -> None:
+    readers = {
+        module: list(_reads_app_state(ast.parse(path.read_text(), str(path))))
+        for module, path in _modules()
+        if module != "speechgate.api.state"
+    }
+    assert {module: lines for module, lines in readers.items() if lines} == {}, (
+        "Read the running server's parts with speechgate.api.state.app_state (or CurrentState), "
+        "not from untyped app.state attributes"
+    )
