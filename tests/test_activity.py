@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+
 import pytest
 
 from speechgate.activity import BUCKET_SECONDS, WINDOW_SECONDS, Latency, RecentRequests
@@ -29,10 +32,10 @@ def test_no_requests_yet() -> None:
 def test_requests_land_in_the_bucket_of_their_age() -> None:
     clock = Clock()
     recent = RecentRequests(clock)
-    recent.record("piper", 0.1, 1.0, 3.0, completed=True)
+    recent.record(0.1, 1.0, 3.0, completed=True)
     clock.now += 25  # that one is now 25 s old: in the bucket that starts 30 s ago
-    recent.record("piper", 0.3, 2.0, 4.0, completed=True)
-    recent.record("espeak", 0.2, 0.5, 0.5, completed=False)
+    recent.record(0.3, 2.0, 4.0, completed=True)
+    recent.record(0.2, 0.5, 0.5, completed=False)
     summary = recent.summary()
 
     newest, older = summary.buckets[-1], summary.buckets[-3]
@@ -51,11 +54,11 @@ def test_requests_land_in_the_bucket_of_their_age() -> None:
 def test_requests_older_than_the_window_drop_out() -> None:
     clock = Clock()
     recent = RecentRequests(clock)
-    recent.record("piper", 0.1, 1.0, 3.0, completed=True)
+    recent.record(0.1, 1.0, 3.0, completed=True)
     clock.now += WINDOW_SECONDS
     assert recent.summary().buckets[0].requests == 1  # the oldest bucket, still in the window
     clock.now += 0.5
-    recent.record("piper", 0.2, 1.0, 2.0, completed=True)
+    recent.record(0.2, 1.0, 2.0, completed=True)
     summary = recent.summary()
     assert summary.requests == 1
     assert summary.audio_seconds == 2.0
@@ -65,6 +68,38 @@ def test_the_log_holds_the_window_even_when_nobody_reads_it() -> None:
     clock = Clock()
     recent = RecentRequests(clock)
     for _ in range(3 * WINDOW_SECONDS):  # one request a second, the summary never asked for
-        recent.record("piper", 0.1, 0.5, 1.0, completed=True)
+        recent.record(0.1, 0.5, 1.0, completed=True)
         clock.now += 1.0
     assert len(recent) == WINDOW_SECONDS + 1
+
+
+def test_recording_allocates_nothing_per_request() -> None:
+    # The soak's budget is 0.1 KB of gateway memory per request; a log that kept an object per
+    # request (~250 bytes) spent more than twice that on its own until the window was full.
+    clock = Clock()
+    recent = RecentRequests(clock)
+    tracemalloc.start()
+    try:
+        for _ in range(100):  # anything allocated once, on first use
+            recent.record(0.1, 0.5, 1.0, completed=True)
+        gc.collect()
+        before, _ = tracemalloc.get_traced_memory()
+        for _ in range(5000):  # all inside the window: none drops out
+            clock.now += 0.01
+            recent.record(0.1, 0.5, 1.0, completed=True)
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(recent) == 5100
+    assert after - before < 16 * 1024
+
+
+def test_the_log_keeps_the_newest_when_full() -> None:
+    clock = Clock()
+    recent = RecentRequests(clock, capacity=3)
+    for audio_seconds in (1.0, 2.0, 3.0, 4.0, 5.0):
+        recent.record(0.1, 0.5, audio_seconds, completed=True)
+        clock.now += 1.0
+    assert len(recent) == 3
+    assert recent.summary().audio_seconds == 12.0

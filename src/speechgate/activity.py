@@ -6,30 +6,19 @@ throughput and latency over recent minutes without a metrics stack.
 
 from __future__ import annotations
 
+import math
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 WINDOW_SECONDS = 300
 BUCKET_SECONDS = 10
 # Enough for ~33 requests/s over the whole window; beyond that the oldest drop out early,
 # which only shortens the window the figures cover.
 _MAX_RECORDS = 10_000
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    """One speech request that reached its first audio, recorded when it ended."""
-
-    ended: float  # the clock's reading
-    engine: str
-    time_to_first_audio: float
-    elapsed: float
-    audio_seconds: float
-    completed: bool  # False: it failed or the client left mid-stream
 
 
 @dataclass(frozen=True)
@@ -61,68 +50,100 @@ class Summary:
     buckets: list[Bucket]  # oldest first
 
 
-def latency_ms(seconds: Sequence[float]) -> Latency | None:
-    if not seconds:
+def latency_ms(seconds: npt.NDArray[np.float64]) -> Latency | None:
+    if not len(seconds):
         return None
-    p50, p95 = np.percentile(np.asarray(seconds, dtype=np.float64) * 1000.0, [50, 95])
+    p50, p95 = np.percentile(seconds * 1000.0, [50, 95])
     return Latency(round(float(p50), 1), round(float(p95), 1))
 
 
 class RecentRequests:
-    """A bounded log of recent requests. Used from the event loop only."""
+    """A bounded log of recent requests: the last `capacity` at most, none older than the
+    window. Used from the event loop only.
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    The log is a ring of columns allocated once, so that recording allocates nothing: an
+    object per request (~160 bytes) grew the gateway by that much per request for as long as
+    the window took to fill, which a soak reads as a leak.
+    """
+
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, capacity: int = _MAX_RECORDS
+    ) -> None:
         self._clock = clock
-        self._records: deque[RequestRecord] = deque(maxlen=_MAX_RECORDS)
+        self._ended = np.zeros(capacity)  # the clock's reading when each request ended
+        self._time_to_first_audio = np.zeros(capacity)
+        self._elapsed = np.zeros(capacity)
+        self._audio_seconds = np.zeros(capacity)
+        self._completed = np.zeros(capacity, dtype=bool)  # False: failed, or the client left
+        self._oldest = 0  # the oldest record's slot
+        self._count = 0
 
     def record(
         self,
-        engine: str,
         time_to_first_audio: float,
         elapsed: float,
         audio_seconds: float,
         completed: bool,
     ) -> None:
+        """One speech request that reached its first audio, recorded when it ended."""
         now = self._clock()
-        self._records.append(
-            RequestRecord(now, engine, time_to_first_audio, elapsed, audio_seconds, completed)
-        )
+        capacity = len(self._ended)
+        if self._count == capacity:
+            self._drop_oldest()
+        slot = (self._oldest + self._count) % capacity
+        self._ended[slot] = now
+        self._time_to_first_audio[slot] = time_to_first_audio
+        self._elapsed[slot] = elapsed
+        self._audio_seconds[slot] = audio_seconds
+        self._completed[slot] = completed
+        self._count += 1
         # Here too, not only when someone reads the summary: the log holds the window's
         # requests, not the last 10,000 whenever they were.
         self._forget_before(now)
 
     def _forget_before(self, now: float) -> None:
-        while self._records and now - self._records[0].ended > WINDOW_SECONDS:
-            self._records.popleft()
+        while self._count and now - self._ended[self._oldest] > WINDOW_SECONDS:
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        self._oldest = (self._oldest + 1) % len(self._ended)
+        self._count -= 1
 
     def __len__(self) -> int:
-        return len(self._records)
+        return self._count
 
     def summary(self) -> Summary:
         now = self._clock()
         self._forget_before(now)
-        records = list(self._records)
-        slots: list[list[RequestRecord]] = [[] for _ in range(WINDOW_SECONDS // BUCKET_SECONDS)]
-        for record in records:
-            age = int((now - record.ended) // BUCKET_SECONDS)
-            slots[min(age, len(slots) - 1)].append(record)
-        buckets = [
-            Bucket(
-                seconds_ago=(age + 1) * BUCKET_SECONDS,
-                requests=len(slot),
-                incomplete=sum(not r.completed for r in slot),
-                audio_seconds=round(sum(r.audio_seconds for r in slot), 3),
-                time_to_first_audio_ms=latency_ms([r.time_to_first_audio for r in slot]),
+        slots = (self._oldest + np.arange(self._count)) % len(self._ended)
+        ttfa = self._time_to_first_audio[slots]
+        audio_seconds = self._audio_seconds[slots]
+        completed = self._completed[slots]
+        buckets = WINDOW_SECONDS // BUCKET_SECONDS
+        ages = np.minimum((now - self._ended[slots]) // BUCKET_SECONDS, buckets - 1)
+        summary_buckets = []
+        for age in reversed(range(buckets)):
+            inside = ages == age
+            summary_buckets.append(
+                Bucket(
+                    seconds_ago=(age + 1) * BUCKET_SECONDS,
+                    requests=int(inside.sum()),
+                    incomplete=int((inside & ~completed).sum()),
+                    audio_seconds=_rounded_sum(audio_seconds[inside]),
+                    time_to_first_audio_ms=latency_ms(ttfa[inside]),
+                )
             )
-            for age, slot in reversed(list(enumerate(slots)))
-        ]
         return Summary(
             window_seconds=WINDOW_SECONDS,
             bucket_seconds=BUCKET_SECONDS,
-            requests=len(records),
-            incomplete=sum(not r.completed for r in records),
-            audio_seconds=round(sum(r.audio_seconds for r in records), 3),
-            time_to_first_audio_ms=latency_ms([r.time_to_first_audio for r in records]),
-            duration_ms=latency_ms([r.elapsed for r in records if r.completed]),
-            buckets=buckets,
+            requests=self._count,
+            incomplete=int((~completed).sum()),
+            audio_seconds=_rounded_sum(audio_seconds),
+            time_to_first_audio_ms=latency_ms(ttfa),
+            duration_ms=latency_ms(self._elapsed[slots][completed]),
+            buckets=summary_buckets,
         )
+
+
+def _rounded_sum(seconds: npt.NDArray[np.float64]) -> float:
+    return round(math.fsum(seconds), 3)

@@ -283,7 +283,6 @@ class SpeechService:
             )
         if self._recent is not None:
             self._recent.record(
-                plan.engine,
                 stream.time_to_first_audio,
                 stream.elapsed,
                 stream.audio_seconds,
