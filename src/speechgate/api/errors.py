@@ -35,7 +35,7 @@ def error_response(error: SpeechgateError) -> JSONResponse:
     return JSONResponse(error_body(error), status_code=error.status_code, headers=error.headers)
 
 
-def _from_validation(exc: RequestValidationError) -> InvalidRequest:
+def validation_error(exc: RequestValidationError) -> InvalidRequest:
     first = exc.errors()[0]
     if first["type"] == "json_invalid":
         return InvalidRequest(
@@ -61,7 +61,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return error_response(_from_validation(exc))
+        return error_response(validation_error(exc))
 
     async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import TypeVar
 
 import anyio
@@ -27,9 +27,11 @@ from speechgate.api.schemas import (
 from speechgate.api.tenancy import admit_speech
 from speechgate.audio.formats import AudioFormat
 from speechgate.errors import SpeechgateError, UnsupportedMediaType
+from speechgate.metering.meter import Meter
 from speechgate.routing.providers import Answer
 from speechgate.routing.router import Router
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
+from speechgate.speech import SpeechRequest
 
 router = APIRouter()
 T = TypeVar("T")
@@ -109,17 +111,30 @@ async def create_speech(
     body: CreateSpeechRequest,
     request: Request,
 ) -> Response:
+    meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
+    speech = body.to_speech(body.input, body.stream_format)
+    return await respond(request, speech, meter, body.user)
+
+
+async def respond(
+    request: Request,
+    speech: SpeechRequest,
+    meter: Meter,
+    user: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """Serve an admitted request, whichever front end translated it: through the router if a
+    route serves its model, else this server's engines. Returns once the first audio exists;
+    `headers` are added to the answer's own."""
     # Looked up here rather than as a dependency: FastAPI's dependency machinery costs tens
     # of microseconds each, on the way to every first audio byte.
     service: SpeechService = request.app.state.runtime.service
-    meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
     routing: Router | None = request.app.state.routing
-    speech = body.to_speech(body.input, body.stream_format)
     try:
-        if routing is not None and routing.serves(body.model):
+        if routing is not None and routing.serves(speech.model):
             # Sticky: a retry with the same x-request-id (or the same user) picks the same
             # provider.
-            key = request.headers.get("x-request-id") or body.user or request.state.request_id
+            key = request.headers.get("x-request-id") or user or request.state.request_id
             answer = await unless_disconnected(
                 request,
                 routing.open(
@@ -144,6 +159,7 @@ async def create_speech(
         # Nobody is listening; 499 (nginx's "client closed request") only reaches the logs.
         return Response(status_code=499)
     meter.stream = answer.progress
+    answer.headers.update(headers or {})
     # Headers go out now: a later error can only cut the body short, which clients see as
     # an incomplete chunked response (SSE gets an error event instead).
     return AnswerResponse(answer)
