@@ -21,12 +21,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
 from speechgate.api.catalog import get_catalog
-from speechgate.api.errors import validation_error
-from speechgate.api.speech import require_json, respond
+from speechgate.api.errors import http_error, validation_error
+from speechgate.api.speech import AUDIO_CONTENT, require_json, respond
 from speechgate.api.tenancy import CurrentPrincipal, admit_speech
 from speechgate.api.voices import get_voices
 from speechgate.audio.formats import OutputFormat, parse_format
@@ -100,6 +101,9 @@ class ElevenLabsRoute(APIRoute):
                 return await handler(request)
             except SpeechgateError as error:
                 return error_response(error)
+            except HTTPException as failed:
+                # FastAPI's own, such as a body it cannot parse.
+                return error_response(http_error(failed))
             except RequestValidationError as invalid:
                 found = validation_error(invalid)
                 return error_response(
@@ -119,10 +123,29 @@ class _KeyedRoute(ElevenLabsRoute):
         return super().matches(scope)
 
 
-router = APIRouter(route_class=ElevenLabsRoute, tags=["ElevenLabs"])
-
-
 # --- wire models ----------------------------------------------------------------------------
+
+
+class ElevenLabsErrorDetail(BaseModel):
+    status: str
+    """A code: `invalid_api_key`, `voice_not_found`, `invalid_output_format`, ..."""
+    message: str
+
+
+class ElevenLabsError(BaseModel):
+    """ElevenLabs' error shape."""
+
+    detail: ElevenLabsErrorDetail
+
+
+router = APIRouter(
+    route_class=ElevenLabsRoute,
+    tags=["ElevenLabs"],
+    responses={
+        status: {"model": ElevenLabsError, "description": "An error, in ElevenLabs' shape."}
+        for status in (400, 401, 403, 404, 415, 422, 429, 500, 503)
+    },
+)
 
 
 class VoiceSettings(BaseModel):
@@ -248,10 +271,7 @@ def _ignored(body: TextToSpeechBody, seed: int | None) -> list[str]:
 
 
 _AUDIO: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "The audio, streamed.",
-        "content": {"audio/mpeg": {"schema": {"type": "string", "format": "binary"}}},
-    }
+    200: {"description": "The audio, streamed.", "content": AUDIO_CONTENT},
 }
 VoiceId = Annotated[str, Path(description="A voice id from `GET /v1/voices`, or a voice name.")]
 OutputFormatQuery = Annotated[

@@ -91,7 +91,7 @@ async def _abandon(
             await release(task.result())
 
 
-_AUDIO_CONTENT = {
+AUDIO_CONTENT = {
     fmt.content_type: {"schema": {"type": "string", "format": "binary"}} for fmt in AudioFormat
 }
 _SSE_CONTENT = {"text/event-stream": {"schema": sse_event_schema()}}
@@ -102,7 +102,7 @@ _SSE_CONTENT = {"text/event-stream": {"schema": sse_event_schema()}}
     summary="Generate audio from text (OpenAI-compatible)",
     response_class=StreamingResponse,
     responses={
-        200: {"description": "The audio, streamed.", "content": _AUDIO_CONTENT | _SSE_CONTENT},
+        200: {"description": "The audio, streamed.", "content": AUDIO_CONTENT | _SSE_CONTENT},
         **error_responses(400, 401, 403, 404, 413, 415, 429, 500, 503),
     },
     dependencies=[Depends(require_json)],
