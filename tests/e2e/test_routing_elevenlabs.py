@@ -41,7 +41,8 @@ routes:
 
 
 def upstream_settings() -> Settings:
-    return espeak_settings(auth_mode="keys", admin_key=UPSTREAM_KEY)
+    settings: Settings = espeak_settings(auth_mode="keys", admin_key=UPSTREAM_KEY)
+    return settings
 
 
 @contextmanager
