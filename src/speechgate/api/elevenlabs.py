@@ -229,12 +229,10 @@ def _output_format(name: str) -> OutputFormat:
         ) from None
 
 
-def _model(request: Request, catalog: Catalog, model_id: str | None) -> str:
-    """The speechgate model for ElevenLabs' `model_id`: a route's or the catalog's own name
-    as it is, ElevenLabs' ids (or none) the default model."""
-    if model_id is None:
-        return _DEFAULT_MODEL
-    routing: Router | None = request.app.state.routing
+def _model(routing: Router | None, catalog: Catalog, model_id: str | None) -> str:
+    """The speechgate model for ElevenLabs' `model_id` (absent: ElevenLabs' default): a route's
+    or the catalog's own name as it is, else ElevenLabs' ids the default model."""
+    model_id = model_id or DEFAULT_MODEL_ID
     if routing is not None and routing.serves(model_id):
         return model_id
     try:
@@ -245,15 +243,16 @@ def _model(request: Request, catalog: Catalog, model_id: str | None) -> str:
     return model_id
 
 
-def _seed(catalog: Catalog, model: str, seed: int | None) -> int | None:
+def _seed(routed: bool, catalog: Catalog, model: str, seed: int | None) -> int | None:
     """The seed, for an engine that can repeat itself; else dropped. ElevenLabs itself only
-    tries to be deterministic, so a client cannot count on it: better spoken than refused."""
-    if seed is None:
-        return None
+    tries to be deterministic, so a client cannot count on it: better spoken than refused.
+    A routed request keeps it: its provider decides."""
+    if seed is None or routed:
+        return seed
     try:
         return seed if catalog.model(model).engine.supports_seed else None
     except ModelNotFound:
-        # Routed elsewhere: that provider decides.
+        # Planning will say so.
         return seed
 
 
@@ -291,9 +290,10 @@ async def _speak(
 ) -> Response:
     fmt = _output_format(output_format)
     catalog: Catalog = request.app.state.runtime.catalog
-    model = _model(request, catalog, body.model_id)
+    routing: Router | None = request.app.state.routing
+    model = _model(routing, catalog, body.model_id)
     meter = await admit_speech(request, model, voice_id, len(body.text))
-    seed = _seed(catalog, model, body.seed)
+    seed = _seed(routing is not None and routing.serves(model), catalog, model, body.seed)
     speed = body.voice_settings.speed if body.voice_settings else None
     speech = SpeechRequest(
         model=model,
