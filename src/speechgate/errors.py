@@ -95,6 +95,13 @@ class ModelNotFound(InvalidRequest):
         )
 
 
+class Unprocessable(InvalidRequest):
+    """A field of the right type with a value the API does not take: what ElevenLabs' API
+    answers 422 (OpenAI's answers such values 400)."""
+
+    status_code = 422
+
+
 class NotFound(InvalidRequest):
     status_code = 404
     default_code = "not_found"

@@ -1,10 +1,12 @@
-"""What status a speech request's usage record gets, for every way a request can end."""
+"""What status a speech request's usage record gets, for every way a request can end; which
+requests are metered; where the key is read from."""
 
 from __future__ import annotations
 
 import pytest
+from starlette.requests import HTTPConnection
 
-from speechgate.api.tenancy import recorded_status
+from speechgate.api.tenancy import credentials, is_metered, recorded_status
 from speechgate.metering.meter import Meter
 from speechgate.metering.records import CLIENT_CLOSED
 
@@ -40,3 +42,39 @@ def test_recorded_status(
 ) -> None:
     meter = Meter("req_1", 0.0, stream=stream)  # type: ignore[arg-type]
     assert recorded_status(meter, status, failed, client_left) == recorded
+
+
+def connection(**headers: str) -> HTTPConnection:
+    raw = [(name.encode(), value.encode()) for name, value in headers.items()]
+    return HTTPConnection({"type": "http", "headers": raw})
+
+
+@pytest.mark.parametrize(
+    ("headers", "found"),
+    [
+        ({"xi-api-key": "sk-1"}, "Bearer sk-1"),  # ElevenLabs' clients send the key there
+        ({"authorization": "Bearer sk-2"}, "Bearer sk-2"),
+        # Both: the standard header wins, so one request is never two keys' at once.
+        ({"authorization": "Bearer sk-2", "xi-api-key": "sk-1"}, "Bearer sk-2"),
+        ({"xi-api-key": ""}, None),
+        ({}, None),
+    ],
+)
+def test_credentials_take_elevenlabs_key_header_too(
+    headers: dict[str, str], found: str | None
+) -> None:
+    assert credentials(connection(**headers)) == found
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "metered"),
+    [
+        ("POST", "/v1/audio/speech", True),
+        ("POST", "/v1/text-to-speech/alloy", True),
+        ("POST", "/v1/text-to-speech/alloy/stream", True),
+        ("GET", "/v1/voices", False),
+        ("GET", "/v1/text-to-speech/alloy", False),
+    ],
+)
+def test_elevenlabs_speech_is_metered(method: str, path: str, metered: bool) -> None:
+    assert is_metered(method, path) is metered

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from speechgate.routing.config import LocalProviderConfig, RemoteProviderConfig, load_routes
+from speechgate.routing.config import (
+    ElevenLabsProviderConfig,
+    LocalProviderConfig,
+    RemoteProviderConfig,
+    load_routes,
+)
 
 YAML = """
 providers:
@@ -53,6 +58,25 @@ def test_yaml(tmp_path: Path) -> None:
     route = config.routes["tts-1"]
     assert route.providers == {"local": 95, "upstream": 5}
     assert route.shadow is not None and route.shadow.percent == 10
+
+
+def test_an_elevenlabs_provider_defaults_to_elevenlabs_itself(tmp_path: Path) -> None:
+    text = """
+providers:
+  eleven:
+    kind: elevenlabs
+    api_key: xi-secret
+    models: {tts-1: eleven_flash_v2_5}
+    voices: {alloy: 21m00Tcm4TlvDq8ikWAM}
+routes:
+  tts-1: {providers: {eleven: 100}}
+"""
+    config = load_routes(write(tmp_path, "routes.yaml", text))
+    eleven = config.providers["eleven"]
+    assert isinstance(eleven, ElevenLabsProviderConfig)
+    assert eleven.base_url == "https://api.elevenlabs.io"
+    assert eleven.models == {"tts-1": "eleven_flash_v2_5"} and eleven.timeout == 30.0
+    assert "xi-secret" not in repr(config)
 
 
 def test_the_api_key_never_shows_in_reprs(tmp_path: Path) -> None:

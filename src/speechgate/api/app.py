@@ -12,6 +12,7 @@ from speechgate.api import (
     admin,
     catalog,
     chat,
+    elevenlabs,
     ops,
     routing,
     speech,
@@ -86,6 +87,8 @@ def create_app(settings: Settings) -> FastAPI:
     keyed = (
         speech.router,
         stream.router,
+        # Before catalog's: its GET /v1/models takes ElevenLabs' clients, the other the rest.
+        elevenlabs.router,
         catalog.router,
         voices.router,
         chat.router,

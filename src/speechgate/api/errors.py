@@ -35,7 +35,7 @@ def error_response(error: SpeechgateError) -> JSONResponse:
     return JSONResponse(error_body(error), status_code=error.status_code, headers=error.headers)
 
 
-def _from_validation(exc: RequestValidationError) -> InvalidRequest:
+def validation_error(exc: RequestValidationError) -> InvalidRequest:
     first = exc.errors()[0]
     if first["type"] == "json_invalid":
         return InvalidRequest(
@@ -52,6 +52,20 @@ def _from_validation(exc: RequestValidationError) -> InvalidRequest:
     return InvalidRequest(f"Invalid value for '{param}': {reason}.", param=param, code=code)
 
 
+def http_error(exc: HTTPException) -> SpeechgateError:
+    """Starlette's and FastAPI's own errors (no route, a body that cannot be parsed) as ours."""
+    error: SpeechgateError
+    if exc.status_code == 404:
+        error = NotFound("Unknown route. See GET /docs for the API.")
+    elif exc.status_code == 405:
+        error = MethodNotAllowed("Method not allowed for this route.")
+    else:
+        error = InvalidRequest(str(exc.detail), code=None)
+        error.status_code = exc.status_code
+    error.headers.update(exc.headers or {})
+    return error
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_speechgate_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, SpeechgateError)
@@ -61,20 +75,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return error_response(_from_validation(exc))
+        return error_response(validation_error(exc))
 
     async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
-        error: SpeechgateError
-        if exc.status_code == 404:
-            error = NotFound("Unknown route. See GET /docs for the API.")
-        elif exc.status_code == 405:
-            error = MethodNotAllowed("Method not allowed for this route.")
-        else:
-            error = InvalidRequest(str(exc.detail), code=None)
-            error.status_code = exc.status_code
-        error.headers.update(exc.headers or {})
-        return error_response(error)
+        return error_response(http_error(exc))
 
     async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)

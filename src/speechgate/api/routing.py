@@ -22,9 +22,19 @@ from speechgate.api.tenancy import require_admin
 from speechgate.catalog import engine_for_model
 from speechgate.errors import InvalidRequest, NotConfigured
 from speechgate.metrics import Metrics
-from speechgate.routing.config import LocalProviderConfig, ProviderConfig, RoutesConfig
+from speechgate.routing.config import (
+    ElevenLabsProviderConfig,
+    LocalProviderConfig,
+    ProviderConfig,
+    RoutesConfig,
+)
 from speechgate.routing.metrics import RoutingMetrics
-from speechgate.routing.providers import LocalProvider, Provider, RemoteProvider
+from speechgate.routing.providers import (
+    ElevenLabsProvider,
+    LocalProvider,
+    Provider,
+    RemoteProvider,
+)
 from speechgate.routing.router import Router
 from speechgate.service import SpeechService
 from speechgate.settings import Settings
@@ -47,6 +57,8 @@ def start_router(
     def make_provider(name: str, provider: ProviderConfig) -> Provider:
         if isinstance(provider, LocalProviderConfig):
             return LocalProvider(name, provider, service, partial(local_answer, service))
+        if isinstance(provider, ElevenLabsProviderConfig):
+            return ElevenLabsProvider(name, provider)
         return RemoteProvider(name, provider)
 
     return Router(

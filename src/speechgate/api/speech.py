@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import TypeVar
 
 import anyio
@@ -28,8 +28,10 @@ from speechgate.api.state import app_state
 from speechgate.api.tenancy import admit_speech
 from speechgate.audio.formats import AudioFormat
 from speechgate.errors import SpeechgateError, UnsupportedMediaType
+from speechgate.metering.meter import Meter
 from speechgate.routing.providers import Answer
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
+from speechgate.speech import SpeechRequest
 
 router = APIRouter()
 T = TypeVar("T")
@@ -89,7 +91,7 @@ async def _abandon(
             await release(task.result())
 
 
-_AUDIO_CONTENT = {
+AUDIO_CONTENT = {
     fmt.content_type: {"schema": {"type": "string", "format": "binary"}} for fmt in AudioFormat
 }
 _SSE_CONTENT = {"text/event-stream": {"schema": sse_event_schema()}}
@@ -100,7 +102,7 @@ _SSE_CONTENT = {"text/event-stream": {"schema": sse_event_schema()}}
     summary="Generate audio from text (OpenAI-compatible)",
     response_class=StreamingResponse,
     responses={
-        200: {"description": "The audio, streamed.", "content": _AUDIO_CONTENT | _SSE_CONTENT},
+        200: {"description": "The audio, streamed.", "content": AUDIO_CONTENT | _SSE_CONTENT},
         **error_responses(400, 401, 403, 404, 413, 415, 429, 500, 503),
     },
     dependencies=[Depends(require_json)],
@@ -109,17 +111,30 @@ async def create_speech(
     body: CreateSpeechRequest,
     request: Request,
 ) -> Response:
+    meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
+    speech = body.to_speech(body.input, body.stream_format)
+    return await respond(request, speech, meter, body.user)
+
+
+async def respond(
+    request: Request,
+    speech: SpeechRequest,
+    meter: Meter,
+    user: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """Serve an admitted request, whichever front end translated it: through the router if a
+    route serves its model, else this server's engines. Returns once the first audio exists;
+    `headers` are added to the answer's own."""
     # Looked up here rather than as a dependency: FastAPI's dependency machinery costs tens
     # of microseconds each, on the way to every first audio byte.
     state = app_state(request)
     service, routing = state.service, state.router
-    meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
-    speech = body.to_speech(body.input, body.stream_format)
     try:
-        if routing is not None and routing.serves(body.model):
+        if routing is not None and routing.serves(speech.model):
             # Sticky: a retry with the same x-request-id (or the same user) picks the same
             # provider.
-            key = request.headers.get("x-request-id") or body.user or request.state.request_id
+            key = request.headers.get("x-request-id") or user or request.state.request_id
             answer = await unless_disconnected(
                 request,
                 routing.open(
@@ -144,6 +159,7 @@ async def create_speech(
         # Nobody is listening; 499 (nginx's "client closed request") only reaches the logs.
         return Response(status_code=499)
     meter.stream = answer.progress
+    answer.headers.update(headers or {})
     # Headers go out now: a later error can only cut the body short, which clients see as
     # an incomplete chunked response (SSE gets an error event instead).
     return AnswerResponse(answer)

@@ -26,6 +26,8 @@ from speechgate.metering.tenancy import Principal, Tenancy
 
 # Cloning is metered like speech: it takes a worker (a usage record with no audio out).
 _METERED = {("POST", "/v1/audio/speech"), ("POST", "/v1/audio/voices")}
+# ElevenLabs' speech routes carry the voice in the path: `/v1/text-to-speech/{voice_id}[/...]`.
+_METERED_PREFIX = ("POST", "/v1/text-to-speech/")
 _WS_POLICY_VIOLATION = 1008
 
 
@@ -38,7 +40,7 @@ async def authenticate(connection: HTTPConnection) -> Principal:
     good). A WebSocket is refused at the handshake."""
     tenancy = get_tenancy(connection)
     try:
-        principal = await tenancy.authenticate(connection.headers.get("authorization"))
+        principal = await tenancy.authenticate(credentials(connection))
     except SpeechgateError as error:
         if connection.scope["type"] == "websocket":
             raise WebSocketException(_WS_POLICY_VIOLATION, error.message) from None
@@ -48,6 +50,23 @@ async def authenticate(connection: HTTPConnection) -> Principal:
     if meter is not None:
         meter.principal = principal
     return principal
+
+
+def credentials(connection: HTTPConnection) -> str | None:
+    """The `Authorization` header, or else ElevenLabs' `xi-api-key` as a bearer token: its
+    clients send the key there, and it is the same key."""
+    authorization = connection.headers.get("authorization")
+    xi_key = connection.headers.get("xi-api-key")
+    if authorization is None and xi_key:
+        return f"Bearer {xi_key}"
+    return authorization
+
+
+def is_metered(method: str, path: str) -> bool:
+    """Whether a request is a speech (or cloning) request, which gets a `Meter`."""
+    return (method, path) in _METERED or (
+        method == _METERED_PREFIX[0] and path.startswith(_METERED_PREFIX[1])
+    )
 
 
 CurrentPrincipal = Annotated[Principal, Depends(authenticate)]
@@ -87,7 +106,7 @@ class UsageMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (scope["method"], scope["path"]) not in _METERED:
+        if scope["type"] != "http" or not is_metered(scope["method"], scope["path"]):
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})

@@ -5,6 +5,8 @@
       local:    {kind: local, model: espeak}
       upstream: {kind: remote, base_url: "https://tts.example/v1", api_key: "sk-...",
                  model: tts-1, voices: {alloy: nova}, timeout: 30}
+      eleven:   {kind: elevenlabs, api_key: "...", models: {tts-1: eleven_flash_v2_5},
+                 voices: {alloy: "21m00Tcm4TlvDq8ikWAM"}}
     breaker: {error_rate: 0.02, window: 60, min_requests: 20, open_for: 30}
     routes:
       tts-1:
@@ -39,16 +41,9 @@ class LocalProviderConfig(_Strict):
     """Voice names clients send -> local voice names; others pass unchanged."""
 
 
-class RemoteProviderConfig(_Strict):
-    """An OpenAI-compatible server: another speechgate, OpenAI, or any compatible one."""
+class _UpstreamConfig(_Strict):
+    """What every provider reached over HTTP has."""
 
-    kind: Literal["remote"]
-    base_url: Annotated[str, Field(pattern=r"^https?://")]
-    """Up to and including the API version, e.g. "https://api.openai.com/v1"."""
-    api_key: SecretStr | None = None
-    """Sent as `Authorization: Bearer <key>`; never logged. Clients' own keys are not sent."""
-    model: str | None = None
-    """Model name the upstream knows; default: the public name asked for."""
     voices: dict[str, str] = Field(default_factory=dict)
     """Voice names clients send -> the upstream's voice names; others pass unchanged."""
     timeout: float = Field(default=30.0, gt=0)
@@ -61,7 +56,37 @@ class RemoteProviderConfig(_Strict):
     """Connections kept to the upstream at most (they are pooled and reused)."""
 
 
-ProviderConfig = Annotated[LocalProviderConfig | RemoteProviderConfig, Field(discriminator="kind")]
+class RemoteProviderConfig(_UpstreamConfig):
+    """An OpenAI-compatible server: another speechgate, OpenAI, or any compatible one."""
+
+    kind: Literal["remote"]
+    base_url: Annotated[str, Field(pattern=r"^https?://")]
+    """Up to and including the API version, e.g. "https://api.openai.com/v1"."""
+    api_key: SecretStr | None = None
+    """Sent as `Authorization: Bearer <key>`; never logged. Clients' own keys are not sent."""
+    model: str | None = None
+    """Model name the upstream knows; default: the public name asked for."""
+
+
+class ElevenLabsProviderConfig(_UpstreamConfig):
+    """ElevenLabs' API: ElevenLabs itself, or a server speaking it (speechgate does)."""
+
+    kind: Literal["elevenlabs"]
+    base_url: Annotated[str, Field(pattern=r"^https?://")] = "https://api.elevenlabs.io"
+    """Without the API version, as ElevenLabs' SDKs take it."""
+    api_key: SecretStr | None = None
+    """Sent as `xi-api-key`; never logged. Clients' own keys are not sent."""
+    models: dict[str, str] = Field(default_factory=dict)
+    """Public model names -> ElevenLabs `model_id`s."""
+    model: str | None = None
+    """The `model_id` for a model `models` does not list; default: the public name asked for."""
+    # `voices` (inherited): speechgate voice names -> ElevenLabs `voice_id`s.
+
+
+ProviderConfig = Annotated[
+    LocalProviderConfig | RemoteProviderConfig | ElevenLabsProviderConfig,
+    Field(discriminator="kind"),
+]
 
 
 class ShadowConfig(_Strict):

@@ -1,5 +1,5 @@
 """Providers: what can serve a speech request. Today's local engine pools, or a remote
-OpenAI-compatible upstream reached over HTTP.
+upstream reached over HTTP: an OpenAI-compatible one, or one speaking ElevenLabs' API.
 
 `open` returns once the provider has produced its first audio, or raises: up to that point
 nothing has reached the client, so the router may still try another provider.
@@ -9,19 +9,34 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import logging
 import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import httpx
 
-from speechgate.errors import SpeechgateError
+from speechgate.audio.formats import FORMAT_NAMES, AudioFormat
+from speechgate.errors import (
+    InvalidRequest,
+    SpeechgateError,
+    UpstreamBadResponse,
+    UpstreamRejected,
+)
 from speechgate.openai_upstream import raise_for_error, upstream_errors
-from speechgate.routing.config import LocalProviderConfig, RemoteProviderConfig
+from speechgate.routing.config import (
+    ElevenLabsProviderConfig,
+    LocalProviderConfig,
+    RemoteProviderConfig,
+)
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 from speechgate.speech import SpeechRequest
+from speechgate.voices.naming import primary_language
+
+log = logging.getLogger(__name__)
 
 SPEECH_PATH = "audio/speech"
 # What an OpenAI-compatible server speaks at when a request names no rate.
@@ -29,6 +44,8 @@ OPENAI_SAMPLE_RATE = 24000
 # The upstream's headers that describe its audio; relayed (a speechgate upstream sends them).
 _RELAYED_PREFIX = "x-speechgate-"
 _OWN_HEADERS = ("x-speechgate-time-to-first-audio-ms",)
+# Relayed from an upstream error: they say when a retry may succeed.
+_RETRY_HEADERS = ("retry-after", "retry-after-ms")
 
 
 class Progress(Protocol):
@@ -183,24 +200,26 @@ class LocalProvider:
         pass
 
 
-class RemoteProvider:
-    """An OpenAI-compatible upstream, through one pooled HTTP client. The upstream's bytes are
-    relayed as they arrive: nothing is buffered beyond the chunk in hand."""
+class _Relay:
+    """An upstream reached over HTTP, through one pooled client. The upstream's bytes are
+    relayed as they arrive: nothing is buffered beyond the chunk in hand. Subclasses say how
+    a request and the upstream's errors are spelled."""
 
     def __init__(
         self,
         name: str,
-        config: RemoteProviderConfig,
+        config: RemoteProviderConfig | ElevenLabsProviderConfig,
+        auth_headers: dict[str, str],
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.name = name
-        self.config = config
         self._clock = clock
         self._what = f"speech upstream {name!r}"
-        key = config.api_key
+        self._base_url = config.base_url
+        self._timeout = config.timeout
         self._client = httpx.AsyncClient(
             base_url=config.base_url,
-            headers={} if key is None else {"Authorization": f"Bearer {key.get_secret_value()}"},
+            headers=auth_headers,
             timeout=httpx.Timeout(config.timeout, connect=config.connect_timeout),
             limits=httpx.Limits(
                 max_connections=config.max_connections,
@@ -215,22 +234,29 @@ class RemoteProvider:
             trust_env=False,
         )
 
+    def _request(self, request: SpeechRequest, request_id: str) -> httpx.Request:
+        raise NotImplementedError
+
+    def _raise_for_error(self, response: httpx.Response) -> None:
+        raise NotImplementedError
+
+    def _headers(self, request: SpeechRequest) -> dict[str, str]:
+        """Headers of this provider's own to add to the answer."""
+        return {}
+
     async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
         # The upstream's own keys decide what its voices are; `owner` means nothing there.
         started = self._clock()
-        payload = openai_body(_mapped(request, self.config.model, self.config.voices))
-        upstream_request = self._client.build_request(
-            "POST", SPEECH_PATH, json=payload, headers={"x-request-id": request_id}
-        )
-        with upstream_errors(self.config.base_url, self.config.timeout, self._what):
+        upstream_request = self._request(request, request_id)
+        with upstream_errors(self._base_url, self._timeout, self._what):
             response = await self._client.send(upstream_request, stream=True)
         try:
             if not response.is_success:
-                with upstream_errors(self.config.base_url, self.config.timeout, self._what):
+                with upstream_errors(self._base_url, self._timeout, self._what):
                     await response.aread()
-                raise_for_error(response, self._what)
+                self._raise_for_error(response)
             chunks = response.aiter_bytes()
-            with upstream_errors(self.config.base_url, self.config.timeout, self._what):
+            with upstream_errors(self._base_url, self._timeout, self._what):
                 first = await anext(chunks, b"")
         except BaseException:
             await response.aclose()
@@ -240,6 +266,7 @@ class RemoteProvider:
             for name, value in response.headers.items()
             if name.startswith(_RELAYED_PREFIX) and name not in _OWN_HEADERS
         }
+        headers |= self._headers(request)
         progress = Relayed(self._clock() - started)
         return Answer(
             media_type=response.headers.get("content-type", "application/octet-stream"),
@@ -261,7 +288,7 @@ class RemoteProvider:
             if first:
                 progress.audio_seconds += len(first) * seconds_per_byte
                 yield first
-            with upstream_errors(self.config.base_url, self.config.timeout, self._what):
+            with upstream_errors(self._base_url, self._timeout, self._what):
                 async for chunk in chunks:
                     if chunk:
                         progress.audio_seconds += len(chunk) * seconds_per_byte
@@ -272,3 +299,149 @@ class RemoteProvider:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+class RemoteProvider(_Relay):
+    """An OpenAI-compatible upstream."""
+
+    def __init__(
+        self,
+        name: str,
+        config: RemoteProviderConfig,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        key = config.api_key
+        auth = {} if key is None else {"Authorization": f"Bearer {key.get_secret_value()}"}
+        super().__init__(name, config, auth, clock)
+        self.config = config
+
+    def _request(self, request: SpeechRequest, request_id: str) -> httpx.Request:
+        payload = openai_body(_mapped(request, self.config.model, self.config.voices))
+        return self._client.build_request(
+            "POST", SPEECH_PATH, json=payload, headers={"x-request-id": request_id}
+        )
+
+    def _raise_for_error(self, response: httpx.Response) -> None:
+        raise_for_error(response, self._what)
+
+
+class ElevenLabsProvider(_Relay):
+    """An upstream speaking ElevenLabs' API: ElevenLabs, or another speechgate's ElevenLabs
+    front end. Always its streaming route, so the first audio comes as soon as it exists."""
+
+    def __init__(
+        self,
+        name: str,
+        config: ElevenLabsProviderConfig,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        key = config.api_key
+        super().__init__(
+            name, config, {} if key is None else {"xi-api-key": key.get_secret_value()}, clock
+        )
+        self.config = config
+
+    def _request(self, request: SpeechRequest, request_id: str) -> httpx.Request:
+        config = self.config
+        model = config.models.get(request.model, config.model or request.model)
+        path, params, body = elevenlabs_request(_mapped(request, model, config.voices))
+        return self._client.build_request(
+            "POST", path, params=params, json=body, headers={"x-request-id": request_id}
+        )
+
+    def _raise_for_error(self, response: httpx.Response) -> None:
+        raise_for_elevenlabs_error(response, self._what)
+
+    def _headers(self, request: SpeechRequest) -> dict[str, str]:
+        # ElevenLabs' API has no instructions to send them with.
+        return {"x-speechgate-instructions": "ignored"} if request.instructions else {}
+
+
+# ElevenLabs' MP3 names, by the rate each fixes.
+_ELEVENLABS_MP3 = {44100: "mp3_44100_128", 24000: "mp3_24000_48", 22050: "mp3_22050_32"}
+
+
+def elevenlabs_output_format(request: SpeechRequest) -> str:
+    """ElevenLabs' `output_format` name for the request's format and rate. Raises
+    InvalidRequest for what ElevenLabs cannot send (AAC, FLAC, a rate it has no name for)."""
+    fmt = request.format
+    if fmt.sample_rate is not None:
+        # Already one of ElevenLabs' names (`pcm_16000`, `ulaw_8000`, ...).
+        return fmt.name
+    rate = request.sample_rate
+    name: str | None = None
+    if fmt.format in (AudioFormat.PCM, AudioFormat.WAV):
+        name = f"{fmt.format}_{rate or OPENAI_SAMPLE_RATE}"
+    elif fmt.format is AudioFormat.MP3:
+        # MP3 says its own rate: without one asked for, ElevenLabs' default.
+        name = _ELEVENLABS_MP3.get(rate or 44100)
+    elif fmt.format is AudioFormat.OPUS and rate in (None, 48000):
+        name = "opus_48000_64"
+    if name is None or name not in FORMAT_NAMES:
+        at = f" at {rate} Hz" if rate else ""
+        raise InvalidRequest(
+            f"The provider speaks ElevenLabs' API, which has no {fmt.name!r} output{at}: ask "
+            "for mp3, opus, wav, pcm or an ElevenLabs output_format name.",
+            param="response_format",
+            code="unsupported_format",
+        )
+    return name
+
+
+def elevenlabs_request(request: SpeechRequest) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The path, query and body of ElevenLabs' `POST /v1/text-to-speech/{voice_id}/stream`
+    for `request`. Raises InvalidRequest for what that API cannot carry."""
+    if request.stream_format != "audio":
+        raise InvalidRequest(
+            "The provider speaks ElevenLabs' API, which does not send server-sent events.",
+            param="stream_format",
+        )
+    if request.reference_audio is not None:
+        raise InvalidRequest(
+            "The provider speaks ElevenLabs' API, which cannot clone a voice per request.",
+            param="reference_audio",
+        )
+    body: dict[str, Any] = {"text": request.text, "model_id": request.model}
+    if request.speed != 1.0:
+        body["voice_settings"] = {"speed": request.speed}
+    if request.language is not None:
+        # ElevenLabs takes ISO 639-1 codes, not BCP 47 tags with a region.
+        body["language_code"] = primary_language(request.language)
+    if request.seed is not None:
+        body["seed"] = request.seed
+    path = f"v1/text-to-speech/{quote(request.voice, safe='')}/stream"
+    return path, {"output_format": elevenlabs_output_format(request)}, body
+
+
+def raise_for_elevenlabs_error(response: httpx.Response, what: str) -> None:
+    """Raise unless `response` is a 2xx, relaying ElevenLabs' error
+    (`{"detail": {"status", "message"}}`, or FastAPI's `{"detail": [...]}`) with its status."""
+    if response.is_success:
+        return
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    code: str | None = None
+    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
+        message, status = detail["message"], detail.get("status")
+        code = status if isinstance(status, str) else None
+    elif isinstance(detail, list) and detail and isinstance(detail[0], dict):
+        message = str(detail[0].get("msg", "invalid request"))
+    elif isinstance(detail, str):
+        message = detail
+    else:
+        log.warning("%s answered %d: %.200r", what, response.status_code, response.text)
+        raise UpstreamBadResponse(
+            f"The {what} answered {response.status_code} without an ElevenLabs error body."
+        )
+    status_code = response.status_code
+    raise UpstreamRejected(
+        status_code,
+        message,
+        error_type="invalid_request_error" if status_code < 500 else "server_error",
+        code=code,
+        headers={
+            name: response.headers[name] for name in _RETRY_HEADERS if name in response.headers
+        },
+    )

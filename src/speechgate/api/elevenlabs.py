@@ -1,0 +1,455 @@
+"""ElevenLabs' API, as its SDKs speak it: text to speech, voices and models.
+
+The routes translate ElevenLabs' wire format into a `SpeechRequest` and serve it through the
+same admission, metering, routing and service as `POST /v1/audio/speech`. Errors leave in
+ElevenLabs' shape, `{"detail": {"status": "<code>", "message": "..."}}`, which its SDKs hand
+to callers as the error's `body`.
+
+`GET /v1/models` is OpenAI's route too. ElevenLabs' clients always send `xi-api-key` (the API
+refuses requests without it), OpenAI's never do, so the header picks the shape: with it, a bare
+array of ElevenLabs model objects; without, OpenAI's list.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
+from starlette.types import Scope
+
+from speechgate.api.catalog import get_catalog
+from speechgate.api.errors import http_error, validation_error
+from speechgate.api.speech import AUDIO_CONTENT, require_json, respond
+from speechgate.api.state import app_state
+from speechgate.api.tenancy import CurrentPrincipal, admit_speech
+from speechgate.api.voices import get_voices
+from speechgate.audio.formats import OutputFormat, parse_format
+from speechgate.catalog import Catalog, Model, normalize
+from speechgate.errors import (
+    ModelNotFound,
+    NotFound,
+    SpeechgateError,
+    Unprocessable,
+    VoiceNotFound,
+    VoiceNotInstalled,
+)
+from speechgate.routing.router import Router
+from speechgate.speech import SpeechRequest
+from speechgate.voices.cloning import VoiceCloning
+from speechgate.voices.library import VoiceNotStored
+from speechgate.voices.naming import primary_language
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL_ID = "eleven_multilingual_v2"
+"""What ElevenLabs speaks with when a request names no model."""
+DEFAULT_OUTPUT_FORMAT = "mp3_44100_128"
+"""ElevenLabs' default `output_format`."""
+ELEVENLABS_MODEL_IDS = (
+    "eleven_multilingual_v2",
+    "eleven_v3",
+    "eleven_flash_v2_5",
+    "eleven_turbo_v2_5",
+    "eleven_flash_v2",
+    "eleven_turbo_v2",
+    "eleven_multilingual_v1",
+    "eleven_monolingual_v1",
+)
+"""ElevenLabs' own model ids, listed as aliases of the default model. Any other `eleven_` id is
+taken the same way: clients pick among them for speed or quality, which here is one choice."""
+_ELEVENLABS_PREFIX = "eleven_"
+_DEFAULT_MODEL = "tts-1"
+"""The catalog's alias for the default engine, which ElevenLabs' model ids stand for."""
+IGNORED_HEADER = "x-speechgate-ignored"
+"""Names the request's fields that were accepted but have no effect here."""
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def error_response(error: SpeechgateError) -> JSONResponse:
+    """`error` in ElevenLabs' shape. An unknown voice is 404 there (400 on OpenAI's route)."""
+    status = error.status_code
+    code = error.code or error.error_type
+    if isinstance(error, VoiceNotFound | VoiceNotInstalled | VoiceNotStored):
+        status, code = 404, "voice_not_found"
+    if status >= 500:
+        log.error("%s: %s", type(error).__name__, error.message)
+    return JSONResponse(
+        {"detail": {"status": code, "message": error.message}},
+        status_code=status,
+        headers=error.headers,
+    )
+
+
+class ElevenLabsRoute(APIRoute):
+    """A route whose errors, from its dependencies (the key, the limits) and body validation
+    included, leave in ElevenLabs' shape rather than through the app's OpenAI handlers."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except SpeechgateError as error:
+                return error_response(error)
+            except HTTPException as failed:
+                # FastAPI's own, such as a body it cannot parse.
+                return error_response(http_error(failed))
+            except RequestValidationError as invalid:
+                found = validation_error(invalid)
+                return error_response(
+                    Unprocessable(found.message, param=found.param, code=found.code)
+                )
+
+        return handle
+
+
+class _KeyedRoute(ElevenLabsRoute):
+    """Matches only requests with an `xi-api-key` header: ElevenLabs' clients, on a path
+    another API also serves."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if not any(name == b"xi-api-key" for name, _ in scope.get("headers", ())):
+            return Match.NONE, {}
+        return super().matches(scope)
+
+
+# --- wire models ----------------------------------------------------------------------------
+
+
+class ElevenLabsErrorDetail(BaseModel):
+    status: str
+    """A code: `invalid_api_key`, `voice_not_found`, `invalid_output_format`, ..."""
+    message: str
+
+
+class ElevenLabsError(BaseModel):
+    """ElevenLabs' error shape."""
+
+    detail: ElevenLabsErrorDetail
+
+
+router = APIRouter(
+    route_class=ElevenLabsRoute,
+    tags=["ElevenLabs"],
+    responses={
+        status: {"model": ElevenLabsError, "description": "An error, in ElevenLabs' shape."}
+        for status in (400, 401, 403, 404, 415, 422, 429, 500, 503)
+    },
+)
+
+
+class VoiceSettings(BaseModel):
+    # Later ElevenLabs fields (clone strength, ...) are accepted and have no effect.
+    model_config = ConfigDict(extra="ignore")
+
+    stability: float | None = Field(default=None, ge=0, le=1, description="Ignored.")
+    similarity_boost: float | None = Field(default=None, ge=0, le=1, description="Ignored.")
+    style: float | None = Field(default=None, ge=0, le=1, description="Ignored.")
+    use_speaker_boost: bool | None = Field(default=None, description="Ignored.")
+    speed: float | None = Field(default=None, ge=0.25, le=4.0, description="Honoured.")
+
+
+class TextToSpeechBody(BaseModel):
+    """ElevenLabs' text-to-speech body. Fields it has that do not apply here (pronunciation
+    dictionaries, request stitching ids, text normalization) are accepted and ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str = Field(min_length=1)
+    model_id: str | None = Field(
+        default=None,
+        description="A speechgate model or alias; ElevenLabs' `eleven_*` ids mean the default "
+        "model.",
+    )
+    voice_settings: VoiceSettings | None = None
+    language_code: str | None = Field(default=None, description="ISO 639-1, e.g. `de`.")
+    seed: int | None = Field(
+        default=None, ge=0, le=4294967295, description="Honoured where the engine can."
+    )
+    previous_text: str | None = Field(default=None, description="Accepted; ignored.")
+    next_text: str | None = Field(default=None, description="Accepted; ignored.")
+
+
+class Language(BaseModel):
+    language_id: str
+    name: str
+
+
+class ModelObject(BaseModel):
+    model_id: str
+    name: str
+    description: str
+    can_do_text_to_speech: bool = True
+    can_do_voice_conversion: bool = False
+    can_use_style: bool = False
+    can_use_speaker_boost: bool = False
+    can_be_finetuned: bool = False
+    serves_pro_voices: bool = False
+    languages: list[Language]
+
+
+class VoiceObject(BaseModel):
+    voice_id: str
+    name: str
+    category: str
+    """`premade` for an engine's voices, `cloned` for a stored one."""
+    labels: dict[str, str]
+    """language, gender, quality where known; `model`: the speechgate model that speaks it."""
+    description: str | None = None
+    high_quality_base_model_ids: list[str]
+    """The speechgate model to send as `model_id` with this voice."""
+    created_at_unix: int | None = None
+
+
+class VoicesResponse(BaseModel):
+    voices: list[VoiceObject]
+
+
+# --- text to speech -------------------------------------------------------------------------
+
+
+def _output_format(name: str) -> OutputFormat:
+    try:
+        return parse_format(name)
+    except ValueError as error:
+        raise Unprocessable(
+            str(error)[0].upper() + str(error)[1:] + ".",
+            param="output_format",
+            code="invalid_output_format",
+        ) from None
+
+
+def _model(routing: Router | None, catalog: Catalog, model_id: str | None) -> str:
+    """The speechgate model for ElevenLabs' `model_id` (absent: ElevenLabs' default): a route's
+    or the catalog's own name as it is, else ElevenLabs' ids the default model."""
+    model_id = model_id or DEFAULT_MODEL_ID
+    if routing is not None and routing.serves(model_id):
+        return model_id
+    try:
+        catalog.model(model_id)
+    except ModelNotFound:
+        if model_id.startswith(_ELEVENLABS_PREFIX):
+            return _DEFAULT_MODEL
+    return model_id
+
+
+def _seed(routed: bool, catalog: Catalog, model: str, seed: int | None) -> int | None:
+    """The seed, for an engine that can repeat itself; else dropped. ElevenLabs itself only
+    tries to be deterministic, so a client cannot count on it: better spoken than refused.
+    A routed request keeps it: its provider decides."""
+    if seed is None or routed:
+        return seed
+    try:
+        return seed if catalog.model(model).engine.supports_seed else None
+    except ModelNotFound:
+        # Planning will say so.
+        return seed
+
+
+def _ignored(body: TextToSpeechBody, seed: int | None) -> list[str]:
+    settings = body.voice_settings
+    names = [
+        f"voice_settings.{name}"
+        for name in ("stability", "similarity_boost", "style", "use_speaker_boost")
+        if settings is not None and getattr(settings, name) is not None
+    ]
+    names += [name for name in ("previous_text", "next_text") if getattr(body, name) is not None]
+    if body.seed is not None and seed is None:
+        names.append("seed")
+    return names
+
+
+_AUDIO: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The audio, streamed.", "content": AUDIO_CONTENT},
+}
+VoiceId = Annotated[str, Path(description="A voice id from `GET /v1/voices`, or a voice name.")]
+OutputFormatQuery = Annotated[
+    str,
+    Query(
+        description="`mp3_44100_128`, `pcm_24000`, `ulaw_8000`, `opus_48000_64`, ... or one of "
+        "OpenAI's names."
+    ),
+]
+LatencyQuery = Annotated[
+    int | None, Query(ge=0, le=4, description="Accepted; speechgate always streams at once.")
+]
+
+
+async def _speak(
+    request: Request, voice_id: str, body: TextToSpeechBody, output_format: str
+) -> Response:
+    fmt = _output_format(output_format)
+    state = app_state(request)
+    catalog, routing = state.runtime.catalog, state.router
+    model = _model(routing, catalog, body.model_id)
+    meter = await admit_speech(request, model, voice_id, len(body.text))
+    seed = _seed(routing is not None and routing.serves(model), catalog, model, body.seed)
+    speed = body.voice_settings.speed if body.voice_settings else None
+    speech = SpeechRequest(
+        model=model,
+        voice=voice_id,
+        format=fmt,
+        text=body.text,
+        speed=1.0 if speed is None else speed,
+        language=body.language_code,
+        seed=seed,
+    )
+    ignored = _ignored(body, seed)
+    headers = {IGNORED_HEADER: ", ".join(ignored)} if ignored else None
+    return await respond(request, speech, meter, headers=headers)
+
+
+@router.post(
+    "/v1/text-to-speech/{voice_id}",
+    summary="Text to speech (ElevenLabs-compatible)",
+    response_class=StreamingResponse,
+    responses=_AUDIO,
+    dependencies=[Depends(require_json)],
+)
+async def text_to_speech(
+    request: Request,
+    voice_id: VoiceId,
+    body: TextToSpeechBody,
+    output_format: OutputFormatQuery = DEFAULT_OUTPUT_FORMAT,
+    optimize_streaming_latency: LatencyQuery = None,
+    enable_logging: bool = True,
+) -> Response:
+    return await _speak(request, voice_id, body, output_format)
+
+
+@router.post(
+    "/v1/text-to-speech/{voice_id}/stream",
+    summary="Text to speech, streamed (ElevenLabs-compatible)",
+    response_class=StreamingResponse,
+    responses=_AUDIO,
+    dependencies=[Depends(require_json)],
+)
+async def text_to_speech_stream(
+    request: Request,
+    voice_id: VoiceId,
+    body: TextToSpeechBody,
+    output_format: OutputFormatQuery = DEFAULT_OUTPUT_FORMAT,
+    optimize_streaming_latency: LatencyQuery = None,
+    enable_logging: bool = True,
+) -> Response:
+    # The same as the route above: speechgate streams every response as its audio comes.
+    return await _speak(request, voice_id, body, output_format)
+
+
+# --- voices and models ----------------------------------------------------------------------
+
+
+def _voice_objects(catalog: Catalog, voices: VoiceCloning, owner: str | None) -> list[VoiceObject]:
+    builtin = [
+        VoiceObject(
+            voice_id=voice.id,
+            name=voice.name,
+            category="premade",
+            labels={
+                name: value
+                for name, value in {
+                    "language": voice.language and primary_language(voice.language),
+                    "accent": voice.language,
+                    "gender": voice.gender,
+                    "quality": voice.quality,
+                    "model": engine,
+                }.items()
+                if value
+            },
+            high_quality_base_model_ids=[engine],
+        )
+        for engine in catalog.engines
+        for voice in catalog.voices(engine)
+    ]
+    stored = [
+        VoiceObject(
+            voice_id=voice.id,
+            name=voice.name,
+            category="cloned",
+            labels={"model": voice.engine},
+            high_quality_base_model_ids=[voice.engine],
+            created_at_unix=voice.created_at,
+        )
+        for voice in voices.library.list(owner)
+        if voice.engine in catalog.engines
+    ]
+    return builtin + stored
+
+
+@router.get("/v1/voices", response_model=VoicesResponse, summary="Voices (ElevenLabs' shape)")
+async def list_voices(
+    principal: CurrentPrincipal,
+    catalog: Annotated[Catalog, Depends(get_catalog)],
+    voices: Annotated[VoiceCloning, Depends(get_voices)],
+    show_legacy: bool = False,
+) -> VoicesResponse:
+    return VoicesResponse(voices=_voice_objects(catalog, voices, principal.key_id))
+
+
+@router.get("/v1/voices/{voice_id}", response_model=VoiceObject, summary="One voice")
+async def get_voice(
+    voice_id: VoiceId,
+    principal: CurrentPrincipal,
+    catalog: Annotated[Catalog, Depends(get_catalog)],
+    voices: Annotated[VoiceCloning, Depends(get_voices)],
+) -> VoiceObject:
+    wanted = normalize(voice_id)
+    for voice in _voice_objects(catalog, voices, principal.key_id):
+        if voice.voice_id == voice_id or normalize(voice.voice_id) == wanted:
+            return voice
+    raise NotFound(
+        f"No voice has the voice_id {voice_id!r}; GET /v1/voices lists them.",
+        param="voice_id",
+        code="voice_not_found",
+    )
+
+
+def _model_object(catalog: Catalog, model: Model, alias_of: str | None = None) -> ModelObject:
+    engine = model.engine
+    languages = sorted(
+        {primary_language(v.language) for v in catalog.voices(engine.name) if v.language}
+    )
+    description = f"speechgate's {engine.name} engine" + (
+        f" ({alias_of}, as ElevenLabs' id)" if alias_of else ""
+    )
+    return ModelObject(
+        model_id=model.id if alias_of is None else alias_of,
+        name=model.id if alias_of is None else f"{alias_of} -> {model.id}",
+        description=description,
+        can_be_finetuned=engine.can_clone,
+        languages=[Language(language_id=tag, name=tag) for tag in languages],
+    )
+
+
+async def list_models(catalog: Annotated[Catalog, Depends(get_catalog)]) -> list[Any]:
+    models = [_model_object(catalog, model) for model in catalog.models]
+    try:
+        default = catalog.model(_DEFAULT_MODEL)
+    except ModelNotFound:
+        return models
+    return models + [
+        _model_object(catalog, default, alias_of=model_id) for model_id in ELEVENLABS_MODEL_IDS
+    ]
+
+
+router.add_api_route(
+    "/v1/models",
+    list_models,
+    methods=["GET"],
+    response_model=list[ModelObject],
+    summary="Models (ElevenLabs' shape, for requests with xi-api-key)",
+    # OpenAI's /v1/models documents the path; both in the schema would be one operation.
+    include_in_schema=False,
+    route_class_override=_KeyedRoute,
+)
