@@ -1,0 +1,229 @@
+"""Word and character timestamps: when each word of the client's text is heard in the audio.
+
+Protocol-neutral: front ends turn `WordTime`s into their own shapes (ElevenLabs' character
+`alignment`, an SSE event, caption files). Characters are offsets into the text an engine or the
+pipeline was given, never into a normalized copy; seconds are from the start of that text's
+audio, as sent (joins, pauses and speed included: see `speechgate.pipeline.speak_timed`).
+
+Engines anchor words from what they know (espeak-ng's word events, a model's phoneme
+durations) with `words_from_anchors`; `trim_ends` then ends each word where its sound stops
+rather than where the next word starts, so a pause belongs to no word.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from speechgate.audio.pcm import PcmChunk
+
+
+@dataclass(frozen=True)
+class WordTime:
+    """Characters `start_char:end_char` of the text are heard from `start_s` to `end_s`."""
+
+    start_char: int
+    end_char: int
+    start_s: float
+    end_s: float
+
+    def shifted(self, seconds: float = 0.0, chars: int = 0) -> WordTime:
+        return WordTime(
+            self.start_char + chars,
+            self.end_char + chars,
+            self.start_s + seconds,
+            self.end_s + seconds,
+        )
+
+    def scaled(self, factor: float) -> WordTime:
+        """Times multiplied by `factor` (1 / speed for a time stretch)."""
+        return replace(self, start_s=self.start_s * factor, end_s=self.end_s * factor)
+
+
+@dataclass(frozen=True)
+class TimedChunk:
+    """PCM and the words first known with it (their times may reach into later chunks: a word is
+    announced no later than the audio it describes)."""
+
+    pcm: PcmChunk
+    words: tuple[WordTime, ...] = ()
+
+
+@dataclass(frozen=True)
+class CharacterAlignment:
+    """ElevenLabs' `alignment` shape: one start and end time per character of the text."""
+
+    characters: list[str]
+    character_start_times_seconds: list[float]
+    character_end_times_seconds: list[float]
+
+
+# Punctuation at a token's edges is not spoken as part of the word ("(Hello," is "Hello"); a
+# token of punctuation only ("-", "&") stays whole, as an engine may still say it.
+_EDGE = "\"'\u201c\u201d\u2018\u2019()[]{}<>.,;:!?\u2026\u2014\u2013-\u00bf\u00a1*_"
+_TOKEN = re.compile(r"\S+")
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """The words of `text` as (start, end) character offsets: whitespace-separated tokens
+    without the punctuation at their edges."""
+    spans = []
+    for match in _TOKEN.finditer(text):
+        start, end = match.span()
+        while start < end and text[start] in _EDGE:
+            start += 1
+        while end > start and text[end - 1] in _EDGE:
+            end -= 1
+        spans.append((start, end) if start < end else match.span())
+    return spans
+
+
+def words_from_anchors(
+    text: str, anchors: Iterable[tuple[int, float]], end_s: float
+) -> list[WordTime]:
+    """Word times from (character offset, seconds) anchors: where an engine says it began
+    speaking the word at that offset of `text`.
+
+    A word starts at its earliest anchor; an anchor between words belongs to the next word. A
+    word without anchors (the engine merged it into another) starts by interpolation between its
+    neighbours, by characters, unless it is punctuation only: then it was not said, and is left
+    out. Each word ends where the next begins (the last at `end_s`); pass
+    the result through `trim_ends` to end them where their sound stops.
+    """
+    spans = word_spans(text)
+    if not spans:
+        return []
+    starts: list[float | None] = [None] * len(spans)
+    ends = [end for _, end in spans]
+    for position, seconds in anchors:
+        index = int(np.searchsorted(ends, position, side="right"))
+        if index >= len(spans):
+            index = len(spans) - 1
+        current = starts[index]
+        starts[index] = seconds if current is None else min(current, seconds)
+    known = [i for i, start in enumerate(starts) if start is not None]
+    if not known:
+        return []
+    filled = _interpolate(spans, starts, known, end_s)
+    # Anchors out of order (an engine revisiting a number's digits) must not reverse words.
+    for index in range(1, len(filled)):
+        filled[index] = max(filled[index], filled[index - 1])
+    words = []
+    for index, (start, end) in enumerate(spans):
+        if starts[index] is None and not any(char.isalnum() for char in text[start:end]):
+            continue  # punctuation the engine did not say ("-" between clauses)
+        following = filled[index + 1] if index + 1 < len(spans) else end_s
+        words.append(WordTime(start, end, filled[index], max(filled[index], following)))
+    return words
+
+
+def _interpolate(
+    spans: list[tuple[int, int]], starts: list[float | None], known: list[int], end_s: float
+) -> list[float]:
+    positions = [float(spans[i][0]) for i in known]
+    times = [start for start in starts if start is not None]
+    # Past the last anchor the words share the rest of the audio up to `end_s`.
+    if known[-1] != len(spans) - 1:
+        positions.append(float(spans[-1][1]))
+        times.append(max(end_s, times[-1]))
+    return [
+        start if start is not None else float(np.interp(span[0], positions, times))
+        for span, start in zip(spans, starts, strict=True)
+    ]
+
+
+# Below this (about -45 dBFS) a 10 ms window counts as silence when a word's end is trimmed.
+_SILENCE = 180
+_WINDOW_SECONDS = 0.01
+
+
+def trim_ends(words: Sequence[WordTime], pcm: PcmChunk, offset: float = 0.0) -> list[WordTime]:
+    """`words` (times from `offset` seconds before `pcm` starts) with each end moved back to
+    where the sound stops before it: a pause after a word is then the gap before the next."""
+    window = max(1, round(_WINDOW_SECONDS * pcm.sample_rate))
+    count = pcm.num_samples // window
+    if count == 0:
+        return list(words)
+    frames = np.abs(pcm.samples[: count * window].astype(np.int32)).reshape(count, window)
+    loud = frames.max(axis=1) > _SILENCE
+    trimmed = []
+    for word in words:
+        first = int((word.start_s - offset) * pcm.sample_rate) // window
+        last = int((word.end_s - offset) * pcm.sample_rate) // window
+        first, last = max(first, 0), min(last, count)
+        sounding = np.flatnonzero(loud[first:last])
+        if sounding.size:
+            end = offset + (first + int(sounding[-1]) + 1) * window / pcm.sample_rate
+            word = replace(word, end_s=max(word.start_s, min(word.end_s, end)))
+        trimmed.append(word)
+    return trimmed
+
+
+def carry_words(
+    transform: Callable[[Iterator[PcmChunk]], Iterator[PcmChunk]],
+    timed: Iterable[TimedChunk],
+    scale: float = 1.0,
+) -> Generator[TimedChunk]:
+    """`transform` (a fade, a resampler, a time stretch) applied to the PCM of `timed`, each
+    output chunk carrying the words of the input taken to make it, times multiplied by `scale`
+    (1 / speed for a stretch). Closing this closes both."""
+    source = iter(timed)
+    taken: list[WordTime] = []
+    rates: list[int] = []
+
+    def pcm() -> Generator[PcmChunk]:
+        try:
+            for chunk in source:
+                taken.extend(word.scaled(scale) for word in chunk.words)
+                rates.append(chunk.pcm.sample_rate)
+                yield chunk.pcm
+        finally:
+            if isinstance(source, Generator):
+                source.close()
+
+    output = transform(pcm())
+    with contextlib.closing(output) if isinstance(output, Generator) else contextlib.nullcontext():
+        for chunk in output:
+            words = tuple(taken)
+            taken.clear()
+            rates.append(chunk.sample_rate)
+            yield TimedChunk(chunk, words)
+    if taken:  # words of input the transform turned into no output at all
+        yield TimedChunk(PcmChunk(np.zeros(0, np.int16), rates[-1]), tuple(taken))
+
+
+def character_alignment(text: str, words: Sequence[WordTime]) -> CharacterAlignment:
+    """One start and end per character of `text`, from its word times.
+
+    A word's characters share its time evenly, in order. The characters between two words
+    (spaces, punctuation) share the gap from the first's end to the next's start evenly, those
+    before the first word run from 0 to its start, and those after the last sit at its end.
+    """
+    starts = [0.0] * len(text)
+    ends = [0.0] * len(text)
+    cursor_char, cursor_time = 0, 0.0
+    for word in sorted(words, key=lambda w: w.start_char):
+        if word.start_char < cursor_char:
+            continue
+        _spread(starts, ends, cursor_char, word.start_char, cursor_time, word.start_s)
+        _spread(starts, ends, word.start_char, word.end_char, word.start_s, word.end_s)
+        cursor_char, cursor_time = word.end_char, word.end_s
+    _spread(starts, ends, cursor_char, len(text), cursor_time, cursor_time)
+    return CharacterAlignment(list(text), starts, ends)
+
+
+def _spread(
+    starts: list[float], ends: list[float], first: int, last: int, begin: float, end: float
+) -> None:
+    count = last - first
+    if count <= 0:
+        return
+    end = max(end, begin)
+    step = (end - begin) / count
+    for index in range(count):
+        starts[first + index] = round(begin + index * step, 4)
+        ends[first + index] = round(begin + (index + 1) * step, 4)
