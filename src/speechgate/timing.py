@@ -13,7 +13,9 @@ rather than where the next word starts, so a pause belongs to no word.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import re
+import unicodedata
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -104,7 +106,7 @@ def words_from_anchors(
         if index >= len(spans):
             index = len(spans) - 1
         current = starts[index]
-        starts[index] = seconds if current is None else min(current, seconds)
+        starts[index] = float(seconds) if current is None else min(current, float(seconds))
     known = [i for i, start in enumerate(starts) if start is not None]
     if not known:
         return []
@@ -227,3 +229,33 @@ def _spread(
     for index in range(count):
         starts[first + index] = round(begin + index * step, 4)
         ends[first + index] = round(begin + (index + 1) * step, 4)
+
+
+def first_sounds(words: Sequence[Sequence[str]], spoken: Sequence[str]) -> list[int | None]:
+    """For each word's phonemes in `words` (each phonemized alone), the index in `spoken` (the
+    phonemes of the whole text, as the engine spoke them) of its first sound, or None.
+
+    The two are aligned on sounds only (letters and combining marks: spaces, punctuation and
+    stress marks differ between a word alone and in context), so a word spoken as several
+    ("1,234") or one the context changes ("the") still finds its place.
+    """
+    ours: list[str] = []
+    owner: list[int] = []
+    for index, phonemes in enumerate(words):
+        for phoneme in phonemes:
+            if _is_sound(phoneme):
+                ours.append(phoneme)
+                owner.append(index)
+    theirs = [index for index, phoneme in enumerate(spoken) if _is_sound(phoneme)]
+    matcher = difflib.SequenceMatcher(None, ours, [spoken[i] for i in theirs], autojunk=False)
+    firsts: list[int | None] = [None] * len(words)
+    for block in matcher.get_matching_blocks():
+        for offset in range(block.size):
+            word = owner[block.a + offset]
+            if firsts[word] is None:
+                firsts[word] = theirs[block.b + offset]
+    return firsts
+
+
+def _is_sound(phoneme: str) -> bool:
+    return bool(phoneme) and unicodedata.category(phoneme[0])[0] in "LM" and phoneme not in "ˈˌː"
