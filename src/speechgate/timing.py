@@ -6,8 +6,8 @@ pipeline was given, never into a normalized copy; seconds are from the start of 
 audio, as sent (joins, pauses and speed included: see `speechgate.pipeline.speak_timed`).
 
 Engines anchor words from what they know (espeak-ng's word events, a model's phoneme
-durations) with `words_from_anchors`; `trim_ends` then ends each word where its sound stops
-rather than where the next word starts, so a pause belongs to no word.
+durations) with `words_from_anchors`; `trim_ends` then fits each word to its sound, so a pause
+belongs to no word.
 """
 
 from __future__ import annotations
@@ -144,8 +144,9 @@ _WINDOW_SECONDS = 0.01
 
 
 def trim_ends(words: Sequence[WordTime], pcm: PcmChunk, offset: float = 0.0) -> list[WordTime]:
-    """`words` (times from `offset` seconds before `pcm` starts) with each end moved back to
-    where the sound stops before it: a pause after a word is then the gap before the next."""
+    """`words` (times from `offset` seconds before `pcm` starts) trimmed to their sound: each
+    start moved on past silence to where the sound begins, each end back to where it stops. A
+    pause (after a comma, a stop's closure before its burst) then falls between words."""
     window = max(1, round(_WINDOW_SECONDS * pcm.sample_rate))
     count = pcm.num_samples // window
     if count == 0:
@@ -154,13 +155,14 @@ def trim_ends(words: Sequence[WordTime], pcm: PcmChunk, offset: float = 0.0) -> 
     loud = frames.max(axis=1) > _SILENCE
     trimmed = []
     for word in words:
-        first = int((word.start_s - offset) * pcm.sample_rate) // window
-        last = int((word.end_s - offset) * pcm.sample_rate) // window
-        first, last = max(first, 0), min(last, count)
+        first = max(int((word.start_s - offset) * pcm.sample_rate) // window, 0)
+        last = min(-(-int((word.end_s - offset) * pcm.sample_rate) // window), count)
         sounding = np.flatnonzero(loud[first:last])
         if sounding.size:
+            start = offset + (first + int(sounding[0])) * window / pcm.sample_rate
             end = offset + (first + int(sounding[-1]) + 1) * window / pcm.sample_rate
-            word = replace(word, end_s=max(word.start_s, min(word.end_s, end)))
+            start = min(max(word.start_s, start), word.end_s)
+            word = replace(word, start_s=start, end_s=max(start, min(word.end_s, end)))
         trimmed.append(word)
     return trimmed
 
