@@ -57,7 +57,7 @@ _TEMPLATES = [
     "The invoice came to $1,249.99, which {name} paid in full.",
     "Is it true that {name} ran 42 kilometres in {place}?",
     "We need 3 eggs, 250 grams of flour, and a pinch of salt.",
-    "{name} said: \"The meeting in {place} starts at 9:15, not 10.\"",
+    '{name} said: "The meeting in {place} starts at 9:15, not 10."',
     "Prices rose by 4.5% last year; in {place}, they rose by nearly 7%.",
     "Room 101 is on the second floor, past the library and the café.",
     "{name}, please read chapters 4 through 9 before Thursday's seminar.",
@@ -186,7 +186,9 @@ def drift(pairs: list[Matched], seconds: float) -> dict[str, Any]:
     times = np.array([pair.reference for pair in pairs])
     errors = np.array([pair.error for pair in pairs]) * 1000
     slope = float(np.polyfit(times, errors, 1)[0]) * 60 if len(pairs) > 2 else 0.0
-    thirds = [errors[(times >= seconds * i / 3) & (times < seconds * (i + 1) / 3)] for i in range(3)]
+    thirds = [
+        errors[(times >= seconds * i / 3) & (times < seconds * (i + 1) / 3)] for i in range(3)
+    ]
     return {
         "audio_s": round(seconds, 1),
         "matched": len(pairs),
@@ -243,4 +245,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

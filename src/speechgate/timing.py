@@ -114,12 +114,17 @@ def words_from_anchors(
     # Anchors out of order (an engine revisiting a number's digits) must not reverse words.
     for index in range(1, len(filled)):
         filled[index] = max(filled[index], filled[index - 1])
+    # Punctuation the engine did not say ("-" between clauses) is no word.
+    kept = [
+        index
+        for index, (start, end) in enumerate(spans)
+        if starts[index] is not None or any(char.isalnum() for char in text[start:end])
+    ]
     words = []
-    for index, (start, end) in enumerate(spans):
-        if starts[index] is None and not any(char.isalnum() for char in text[start:end]):
-            continue  # punctuation the engine did not say ("-" between clauses)
-        following = filled[index + 1] if index + 1 < len(spans) else end_s
-        words.append(WordTime(start, end, filled[index], max(filled[index], following)))
+    for index, following in zip(kept, [*kept[1:], None], strict=True):
+        start_s = filled[index]
+        end = end_s if following is None else filled[following]
+        words.append(WordTime(*spans[index], start_s, max(start_s, end)))
     return words
 
 
@@ -138,31 +143,25 @@ def _interpolate(
     ]
 
 
-# Below this (about -45 dBFS) a 10 ms window counts as silence when a word's end is trimmed.
+# Below this (about -45 dBFS) a sample counts as silence when words are fitted to their sound.
 _SILENCE = 180
-_WINDOW_SECONDS = 0.01
 
 
 def trim_ends(words: Sequence[WordTime], pcm: PcmChunk, offset: float = 0.0) -> list[WordTime]:
     """`words` (times from `offset` seconds before `pcm` starts) trimmed to their sound: each
     start moved on past silence to where the sound begins, each end back to where it stops. A
     pause (after a comma, a stop's closure before its burst) then falls between words."""
-    window = max(1, round(_WINDOW_SECONDS * pcm.sample_rate))
-    count = pcm.num_samples // window
-    if count == 0:
-        return list(words)
-    frames = np.abs(pcm.samples[: count * window].astype(np.int32)).reshape(count, window)
-    loud = frames.max(axis=1) > _SILENCE
+    rate = pcm.sample_rate
+    loud = np.abs(pcm.samples.astype(np.int32)) > _SILENCE
     trimmed = []
     for word in words:
-        first = max(int((word.start_s - offset) * pcm.sample_rate) // window, 0)
-        last = min(-(-int((word.end_s - offset) * pcm.sample_rate) // window), count)
+        first = max(round((word.start_s - offset) * rate), 0)
+        last = min(round((word.end_s - offset) * rate), pcm.num_samples)
         sounding = np.flatnonzero(loud[first:last])
         if sounding.size:
-            start = offset + (first + int(sounding[0])) * window / pcm.sample_rate
-            end = offset + (first + int(sounding[-1]) + 1) * window / pcm.sample_rate
-            start = min(max(word.start_s, start), word.end_s)
-            word = replace(word, start_s=start, end_s=max(start, min(word.end_s, end)))
+            start = offset + (first + int(sounding[0])) / rate
+            end = offset + (first + int(sounding[-1]) + 1) / rate
+            word = replace(word, start_s=start, end_s=max(start, end))
         trimmed.append(word)
     return trimmed
 
@@ -259,5 +258,9 @@ def first_sounds(words: Sequence[Sequence[str]], spoken: Sequence[str]) -> list[
     return firsts
 
 
+# Primary and secondary stress, length: modifier letters, but no sound of their own.
+_MARKS = "\u02c8\u02cc\u02d0"
+
+
 def _is_sound(phoneme: str) -> bool:
-    return bool(phoneme) and unicodedata.category(phoneme[0])[0] in "LM" and phoneme not in "ˈˌː"
+    return bool(phoneme) and unicodedata.category(phoneme[0])[0] in "LM" and phoneme not in _MARKS
