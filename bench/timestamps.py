@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -112,6 +111,7 @@ class Matched:
     text: str
     ours: float
     reference: float
+    after_silence: bool = False
 
     @property
     def error(self) -> float:
@@ -152,7 +152,9 @@ def speak(engine: Engine, voice: str, text: str) -> tuple[PcmChunk, list[WordTim
     return PcmChunk(samples, engine.sample_rate), [w for chunk in chunks for w in chunk.words]
 
 
-def match(text: str, ours: list[WordTime], reference: list[tuple[str, float]]) -> list[Matched]:
+def match(
+    text: str, ours: list[WordTime], reference: list[tuple[str, float]], pcm: PcmChunk
+) -> list[Matched]:
     """Pairs of equal words, by aligning the two normalized word sequences (jiwer)."""
     mine = [(normalize(text[w.start_char : w.end_char]), w.start_s) for w in ours]
     theirs = [(normalize(word), start) for word, start in reference]
@@ -167,18 +169,44 @@ def match(text: str, ours: list[WordTime], reference: list[tuple[str, float]]) -
             continue
         for offset in range(chunk.ref_end_idx - chunk.ref_start_idx):
             word, start = mine[chunk.ref_start_idx + offset]
-            pairs.append(Matched(word, start, theirs[chunk.hyp_start_idx + offset][1]))
+            before = pcm.samples[
+                max(0, round((start - 0.06) * pcm.sample_rate)) : round(start * pcm.sample_rate)
+            ]
+            silent = (
+                start >= 0.06
+                and bool(before.size)
+                and int(np.abs(before.astype(np.int32)).max()) <= 180
+            )
+            pairs.append(Matched(word, start, theirs[chunk.hyp_start_idx + offset][1], silent))
     return pairs
 
 
 def summary(pairs: list[Matched], total: int) -> dict[str, Any]:
-    errors = np.array([abs(pair.error) for pair in pairs]) * 1000
+    signed = np.array([pair.error for pair in pairs]) * 1000
+    errors = np.abs(signed)
+    # Spread around the typical offset: what is left once a constant lag (the reference's own,
+    # see `after_silence`) is taken out.
+    centred = np.abs(signed - np.median(signed))
     return {
         "words": total,
         "matched": len(pairs),
         "median_abs_ms": round(float(np.median(errors)), 1),
         "p90_abs_ms": round(float(np.percentile(errors, 90)), 1),
-        "mean_signed_ms": round(statistics.fmean(p.error for p in pairs) * 1000, 1),
+        "mean_signed_ms": round(float(np.mean(signed)), 1),
+        "median_signed_ms": round(float(np.median(signed)), 1),
+        "offset_removed_median_abs_ms": round(float(np.median(centred)), 1),
+        "offset_removed_p90_abs_ms": round(float(np.percentile(centred, 90)), 1),
+        "after_silence": after_silence(pairs),
+    }
+
+
+def after_silence(pairs: list[Matched]) -> dict[str, Any]:
+    """The signed error of words that follow 60 ms of digital silence: there our start is
+    where the sound begins (unambiguous), so their error is the reference's own lag."""
+    chosen = [pair.error * 1000 for pair in pairs if pair.after_silence]
+    return {
+        "words": len(chosen),
+        "median_signed_ms": round(float(np.median(chosen)), 1) if chosen else None,
     }
 
 
@@ -201,7 +229,7 @@ def drift(pairs: list[Matched], seconds: float) -> dict[str, Any]:
     }
 
 
-def run_engine(name: str, reference: Reference, count: int) -> dict[str, Any]:
+def run_engine(name: str, reference: Reference, count: int, long_chars: int) -> dict[str, Any]:
     engine = load_engine(EngineConfig(name))
     voice = _VOICES.get(name) or engine.voices()[0].id
     try:
@@ -211,13 +239,18 @@ def run_engine(name: str, reference: Reference, count: int) -> dict[str, Any]:
         for text in sentences(count):
             pcm, words = speak(engine, voice, text)
             total += len(words)
-            pairs += match(text, words, reference.words(pcm))
-        result = {"engine": name, "voice": voice, "sentences": summary(pairs, total)}
-        text = long_text()
-        pcm, words = speak(engine, voice, text)
-        result["long_text"] = {"characters": len(text)} | drift(
-            match(text, words, reference.words(pcm)), pcm.duration
-        )
+            pairs += match(text, words, reference.words(pcm), pcm)
+        result: dict[str, Any] = {
+            "engine": name,
+            "voice": voice,
+            "sentences": summary(pairs, total),
+        }
+        if long_chars:
+            text = long_text(long_chars)
+            pcm, words = speak(engine, voice, text)
+            result["long_text"] = {"characters": len(text)} | drift(
+                match(text, words, reference.words(pcm), pcm), pcm.duration
+            )
         result["seconds"] = round(time.perf_counter() - started, 1)
         return result
     finally:
@@ -228,13 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--engines", nargs="+", default=["espeak", "piper"])
     parser.add_argument("--sentences", type=int, default=50)
+    parser.add_argument("--long-chars", type=int, default=3000, help="0: no drift text")
     parser.add_argument("--threads", type=int, default=1, help="whisper's CPU threads")
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args(argv)
     reference = Reference(args.threads)
     results = []
     for name in args.engines:
-        result = run_engine(name, reference, args.sentences)
+        result = run_engine(name, reference, args.sentences, args.long_chars)
         results.append(result)
         print(json.dumps(result), flush=True)
     if args.json:

@@ -72,9 +72,11 @@ def pinned_session(
     )
 
 
-def with_output(model: Path, op_type: str, name: str | None = None) -> bytes | None:
-    """`model` serialized with the output of its one `op_type` node (or the one named `name`)
-    as an extra graph output, or None when there is no such node.
+def with_output(
+    model: Path, op_type: str, name: str | None = None, output: str | None = None
+) -> bytes | None:
+    """`model` serialized with the result of its one `op_type` node (or the one named `name`)
+    as an extra graph output, called `output` if given, or None when there is no such node.
 
     TTS graphs compute phoneme durations inside (a Ceil or Round of the predicted lengths) but
     their published exports output only audio; exposing that tensor costs nothing at run time
@@ -90,7 +92,11 @@ def with_output(model: Path, op_type: str, name: str | None = None) -> bytes | N
     ]
     if len(found) != 1:
         return None
-    graph.graph.output.append(onnx.ValueInfoProto(name=found[0].output[0]))
+    tensor = found[0].output[0]
+    if output is not None:
+        graph.graph.node.append(onnx.helper.make_node("Identity", [tensor], [output]))
+        tensor = output
+    graph.graph.output.append(onnx.ValueInfoProto(name=tensor))
     return bytes(graph.SerializeToString())
 
 
