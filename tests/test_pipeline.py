@@ -143,3 +143,20 @@ def test_espeak_word_times_map_to_the_clients_text_and_lie_on_its_audio() -> Non
             ]
     # espeak-ng speaks faster at speed 2 (words per minute): the words come about twice as soon.
     assert 0.4 < fast[-1].start_s / words[-1].start_s < 0.6
+
+
+def test_rendered_chunks_carry_each_word_no_later_than_its_audio() -> None:
+    text = "One two. Three four five."
+    spec = OutputSpec(AudioFormat.PCM, 24000, word_times=True)
+    chunks = list(render(_Clicks(), SynthesisRequest(text, "v"), spec))
+    sent = 0.0
+    words = []
+    for chunk in chunks:
+        for word in chunk.words:
+            assert word.start_s >= sent
+            words.append(text[word.start_char : word.end_char])
+        sent += chunk.audio_seconds
+    assert words == ["One", "two", "Three", "four", "five"]
+    # Without asking, no words (and no cost of finding them).
+    plain = render(_Clicks(), SynthesisRequest(text, "v"), OutputSpec(AudioFormat.PCM, 24000))
+    assert all(not chunk.words for chunk in plain)
