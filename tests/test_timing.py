@@ -11,6 +11,7 @@ from speechgate.timing import (
     WordTime,
     carry_words,
     character_alignment,
+    estimate_words,
     first_sounds,
     trim_ends,
     word_spans,
@@ -113,3 +114,13 @@ def test_a_word_is_found_among_the_phonemes_of_the_whole_text() -> None:
     firsts = first_sounds(words, spoken)
     assert [spoken[i] if i is not None else None for i in firsts] == ["ð", "w", "k"]
     assert firsts == [0, 3, 18]
+
+
+def test_an_estimate_gives_each_phrase_its_run_of_sound() -> None:
+    # Two phrases, two runs of sound: "world" starts with the second run, not by its letters.
+    pcm = bursts((0.1, 0.9), (1.5, 1.8), seconds=2.0)
+    text = "Hello there, world."
+    words = estimate_words(text, pcm)
+    assert said(text, words) == ["Hello", "there", "world"]
+    assert [round(w.start_s, 2) for w in words] == [0.1, round(0.1 + 0.8 * 5 / 10, 2), 1.5]
+    assert round(words[-1].end_s, 2) == 1.8

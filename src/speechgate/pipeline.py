@@ -22,14 +22,7 @@ from speechgate.audio.loudness import normalize_loudness
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import Engine, SynthesisRequest, WordTimer
 from speechgate.text.segment import offsets, segment
-from speechgate.timing import (
-    TimedChunk,
-    WordTime,
-    carry_words,
-    trim_ends,
-    word_spans,
-    words_from_anchors,
-)
+from speechgate.timing import TimedChunk, WordTime, carry_words, estimate_words
 
 
 @dataclass(frozen=True)
@@ -132,32 +125,16 @@ def _synthesize(engine: Engine, request: SynthesisRequest, timed: bool) -> Itera
 
 
 def _estimated(chunks: Iterator[PcmChunk], text: str) -> Generator[TimedChunk]:
-    """Words spread over the sounding part of all of `chunks` by their share of the
-    characters: for engines that cannot say when their words are heard."""
+    """`chunks` whole, with `estimate_words` for their words: for engines that cannot say when
+    their words are heard."""
     with contextlib.closing(chunks) if isinstance(chunks, Generator) else contextlib.nullcontext():
         held = list(chunks)
     if not held:
         return
     whole = PcmChunk(np.concatenate([chunk.samples for chunk in held]), held[0].sample_rate)
-    sounding = np.flatnonzero(np.abs(whole.samples.astype(np.int32)) > _SOUNDING)
-    first, last = (sounding[0], sounding[-1] + 1) if sounding.size else (0, whole.num_samples)
-    spans = word_spans(text)
-    if spans:
-        lo, hi = spans[0][0], spans[-1][1]
-        span_s = (last - first) / whole.sample_rate
-        anchors = [
-            (s, first / whole.sample_rate + span_s * (s - lo) / max(1, hi - lo)) for s, _ in spans
-        ]
-        words = trim_ends(words_from_anchors(text, anchors, last / whole.sample_rate), whole)
-    else:
-        words = []
-    yield TimedChunk(held[0], tuple(words))
+    yield TimedChunk(held[0], tuple(estimate_words(text, whole)))
     for chunk in held[1:]:
         yield TimedChunk(chunk)
-
-
-# Above this, a sample is speech when estimating where a segment's speech starts and ends.
-_SOUNDING = 500
 
 
 def render(

@@ -264,3 +264,59 @@ _MARKS = "\u02c8\u02cc\u02d0"
 
 def _is_sound(phoneme: str) -> bool:
     return bool(phoneme) and unicodedata.category(phoneme[0])[0] in "LM" and phoneme not in _MARKS
+
+
+# Estimating: a pause is at least this long, and quieter than this share of the loudest 10 ms.
+_PAUSE_SECONDS = 0.12
+_QUIET_SHARE = 0.04
+_BREAK = re.compile("[,;:.!?\u2026\u2014\u2013]")
+
+
+def estimate_words(text: str, pcm: PcmChunk) -> list[WordTime]:
+    """Word times for `text` spoken as `pcm`, by an engine that cannot say them.
+
+    Where the audio has as many runs of sound between pauses as the text has phrases (split at
+    clause punctuation), each phrase is given its run; otherwise the whole text the span from
+    the first sound to the last. Within that, words share the time by their letters and digits.
+    """
+    spans = word_spans(text)
+    if not spans:
+        return []
+    runs = _sound_runs(pcm)
+    if not runs:
+        return []
+    phrases: list[list[tuple[int, int]]] = [[]]
+    for index, span in enumerate(spans):
+        phrases[-1].append(span)
+        following = text[span[1] : spans[index + 1][0]] if index + 1 < len(spans) else ""
+        if _BREAK.search(following):
+            phrases.append([])
+    phrases = [phrase for phrase in phrases if phrase]
+    if len(phrases) != len(runs):
+        phrases, runs = [spans], [(runs[0][0], runs[-1][1])]
+    anchors: list[tuple[int, float]] = []
+    for phrase, (begin, end) in zip(phrases, runs, strict=True):
+        weights = np.array([max(1, sum(c.isalnum() for c in text[a:b])) for a, b in phrase])
+        offsets = np.concatenate([[0.0], np.cumsum(weights)[:-1]]) / weights.sum()
+        anchors += [
+            (a, begin + (end - begin) * float(o)) for (a, _), o in zip(phrase, offsets, strict=True)
+        ]
+    return trim_ends(words_from_anchors(text, anchors, runs[-1][1]), pcm)
+
+
+def _sound_runs(pcm: PcmChunk) -> list[tuple[float, float]]:
+    """(start, end) seconds of each stretch of sound between pauses in `pcm`."""
+    window = max(1, round(0.01 * pcm.sample_rate))
+    count = pcm.num_samples // window
+    if count == 0:
+        return []
+    peaks = np.abs(pcm.samples[: count * window].astype(np.int32)).reshape(count, window).max(1)
+    loud = peaks > max(_SILENCE, _QUIET_SHARE * int(peaks.max()))
+    runs: list[list[int]] = []
+    shortest_pause = round(_PAUSE_SECONDS / 0.01)
+    for index in np.flatnonzero(loud):
+        if runs and index - runs[-1][1] <= shortest_pause:
+            runs[-1][1] = int(index) + 1
+        else:
+            runs.append([int(index), int(index) + 1])
+    return [(a * window / pcm.sample_rate, b * window / pcm.sample_rate) for a, b in runs]
