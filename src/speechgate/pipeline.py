@@ -80,8 +80,8 @@ def speak_timed(
     between segments and `request.speed` included.
 
     An engine that is a `WordTimer` says when its words are heard; for any other, each
-    segment's words are spread over its audio by their length in characters (an estimate, and
-    the segment's audio is held until it is whole).
+    segment's words are estimated from its audio (`speechgate.timing.estimate_words`: coarse,
+    and the segment's audio is held until it is whole).
     """
     return _segments(engine, request, loudness, timed=True)
 
@@ -118,10 +118,16 @@ def _segments(
 
 def _synthesize(engine: Engine, request: SynthesisRequest, timed: bool) -> Iterator[TimedChunk]:
     if not timed:
-        return (TimedChunk(pcm) for pcm in engine.synthesize(request))
+        return _untimed(engine.synthesize(request))
     if isinstance(engine, WordTimer):
         return engine.synthesize_timed(request)
     return _estimated(engine.synthesize(request), request.text)
+
+
+def _untimed(chunks: Iterator[PcmChunk]) -> Generator[TimedChunk]:
+    with contextlib.closing(chunks) if isinstance(chunks, Generator) else contextlib.nullcontext():
+        for pcm in chunks:
+            yield TimedChunk(pcm)
 
 
 def _estimated(chunks: Iterator[PcmChunk], text: str) -> Generator[TimedChunk]:
