@@ -50,6 +50,12 @@ _SHORT = [
     "Fine; go ahead.",
     "It's 7:30.",
     "Call me at noon.",
+    "Absolutely not!",
+    "Who's there?",
+    "Well, maybe.",
+    "Page 12, line 3.",
+    "Good night, everyone.",
+    "Thank you, Doctor.",
 ]
 _TEMPLATES = [
     "{name} flew to {place} on March 3rd, 2024, and stayed for 12 days.",
@@ -72,19 +78,21 @@ _TEMPLATES = [
 
 
 def sentences(count: int) -> list[str]:
-    """`count` varied sentences, the same ones on every run."""
+    """`count` varied sentences (all different, up to 80), the same ones on every run."""
     out: list[str] = []
     index = 0
     while len(out) < count:
+        # Every round of the templates moves names and places on, so no sentence repeats.
+        turn = index // len(_TEMPLATES)
         if index % 4 == 3:
-            out.append(_SHORT[index // 4 % len(_SHORT)])
+            candidate = _SHORT[index // 4 % len(_SHORT)]
         else:
-            template = _TEMPLATES[index % len(_TEMPLATES)]
-            out.append(
-                template.format(
-                    name=_NAMES[index % len(_NAMES)], place=_PLACES[(index * 3) % len(_PLACES)]
-                )
+            candidate = _TEMPLATES[index % len(_TEMPLATES)].format(
+                name=_NAMES[(index + turn) % len(_NAMES)],
+                place=_PLACES[(index * 3 + turn * 2) % len(_PLACES)],
             )
+        if candidate not in out:
+            out.append(candidate)
         index += 1
     return out
 
@@ -92,7 +100,7 @@ def sentences(count: int) -> list[str]:
 def long_text(characters: int = 3000) -> str:
     """About `characters` of running prose built from the sentences."""
     parts: list[str] = []
-    for sentence in sentences(200):
+    for sentence in sentences(60):
         if sum(len(p) + 1 for p in parts) >= characters:
             break
         parts.append(sentence)
