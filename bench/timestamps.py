@@ -221,7 +221,13 @@ def after_silence(pairs: list[Matched]) -> dict[str, Any]:
 def drift(pairs: list[Matched], seconds: float) -> dict[str, Any]:
     times = np.array([pair.reference for pair in pairs])
     errors = np.array([pair.error for pair in pairs]) * 1000
-    slope = float(np.polyfit(times, errors, 1)[0]) * 60 if len(pairs) > 2 else 0.0
+    # Theil-Sen: the median of the slopes between all pairs of words, so a few words the
+    # reference misplaces by seconds cannot tilt it as they tilt a least-squares line.
+    first, second = np.triu_indices(len(pairs), 1)
+    apart = times[second] - times[first]
+    usable = apart > 1.0
+    slopes = (errors[second] - errors[first])[usable] / apart[usable]
+    slope = float(np.median(slopes)) * 60 if slopes.size else 0.0
     thirds = [
         errors[(times >= seconds * i / 3) & (times < seconds * (i + 1) / 3)] for i in range(3)
     ]
@@ -234,6 +240,7 @@ def drift(pairs: list[Matched], seconds: float) -> dict[str, Any]:
         ],
         "median_abs_ms": round(float(np.median(np.abs(errors))), 1),
         "p90_abs_ms": round(float(np.percentile(np.abs(errors), 90)), 1),
+        "over_500_ms": int((np.abs(errors) > 500).sum()),
     }
 
 
@@ -267,8 +274,9 @@ def run_engine(
         result: dict[str, Any] = {
             "engine": name + (" (estimated)" if estimate else ""),
             "voice": voice,
-            "sentences": summary(pairs, total),
         }
+        if pairs:
+            result["sentences"] = summary(pairs, total)
         if long_chars:
             text = long_text(long_chars)
             pcm, words = speak(engine, voice, text)
