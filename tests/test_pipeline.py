@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+
+import numpy as np
 
 from speechgate.audio.formats import AudioFormat
+from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import SynthesisRequest, load_engine
-from speechgate.engines.base import EngineConfig
-from speechgate.pipeline import OutputSpec, render
+from speechgate.engines.base import Engine, EngineConfig, Voice
+from speechgate.pipeline import SEGMENT_PAUSE, OutputSpec, render, speak_timed
+from speechgate.timing import TimedChunk, WordTime, word_spans
 
 
 def test_chunks_carry_the_time_since_rendering_began() -> None:
@@ -29,3 +34,129 @@ def test_chunks_carry_the_time_since_rendering_began() -> None:
     assert len(chunks) > 2
     assert elapsed == sorted(elapsed)
     assert 0 < elapsed[0] < elapsed[-1] <= total
+
+
+class _Clicks:
+    """A deterministic WordTimer: every word is 0.2 s of tone after 0.1 s of silence, and says
+    so; `speed` shortens both."""
+
+    name = "clicks"
+    sample_rate = 16000
+    supports_instructions = supports_seed = blends_voices = False
+
+    def voices(self) -> list[Voice]:
+        return [Voice("v", "v")]
+
+    def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
+        return (chunk.pcm for chunk in self.synthesize_timed(request))
+
+    def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
+        gap, tone = 0.1 / request.speed, 0.2 / request.speed
+        for index, (start, end) in enumerate(word_spans(request.text)):
+            begin = index * (gap + tone) + gap
+            samples = np.zeros(round((gap + tone) * self.sample_rate), np.int16)
+            samples[round(gap * self.sample_rate) :] = 9000
+            word = WordTime(start, end, begin, begin + tone)
+            yield TimedChunk(PcmChunk(samples, self.sample_rate), (word,))
+
+    def close(self) -> None:
+        pass
+
+
+def _spoken(engine: Engine, text: str, speed: float = 1.0) -> tuple[PcmChunk, list[WordTime]]:
+    chunks = list(speak_timed(engine, SynthesisRequest(text, engine.voices()[0].id, speed=speed)))
+    audio = PcmChunk(np.concatenate([c.pcm.samples for c in chunks]), engine.sample_rate)
+    return audio, [word for chunk in chunks for word in chunk.words]
+
+
+def test_word_times_take_in_the_pauses_between_segments_and_the_speed() -> None:
+    # Two segments: the second starts after the first's audio (0.9 s) and the pause.
+    text = "\tOne two three. Four five."
+    _, words = _spoken(_Clicks(), text)
+    assert [text[w.start_char : w.end_char] for w in words] == [
+        "One",
+        "two",
+        "three",
+        "Four",
+        "five",
+    ]
+    second = 0.9 + SEGMENT_PAUSE
+    expected = [0.1, 0.4, 0.7, second + 0.1, second + 0.4]
+    assert np.allclose([w.start_s for w in words], expected)
+    _, fast = _spoken(_Clicks(), text, speed=2.0)
+    assert np.allclose(
+        [w.start_s for w in fast],
+        [0.05, 0.2, 0.35, 0.45 + SEGMENT_PAUSE + 0.05, 0.45 + SEGMENT_PAUSE + 0.2],
+    )
+
+
+def test_an_engine_without_word_times_gets_them_estimated_from_its_audio() -> None:
+    class Untimed(_Clicks):
+        synthesize_timed = None  # type: ignore[assignment]
+
+        def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
+            return (chunk.pcm for chunk in _Clicks.synthesize_timed(self, request))
+
+    text = "Aa bb. Cc dd ee."
+    audio, words = _spoken(Untimed(), text)
+    assert [text[w.start_char : w.end_char] for w in words] == ["Aa", "bb", "Cc", "dd", "ee"]
+    assert [w.start_s for w in words] == sorted(w.start_s for w in words)
+    assert words[0].start_s >= 0
+    assert words[-1].end_s <= audio.duration
+
+
+def test_espeak_word_times_map_to_the_clients_text_and_lie_on_its_audio() -> None:
+    text = '  "Dr. Okafor paid $1,249.99\x00 on 3 March \u2014 naïve, wasn\'t it?"\n\nYes!  '
+    engine = load_engine(EngineConfig("espeak"))
+    try:
+        audio, words = _spoken(engine, text)
+        fast_audio, fast = _spoken(engine, text, speed=2.0)
+    finally:
+        engine.close()
+    expected = [
+        "Dr",
+        "Okafor",
+        "paid",
+        "$1,249.99",
+        "on",
+        "3",
+        "March",
+        "naïve",
+        "wasn't",
+        "it",
+        "Yes",
+    ]
+    for spoken, times in ((audio, words), (fast_audio, fast)):
+        assert [text[w.start_char : w.end_char] for w in times] == expected
+        starts = [w.start_s for w in times]
+        assert starts == sorted(starts)
+        assert all(w.start_s <= w.end_s for w in times)
+        assert times[-1].end_s <= spoken.duration
+        # Every word starts on sound: the 20 ms after its start are not silent.
+        rate = spoken.sample_rate
+        for word in times:
+            window = spoken.samples[
+                round(word.start_s * rate) : round((word.start_s + 0.02) * rate)
+            ]
+            assert np.abs(window.astype(np.int32)).max() > 180, text[
+                word.start_char : word.end_char
+            ]
+    # espeak-ng speaks faster at speed 2 (words per minute): the words come about twice as soon.
+    assert 0.4 < fast[-1].start_s / words[-1].start_s < 0.6
+
+
+def test_rendered_chunks_carry_each_word_no_later_than_its_audio() -> None:
+    text = "One two. Three four five."
+    spec = OutputSpec(AudioFormat.PCM, 24000, word_times=True)
+    chunks = list(render(_Clicks(), SynthesisRequest(text, "v"), spec))
+    sent = 0.0
+    words = []
+    for chunk in chunks:
+        for word in chunk.words:
+            assert word.start_s >= sent
+            words.append(text[word.start_char : word.end_char])
+        sent += chunk.audio_seconds
+    assert words == ["One", "two", "Three", "four", "five"]
+    # Without asking, no words (and no cost of finding them).
+    plain = render(_Clicks(), SynthesisRequest(text, "v"), OutputSpec(AudioFormat.PCM, 24000))
+    assert all(not chunk.words for chunk in plain)

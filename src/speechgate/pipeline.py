@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import BinaryIO
 
@@ -20,8 +20,9 @@ from speechgate.audio.fade import fade_edges
 from speechgate.audio.formats import AudioFormat
 from speechgate.audio.loudness import normalize_loudness
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines.base import Engine, SynthesisRequest
-from speechgate.text.segment import segment
+from speechgate.engines.base import Engine, SynthesisRequest, WordTimer
+from speechgate.text.segment import offsets, segment
+from speechgate.timing import TimedChunk, WordTime, carry_words, estimate_words
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class OutputSpec:
     """LUFS each segment is normalized toward (see `speechgate.audio.loudness`); None: off."""
     bit_rate: int | None = None
     """Bits per second of a compressed format; None: the encoder's default."""
+    word_times: bool = False
+    """Whether encoded chunks carry the times of the words they complete (`EncodedChunk.words`)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,9 @@ class EncodedChunk:
     elapsed: float = 0.0
     """Seconds from the start of rendering to these bytes, where the engine runs: for the
     first chunk, the engine's own time to first audio, without any transport around it."""
+    words: tuple[WordTime, ...] = ()
+    """With `OutputSpec.word_times`: the words first known with these bytes (characters of the
+    request's text, seconds from the start of its audio), sent no later than their audio."""
 
 
 # Between segments: the pause of a sentence end, which engines speaking one segment at a time
@@ -62,20 +68,81 @@ def speak_segments(
     With a `loudness` target (LUFS), each segment is normalized toward it as a whole, so a
     segment's first audio waits for its last.
     """
+    spoken = _segments(engine, request, loudness, timed=False)
+    with contextlib.closing(spoken):
+        for chunk in spoken:
+            yield chunk.pcm
+
+
+def speak_timed(
+    engine: Engine, request: SynthesisRequest, loudness: float | None = None
+) -> Generator[TimedChunk]:
+    """`speak_segments` with word times in the audio it yields: each word's characters in
+    `request.text` (as the client sent it) and its seconds from the start of that audio, pauses
+    between segments and `request.speed` included.
+
+    An engine that is a `WordTimer` says when its words are heard; for any other, each
+    segment's words are estimated from its audio (`speechgate.timing.estimate_words`: coarse,
+    and the segment's audio is held until it is whole).
+    """
+    return _segments(engine, request, loudness, timed=True)
+
+
+def _segments(
+    engine: Engine, request: SynthesisRequest, loudness: float | None, timed: bool
+) -> Generator[TimedChunk]:
     pause = PcmChunk.silence(SEGMENT_PAUSE, engine.sample_rate)
-    for index, text in enumerate(segment(request.text)):
+    elapsed = 0.0
+    texts = segment(request.text)
+    for index, (text, start) in enumerate(zip(texts, offsets(request.text, texts), strict=True)):
         if index:
-            yield pause
+            yield TimedChunk(pause)
+            elapsed += pause.duration
+        part = replace(request, text=text)
         # Faded edges: the join with the pause is silent. Closing this closes the engine's.
-        chunks = fade_edges(engine.synthesize(replace(request, text=text)))
-        if loudness is None:
-            yield from chunks
-            continue
+        chunks = carry_words(fade_edges, _synthesize(engine, part, timed))
+        segment_start = elapsed
         with contextlib.closing(chunks):
-            samples = [chunk.samples for chunk in chunks]
-        if samples:
-            whole = PcmChunk(np.concatenate(samples), engine.sample_rate)
-            yield normalize_loudness(whole, loudness)
+            source: Iterable[TimedChunk] = chunks
+            if loudness is not None:
+                held = list(chunks)
+                if not held:
+                    continue
+                whole = PcmChunk(np.concatenate([c.pcm.samples for c in held]), engine.sample_rate)
+                words = tuple(word for chunk in held for word in chunk.words)
+                source = [TimedChunk(normalize_loudness(whole, loudness), words)]
+            for chunk in source:
+                yield TimedChunk(
+                    chunk.pcm, tuple(word.shifted(segment_start, start) for word in chunk.words)
+                )
+                elapsed += chunk.pcm.duration
+
+
+def _synthesize(engine: Engine, request: SynthesisRequest, timed: bool) -> Iterator[TimedChunk]:
+    if not timed:
+        return _untimed(engine.synthesize(request))
+    if isinstance(engine, WordTimer):
+        return engine.synthesize_timed(request)
+    return _estimated(engine.synthesize(request), request.text)
+
+
+def _untimed(chunks: Iterator[PcmChunk]) -> Generator[TimedChunk]:
+    with contextlib.closing(chunks) if isinstance(chunks, Generator) else contextlib.nullcontext():
+        for pcm in chunks:
+            yield TimedChunk(pcm)
+
+
+def _estimated(chunks: Iterator[PcmChunk], text: str) -> Generator[TimedChunk]:
+    """`chunks` whole, with `estimate_words` for their words: for engines that cannot say when
+    their words are heard."""
+    with contextlib.closing(chunks) if isinstance(chunks, Generator) else contextlib.nullcontext():
+        held = list(chunks)
+    if not held:
+        return
+    whole = PcmChunk(np.concatenate([chunk.samples for chunk in held]), held[0].sample_rate)
+    yield TimedChunk(held[0], tuple(estimate_words(text, whole)))
+    for chunk in held[1:]:
+        yield TimedChunk(chunk)
 
 
 def render(
@@ -91,11 +158,12 @@ def render(
         output.format, engine.sample_rate, output.sample_rate, file, output.bit_rate
     )
     try:
-        spoken = speak_segments(engine, request, output.loudness_target)
-        with contextlib.closing(spoken) as pcm_chunks:
-            for pcm in pcm_chunks:
-                data = encoder.encode(pcm)
-                yield EncodedChunk(data, pcm.duration, time.perf_counter() - started)
+        spoken = _segments(engine, request, output.loudness_target, output.word_times)
+        with contextlib.closing(spoken) as timed_chunks:
+            for chunk in timed_chunks:
+                data = encoder.encode(chunk.pcm)
+                elapsed = time.perf_counter() - started
+                yield EncodedChunk(data, chunk.pcm.duration, elapsed, chunk.words)
         yield EncodedChunk(encoder.finish(), 0.0, time.perf_counter() - started)
     finally:
         encoder.close()

@@ -19,6 +19,8 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.engines.kokoro import KokoroEngine, _embedded_files
+from speechgate.pipeline import speak_timed
+from speechgate.timing import WordTime
 from speechgate.voices.installed import InstalledVoice, Manifest, install
 
 pytestmark = pytest.mark.slow
@@ -222,3 +224,21 @@ def test_an_item_installed_while_the_engine_runs_is_picked_up_on_a_miss(tmp_path
         assert engine.loads == 2
     finally:
         engine.close()
+
+
+def test_word_times_come_from_the_models_durations(engine: KokoroEngine) -> None:
+    text = "Hi, Dr. Okafor: 12 cats!"
+
+    def timed(speed: float) -> tuple[float, list[WordTime]]:
+        chunks = list(speak_timed(engine, SynthesisRequest(text, "jf_alpha", speed=speed)))
+        duration = sum(chunk.pcm.duration for chunk in chunks)
+        return duration, [word for chunk in chunks for word in chunk.words]
+
+    duration, words = timed(1.0)
+    assert [text[w.start_char : w.end_char] for w in words] == ["Hi", "Dr", "Okafor", "12", "cats"]
+    starts = np.array([w.start_s for w in words])
+    assert (np.diff(starts) > 0).all()
+    assert words[-1].end_s <= duration
+    # Kokoro repeats itself exactly, so at speed 2 (a time stretch) every word comes at half time.
+    _, fast = timed(2.0)
+    assert np.allclose([w.start_s for w in fast], starts / 2, atol=0.02)

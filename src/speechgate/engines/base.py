@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from speechgate.audio.pcm import PcmChunk
+from speechgate.timing import TimedChunk
 
 
 @dataclass(frozen=True)
@@ -181,3 +182,17 @@ class EngineInfo:
             can_clone=cloner is not None,
             max_prompt_seconds=cloner.max_prompt_seconds if cloner else 0.0,
         )
+
+
+@runtime_checkable
+class WordTimer(Protocol):
+    """An engine that knows when each word it speaks is heard.
+
+    `synthesize_timed` yields the same audio `synthesize` would, each chunk with the words first
+    known with it (`TimedChunk`): characters are offsets into `request.text`, seconds are from
+    the start of this call's audio, `request.speed` included.
+    """
+
+    def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
+        """Yield PCM with word times as it is produced. Stopping early abandons the job."""
+        ...

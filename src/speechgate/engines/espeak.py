@@ -23,7 +23,8 @@ import numpy as np
 from speechgate.audio.pcm import PcmChunk, Samples
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
-from speechgate.text.segment import segment
+from speechgate.text.segment import offsets, segment
+from speechgate.timing import TimedChunk, carry_words, trim_ends, words_from_anchors
 
 # Constants from espeak-ng's speak_lib.h.
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
@@ -33,6 +34,8 @@ _CHARS_UTF8 = 0x1
 _ENDPAUSE = 0x1000
 _PARAM_RATE = 1
 _EE_OK = 0
+_EVENT_LIST_TERMINATED = 0
+_EVENT_WORD = 1
 
 # Words per minute. Below 80 espeak-ng silently speaks at 80. Above its native maximum of 450
 # it synthesizes at 175 and speeds up with libsonic (built into this wheel; measured roughly
@@ -58,6 +61,22 @@ class _EspeakVoice(ctypes.Structure):
         ("xx1", ctypes.c_ubyte),
         ("score", ctypes.c_int),
         ("spare", ctypes.c_void_p),
+    )
+
+
+class _Event(ctypes.Structure):
+    """espeak_EVENT: `text_position` counts characters from 1; `sample` is where the event
+    falls in the audio of the current `espeak_Synth` call."""
+
+    _fields_ = (
+        ("type", ctypes.c_int),
+        ("unique_identifier", ctypes.c_uint),
+        ("text_position", ctypes.c_int),
+        ("length", ctypes.c_int),
+        ("audio_position", ctypes.c_int),
+        ("sample", ctypes.c_int),
+        ("user_data", ctypes.c_void_p),
+        ("id", ctypes.c_char * 8),
     )
 
 
@@ -150,6 +169,7 @@ class EspeakEngine:
         self._lib = lib
         self._sample_rate: int = rate
         self._blocks: list[Samples] = []
+        self._words: list[tuple[int, float]] = []  # (character, seconds) of each word event
         # ctypes does not keep the C thunk alive: it must stay referenced for as long as
         # espeak may call it, or the next synthesis jumps into freed memory.
         self._callback = _SynthCallback(self._collect)
@@ -198,6 +218,11 @@ class EspeakEngine:
         The voice is checked here, before any audio, so a bad one raises at the call. Closing
         the generator (or dropping it) between chunks leaves the remaining sentences unspoken.
         """
+        return (timed.pcm for timed in self.synthesize_timed(request))
+
+    def synthesize_timed(self, request: SynthesisRequest) -> Generator[TimedChunk, None, None]:
+        """`synthesize`, with the words of each sentence from espeak-ng's own word events (the
+        character each word starts at and the sample it is heard from)."""
         self._ensure_open()
         code, plus, variant = request.voice.partition("+")
         if code not in self._identifiers or (plus and variant not in self._variants):
@@ -205,10 +230,14 @@ class EspeakEngine:
             raise ValueError(f"unknown espeak voice {request.voice!r}")
         espeak_voice = self._identifiers[code][0] + plus + variant
         rate = _rate(request.speed)
-        spoken = self._speak(segment(request.text), espeak_voice, rate)
+        spoken = self._speak(request.text, espeak_voice, rate)
         # Below espeak's slowest rate, the rest of the slow-down is a pitch-preserving stretch.
         residual = request.speed * _NORMAL_WPM / rate if rate == _MIN_WPM else 1.0
-        return stretch(spoken, self.sample_rate, residual)
+        if residual == 1.0:
+            return spoken
+        return carry_words(
+            lambda pcm: stretch(pcm, self.sample_rate, residual), spoken, 1.0 / residual
+        )
 
     def close(self) -> None:
         global _owner
@@ -217,10 +246,12 @@ class EspeakEngine:
                 self._lib.espeak_Terminate()
                 _owner = None
 
-    def _speak(
-        self, sentences: list[str], voice: str, rate: int
-    ) -> Generator[PcmChunk, None, None]:
-        for index, sentence in enumerate(sentences):
+    def _speak(self, text: str, voice: str, rate: int) -> Generator[TimedChunk, None, None]:
+        sentences = segment(text)
+        elapsed = 0.0
+        for index, (sentence, start) in enumerate(
+            zip(sentences, offsets(text, sentences), strict=True)
+        ):
             self._ensure_open()
             # Set per sentence, not per request: another generator from this engine may have
             # run in between, and both calls together cost well under a millisecond.
@@ -231,18 +262,30 @@ class EspeakEngine:
             flags = _CHARS_UTF8 | (_ENDPAUSE if index < len(sentences) - 1 else 0)
             encoded = sentence.encode() + b"\0"
             self._blocks = []
+            self._words = []
             self._check(
                 self._lib.espeak_Synth(
                     encoded, len(encoded), 0, _POS_CHARACTER, 0, flags, None, None
                 ),
                 "Synth",
             )
-            if self._blocks:
-                yield PcmChunk(np.concatenate(self._blocks), self._sample_rate)
+            if not self._blocks:
+                continue
+            pcm = PcmChunk(np.concatenate(self._blocks), self._sample_rate)
+            words = trim_ends(words_from_anchors(sentence, self._words, pcm.duration), pcm)
+            yield TimedChunk(pcm, tuple(word.shifted(elapsed, start) for word in words))
+            elapsed += pcm.duration
 
-    def _collect(
-        self, wav: ctypes._Pointer[ctypes.c_short], count: int, _events: int | None
-    ) -> int:
+    def _collect(self, wav: ctypes._Pointer[ctypes.c_short], count: int, events: int | None) -> int:
+        if events:
+            event = ctypes.cast(events, ctypes.POINTER(_Event))
+            index = 0
+            while event[index].type != _EVENT_LIST_TERMINATED:
+                if event[index].type == _EVENT_WORD:
+                    self._words.append(
+                        (event[index].text_position - 1, event[index].sample / self._sample_rate)
+                    )
+                index += 1
         # espeak-ng reuses its buffer after we return, so the samples are copied out now.
         if wav and count > 0:
             self._blocks.append(np.frombuffer(ctypes.string_at(wav, count * 2), dtype=np.int16))

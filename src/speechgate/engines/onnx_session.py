@@ -41,9 +41,10 @@ def _register_shared_arena() -> None:
 
 
 def pinned_session(
-    model: Path, threads: int, onnx: OnnxOptions = OnnxOptions()
+    model: Path | bytes, threads: int, onnx: OnnxOptions = OnnxOptions()
 ) -> onnxruntime.InferenceSession:
-    """A CPU session that uses exactly `threads` threads (the worker's cores).
+    """A CPU session that uses exactly `threads` threads (the worker's cores), on a model file
+    or a serialized model (one changed in memory: see `with_output`).
 
     Libraries' own loaders build sessions on every core; a worker pinned to its own cores must
     use those and no others. `onnx.memory_pattern` is onnxruntime's option of that name and
@@ -65,8 +66,38 @@ def pinned_session(
     # stealing them from the next job (and from other workers sharing them).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return onnxruntime.InferenceSession(
-        str(model), sess_options=options, providers=["CPUExecutionProvider"]
+        model if isinstance(model, bytes) else str(model),
+        sess_options=options,
+        providers=["CPUExecutionProvider"],
     )
+
+
+def with_output(
+    model: Path, op_type: str, name: str | None = None, output: str | None = None
+) -> bytes | None:
+    """`model` serialized with the result of its one `op_type` node (or the one named `name`)
+    as an extra graph output, called `output` if given, or None when there is no such node.
+
+    TTS graphs compute phoneme durations inside (a Ceil or Round of the predicted lengths) but
+    their published exports output only audio; exposing that tensor costs nothing at run time
+    and tells when every phoneme is heard.
+    """
+    import onnx
+
+    graph = onnx.load(str(model))
+    found = [
+        node
+        for node in graph.graph.node
+        if node.op_type == op_type and (name is None or node.name == name)
+    ]
+    if len(found) != 1:
+        return None
+    tensor = found[0].output[0]
+    if output is not None:
+        graph.graph.node.append(onnx.helper.make_node("Identity", [tensor], [output]))
+        tensor = output
+    graph.graph.output.append(onnx.ValueInfoProto(name=tensor))
+    return bytes(graph.SerializeToString())
 
 
 def onnx_options(engine: str, options: Mapping[str, str], default: OnnxOptions) -> OnnxOptions:
@@ -99,7 +130,7 @@ class WidthSessions:
     Piper joe: about 80 MB each).
     """
 
-    def __init__(self, model: Path, widths: tuple[int, ...], onnx: OnnxOptions) -> None:
+    def __init__(self, model: Path | bytes, widths: tuple[int, ...], onnx: OnnxOptions) -> None:
         self._by_width = {width: pinned_session(model, width, onnx) for width in widths}
         self.current = self._by_width[min(widths)]
 

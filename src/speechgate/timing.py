@@ -1,0 +1,322 @@
+"""Word and character timestamps: when each word of the client's text is heard in the audio.
+
+Protocol-neutral: front ends turn `WordTime`s into their own shapes (ElevenLabs' character
+`alignment`, an SSE event, caption files). Characters are offsets into the text an engine or the
+pipeline was given, never into a normalized copy; seconds are from the start of that text's
+audio, as sent (joins, pauses and speed included: see `speechgate.pipeline.speak_timed`).
+
+Engines anchor words from what they know (espeak-ng's word events, a model's phoneme
+durations) with `words_from_anchors`; `trim_ends` then fits each word to its sound, so a pause
+belongs to no word.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import re
+import unicodedata
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from speechgate.audio.pcm import PcmChunk
+
+
+@dataclass(frozen=True)
+class WordTime:
+    """Characters `start_char:end_char` of the text are heard from `start_s` to `end_s`."""
+
+    start_char: int
+    end_char: int
+    start_s: float
+    end_s: float
+
+    def shifted(self, seconds: float = 0.0, chars: int = 0) -> WordTime:
+        return WordTime(
+            self.start_char + chars,
+            self.end_char + chars,
+            self.start_s + seconds,
+            self.end_s + seconds,
+        )
+
+    def scaled(self, factor: float) -> WordTime:
+        """Times multiplied by `factor` (1 / speed for a time stretch)."""
+        return replace(self, start_s=self.start_s * factor, end_s=self.end_s * factor)
+
+
+@dataclass(frozen=True)
+class TimedChunk:
+    """PCM and the words first known with it (their times may reach into later chunks: a word is
+    announced no later than the audio it describes)."""
+
+    pcm: PcmChunk
+    words: tuple[WordTime, ...] = ()
+
+
+@dataclass(frozen=True)
+class CharacterAlignment:
+    """ElevenLabs' `alignment` shape: one start and end time per character of the text."""
+
+    characters: list[str]
+    character_start_times_seconds: list[float]
+    character_end_times_seconds: list[float]
+
+
+# Punctuation at a token's edges is not spoken as part of the word ("(Hello," is "Hello"); a
+# token of punctuation only ("-", "&") stays whole, as an engine may still say it.
+_EDGE = "\"'\u201c\u201d\u2018\u2019()[]{}<>.,;:!?\u2026\u2014\u2013-\u00bf\u00a1*_"
+_TOKEN = re.compile(r"\S+")
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """The words of `text` as (start, end) character offsets: whitespace-separated tokens
+    without the punctuation at their edges."""
+    spans = []
+    for match in _TOKEN.finditer(text):
+        start, end = match.span()
+        while start < end and text[start] in _EDGE:
+            start += 1
+        while end > start and text[end - 1] in _EDGE:
+            end -= 1
+        spans.append((start, end) if start < end else match.span())
+    return spans
+
+
+def words_from_anchors(
+    text: str, anchors: Iterable[tuple[int, float]], end_s: float
+) -> list[WordTime]:
+    """Word times from (character offset, seconds) anchors: where an engine says it began
+    speaking the word at that offset of `text`.
+
+    A word starts at its earliest anchor; an anchor between words belongs to the next word. A
+    word without anchors (the engine merged it into another) starts by interpolation between its
+    neighbours, by characters, unless it is punctuation only: then it was not said, and is left
+    out. Each word ends where the next begins (the last at `end_s`); pass
+    the result through `trim_ends` to end them where their sound stops.
+    """
+    spans = word_spans(text)
+    if not spans:
+        return []
+    starts: list[float | None] = [None] * len(spans)
+    ends = [end for _, end in spans]
+    for position, seconds in anchors:
+        index = int(np.searchsorted(ends, position, side="right"))
+        if index >= len(spans):
+            index = len(spans) - 1
+        current = starts[index]
+        starts[index] = float(seconds) if current is None else min(current, float(seconds))
+    known = [i for i, start in enumerate(starts) if start is not None]
+    if not known:
+        return []
+    filled = _interpolate(spans, starts, known, end_s)
+    # Anchors out of order (an engine revisiting a number's digits) must not reverse words.
+    for index in range(1, len(filled)):
+        filled[index] = max(filled[index], filled[index - 1])
+    # Punctuation the engine did not say ("-" between clauses) is no word.
+    kept = [
+        index
+        for index, (start, end) in enumerate(spans)
+        if starts[index] is not None or any(char.isalnum() for char in text[start:end])
+    ]
+    words = []
+    for index, following in zip(kept, [*kept[1:], None], strict=True):
+        start_s = filled[index]
+        end = end_s if following is None else filled[following]
+        words.append(WordTime(*spans[index], start_s, max(start_s, end)))
+    return words
+
+
+def _interpolate(
+    spans: list[tuple[int, int]], starts: list[float | None], known: list[int], end_s: float
+) -> list[float]:
+    positions = [float(spans[i][0]) for i in known]
+    times = [start for start in starts if start is not None]
+    # Past the last anchor the words share the rest of the audio up to `end_s`.
+    if known[-1] != len(spans) - 1:
+        positions.append(float(spans[-1][1]))
+        times.append(max(end_s, times[-1]))
+    return [
+        start if start is not None else float(np.interp(span[0], positions, times))
+        for span, start in zip(spans, starts, strict=True)
+    ]
+
+
+# Below this (about -45 dBFS) a sample counts as silence when words are fitted to their sound.
+_SILENCE = 180
+
+
+def trim_ends(words: Sequence[WordTime], pcm: PcmChunk, offset: float = 0.0) -> list[WordTime]:
+    """`words` (times from `offset` seconds before `pcm` starts) trimmed to their sound: each
+    start moved on past silence to where the sound begins, each end back to where it stops. A
+    pause (after a comma, a stop's closure before its burst) then falls between words."""
+    rate = pcm.sample_rate
+    loud = np.abs(pcm.samples.astype(np.int32)) > _SILENCE
+    trimmed = []
+    for word in words:
+        first = max(round((word.start_s - offset) * rate), 0)
+        last = min(round((word.end_s - offset) * rate), pcm.num_samples)
+        sounding = np.flatnonzero(loud[first:last])
+        if sounding.size:
+            start = offset + (first + int(sounding[0])) / rate
+            end = offset + (first + int(sounding[-1]) + 1) / rate
+            word = replace(word, start_s=start, end_s=max(start, end))
+        trimmed.append(word)
+    return trimmed
+
+
+def carry_words(
+    transform: Callable[[Iterator[PcmChunk]], Iterator[PcmChunk]],
+    timed: Iterable[TimedChunk],
+    scale: float = 1.0,
+) -> Generator[TimedChunk]:
+    """`transform` (a fade, a resampler, a time stretch) applied to the PCM of `timed`, each
+    output chunk carrying the words of the input taken to make it, times multiplied by `scale`
+    (1 / speed for a stretch). Closing this closes both."""
+    source = iter(timed)
+    taken: list[WordTime] = []
+    rates: list[int] = []
+
+    def pcm() -> Generator[PcmChunk]:
+        try:
+            for chunk in source:
+                taken.extend(word.scaled(scale) for word in chunk.words)
+                rates.append(chunk.pcm.sample_rate)
+                yield chunk.pcm
+        finally:
+            if isinstance(source, Generator):
+                source.close()
+
+    output = transform(pcm())
+    with contextlib.closing(output) if isinstance(output, Generator) else contextlib.nullcontext():
+        for chunk in output:
+            words = tuple(taken)
+            taken.clear()
+            rates.append(chunk.sample_rate)
+            yield TimedChunk(chunk, words)
+    if taken:  # words of input the transform turned into no output at all
+        yield TimedChunk(PcmChunk(np.zeros(0, np.int16), rates[-1]), tuple(taken))
+
+
+def character_alignment(text: str, words: Sequence[WordTime]) -> CharacterAlignment:
+    """One start and end per character of `text`, from its word times.
+
+    A word's characters share its time evenly, in order. The characters between two words
+    (spaces, punctuation) share the gap from the first's end to the next's start evenly, those
+    before the first word run from 0 to its start, and those after the last sit at its end.
+    """
+    starts = [0.0] * len(text)
+    ends = [0.0] * len(text)
+    cursor_char, cursor_time = 0, 0.0
+    for word in sorted(words, key=lambda w: w.start_char):
+        if word.start_char < cursor_char:
+            continue
+        _spread(starts, ends, cursor_char, word.start_char, cursor_time, word.start_s)
+        _spread(starts, ends, word.start_char, word.end_char, word.start_s, word.end_s)
+        cursor_char, cursor_time = word.end_char, word.end_s
+    _spread(starts, ends, cursor_char, len(text), cursor_time, cursor_time)
+    return CharacterAlignment(list(text), starts, ends)
+
+
+def _spread(
+    starts: list[float], ends: list[float], first: int, last: int, begin: float, end: float
+) -> None:
+    count = last - first
+    if count <= 0:
+        return
+    end = max(end, begin)
+    step = (end - begin) / count
+    for index in range(count):
+        starts[first + index] = round(begin + index * step, 4)
+        ends[first + index] = round(begin + (index + 1) * step, 4)
+
+
+def first_sounds(words: Sequence[Sequence[str]], spoken: Sequence[str]) -> list[int | None]:
+    """For each word's phonemes in `words` (each phonemized alone), the index in `spoken` (the
+    phonemes of the whole text, as the engine spoke them) of its first sound, or None.
+
+    The two are aligned on sounds only (letters and combining marks: spaces, punctuation and
+    stress marks differ between a word alone and in context), so a word spoken as several
+    ("1,234") or one the context changes ("the") still finds its place.
+    """
+    ours: list[str] = []
+    owner: list[int] = []
+    for index, phonemes in enumerate(words):
+        for phoneme in phonemes:
+            if _is_sound(phoneme):
+                ours.append(phoneme)
+                owner.append(index)
+    theirs = [index for index, phoneme in enumerate(spoken) if _is_sound(phoneme)]
+    matcher = difflib.SequenceMatcher(None, ours, [spoken[i] for i in theirs], autojunk=False)
+    firsts: list[int | None] = [None] * len(words)
+    for block in matcher.get_matching_blocks():
+        for offset in range(block.size):
+            word = owner[block.a + offset]
+            if firsts[word] is None:
+                firsts[word] = theirs[block.b + offset]
+    return firsts
+
+
+# Primary and secondary stress, length: modifier letters, but no sound of their own.
+_MARKS = "\u02c8\u02cc\u02d0"
+
+
+def _is_sound(phoneme: str) -> bool:
+    return bool(phoneme) and unicodedata.category(phoneme[0])[0] in "LM" and phoneme not in _MARKS
+
+
+# Estimating: a pause is at least this long, and quieter than this share of the loudest 10 ms.
+_PAUSE_SECONDS = 0.12
+_QUIET_SHARE = 0.04
+_BREAK = re.compile("[,;:.!?\u2026\u2014\u2013]")
+
+
+def estimate_words(text: str, pcm: PcmChunk) -> list[WordTime]:
+    """Word times for `text` spoken as `pcm`, by an engine that cannot say them.
+
+    Where the audio has as many runs of sound between pauses as the text has phrases (split at
+    clause punctuation), each phrase is given its run; otherwise the whole text the span from
+    the first sound to the last. Within that, words share the time by their letters and digits.
+    """
+    spans = word_spans(text)
+    if not spans:
+        return []
+    runs = _sound_runs(pcm)
+    if not runs:
+        return []
+    phrases: list[list[tuple[int, int]]] = [[]]
+    for index, span in enumerate(spans):
+        phrases[-1].append(span)
+        following = text[span[1] : spans[index + 1][0]] if index + 1 < len(spans) else ""
+        if _BREAK.search(following):
+            phrases.append([])
+    phrases = [phrase for phrase in phrases if phrase]
+    if len(phrases) != len(runs):
+        phrases, runs = [spans], [(runs[0][0], runs[-1][1])]
+    anchors: list[tuple[int, float]] = []
+    for phrase, (begin, end) in zip(phrases, runs, strict=True):
+        weights = np.array([max(1, sum(c.isalnum() for c in text[a:b])) for a, b in phrase])
+        offsets = np.concatenate([[0.0], np.cumsum(weights)[:-1]]) / weights.sum()
+        anchors += [
+            (a, begin + (end - begin) * float(o)) for (a, _), o in zip(phrase, offsets, strict=True)
+        ]
+    return trim_ends(words_from_anchors(text, anchors, runs[-1][1]), pcm)
+
+
+def _sound_runs(pcm: PcmChunk) -> list[tuple[float, float]]:
+    """(start, end) seconds of each stretch of sound between pauses in `pcm`."""
+    window = max(1, round(0.01 * pcm.sample_rate))
+    count = pcm.num_samples // window
+    if count == 0:
+        return []
+    peaks = np.abs(pcm.samples[: count * window].astype(np.int32)).reshape(count, window).max(1)
+    loud = peaks > max(_SILENCE, _QUIET_SHARE * int(peaks.max()))
+    runs: list[list[int]] = []
+    shortest_pause = round(_PAUSE_SECONDS / 0.01)
+    for index in np.flatnonzero(loud):
+        if runs and index - runs[-1][1] <= shortest_pause:
+            runs[-1][1] = int(index) + 1
+        else:
+            runs.append([int(index), int(index) + 1])
+    return [(a * window / pcm.sample_rate, b * window / pcm.sample_rate) for a, b in runs]

@@ -1,0 +1,126 @@
+"""Word and character times: words of the client's text, anchors to words, fitting to sound."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from speechgate.audio.pcm import PcmChunk
+from speechgate.audio.stretch import stretch
+from speechgate.timing import (
+    TimedChunk,
+    WordTime,
+    carry_words,
+    character_alignment,
+    estimate_words,
+    first_sounds,
+    trim_ends,
+    word_spans,
+    words_from_anchors,
+)
+
+RATE = 16000
+
+
+def bursts(*spans: tuple[float, float], seconds: float) -> PcmChunk:
+    """A tone during each (start, end) of `spans`, silence elsewhere."""
+    samples = np.zeros(round(seconds * RATE), np.int16)
+    for start, end in spans:
+        first, last = round(start * RATE), round(end * RATE)
+        samples[first:last] = (8000 * np.sin(np.arange(last - first) * 0.3)).astype(np.int16)
+    return PcmChunk(samples, RATE)
+
+
+def said(text: str, words: list[WordTime]) -> list[str]:
+    return [text[word.start_char : word.end_char] for word in words]
+
+
+def test_words_are_tokens_without_their_edge_punctuation() -> None:
+    text = " (Hello,\" said Dr. O'Neil: $3.14 \u2014 1,234 e-mails... ok?"
+    assert [text[a:b] for a, b in word_spans(text)] == [
+        "Hello",
+        "said",
+        "Dr",
+        "O'Neil",
+        "$3.14",
+        "\u2014",  # punctuation alone stays a token: an engine may still say it ("&")
+        "1,234",
+        "e-mails",
+        "ok",
+    ]
+
+
+def test_anchors_start_their_words_and_unanchored_words_are_interpolated() -> None:
+    text = "one two three, - four"
+    # "two" has no anchor (an engine merged it), "-" has none and is punctuation: not said.
+    # The anchor at 3 (the space before "two") belongs to the word after it.
+    anchors = [(0, 0.0), (8, 1.0), (17, 2.0)]
+    words = words_from_anchors(text, anchors, end_s=3.0)
+    assert said(text, words) == ["one", "two", "three", "four"]
+    assert [w.start_s for w in words] == [0.0, 0.5, 1.0, 2.0]
+    assert [w.end_s for w in words] == [0.5, 1.0, 2.0, 3.0]
+    words = words_from_anchors(text, [(3, 0.4), (17, 2.0)], end_s=3.0)
+    assert words[1].start_s == 0.4
+
+
+def test_anchors_out_of_order_never_reverse_words() -> None:
+    words = words_from_anchors("a b c", [(0, 1.0), (2, 0.5), (4, 2.0)], end_s=3.0)
+    starts = [w.start_s for w in words]
+    assert starts == sorted(starts)
+
+
+def test_words_are_fitted_to_their_sound() -> None:
+    pcm = bursts((0.1, 0.4), (0.7, 0.9), seconds=1.0)
+    words = [WordTime(0, 3, 0.0, 0.6), WordTime(4, 7, 0.6, 1.0)]
+    fitted = trim_ends(words, pcm)
+    assert [round(w.start_s, 2) for w in fitted] == [0.1, 0.7]
+    assert [round(w.end_s, 2) for w in fitted] == [0.4, 0.9]
+    # The same words in a later chunk, given as times from the start of the stream.
+    shifted = trim_ends([w.shifted(5.0) for w in words], pcm, offset=5.0)
+    assert [round(w.start_s, 2) for w in shifted] == [5.1, 5.7]
+
+
+def test_word_times_follow_their_audio_through_a_time_stretch() -> None:
+    pcm = bursts((0.5, 0.8), (1.5, 1.9), seconds=2.0)
+    words = (WordTime(0, 1, 0.5, 0.8), WordTime(2, 3, 1.5, 1.9))
+    out = list(
+        carry_words(
+            lambda chunks: stretch(chunks, RATE, 2.0), iter([TimedChunk(pcm, words)]), 1 / 2.0
+        )
+    )
+    stretched = PcmChunk(np.concatenate([chunk.pcm.samples for chunk in out]), RATE)
+    carried = [w for chunk in out for w in chunk.words]
+    assert [(w.start_s, w.end_s) for w in carried] == [(0.25, 0.4), (0.75, 0.95)]
+    # The words are where their sound is in the stretched audio (WSOLA's windows blur edges).
+    fitted = trim_ends(carried, stretched)
+    for word, fit in zip(carried, fitted, strict=True):
+        assert abs(fit.start_s - word.start_s) < 0.04
+        assert abs(fit.end_s - word.end_s) < 0.04
+
+
+def test_characters_share_their_words_time_and_gaps_share_the_pauses() -> None:
+    text = "Hi, you."
+    alignment = character_alignment(text, [WordTime(0, 2, 0.0, 0.2), WordTime(4, 7, 0.5, 0.8)])
+    assert alignment.characters == list(text)
+    assert alignment.character_start_times_seconds == [0.0, 0.1, 0.2, 0.35, 0.5, 0.6, 0.7, 0.8]
+    assert alignment.character_end_times_seconds == [0.1, 0.2, 0.35, 0.5, 0.6, 0.7, 0.8, 0.8]
+
+
+def test_a_word_is_found_among_the_phonemes_of_the_whole_text() -> None:
+    # "1,234" is several words when spoken, and "the" changes in context; punctuation,
+    # stress marks and spaces differ between the word alone and the text.
+    stress = "\u02c8"
+    words = [list("ðə"), list(f"w{stress}ʌn θ{stress}aʊzənd"), list(f"k{stress}æts.")]
+    spoken = list(f"ði w{stress}ʌn θ{stress}aʊzənd, k{stress}æts!")
+    firsts = first_sounds(words, spoken)
+    assert [spoken[i] if i is not None else None for i in firsts] == ["ð", "w", "k"]
+    assert firsts == [0, 3, 18]
+
+
+def test_an_estimate_gives_each_phrase_its_run_of_sound() -> None:
+    # Two phrases, two runs of sound: "world" starts with the second run, not by its letters.
+    pcm = bursts((0.1, 0.9), (1.5, 1.8), seconds=2.0)
+    text = "Hello there, world."
+    words = estimate_words(text, pcm)
+    assert said(text, words) == ["Hello", "there", "world"]
+    assert [round(w.start_s, 2) for w in words] == [0.1, round(0.1 + 0.8 * 5 / 10, 2), 1.5]
+    assert round(words[-1].end_s, 2) == 1.8
