@@ -24,8 +24,9 @@ from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
 from speechgate.text.segment import segment
 
 SAMPLE_RATE = 16000
-# Audio per character of text at speed 1.0: short, so long texts stay cheap to encode.
-SECONDS_PER_CHARACTER = 0.01
+# Audio per character at speed 1.0: about the pace of speech (15 characters a second), so a
+# text lasts about as long as a real engine would make it.
+SECONDS_PER_CHARACTER = 0.06
 _AMPLITUDE = 0.3
 
 # Voice id -> (voice, tone frequency in Hz).
