@@ -73,11 +73,16 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module", params=CASES, ids=[case.name for case in CASES])
+@pytest.fixture(
+    scope="module",
+    # Real engines are `slow`: `make test-fast` runs the contract on the fake one alone.
+    params=[
+        pytest.param(case, id=case.name, marks=() if case.name == "fake" else pytest.mark.slow)
+        for case in CASES
+    ],
+)
 def case(request: pytest.FixtureRequest) -> Case:
     case: Case = request.param
-    if case.name != "fake":
-        request.applymarker(pytest.mark.slow)
     for module in case.needs:
         pytest.importorskip(module)
     return case
