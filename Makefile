@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # Every install goes through the tested pins (constraints.txt), so a run is reproducible.
 PIP_INSTALL := $(BIN)/pip install --quiet --constraint constraints.txt
-.PHONY: serve test lint setup system-packages
+.PHONY: serve test test-fast lint setup system-packages
 
 $(BIN)/pip:
 	python3 -m venv $(VENV)
@@ -40,3 +40,8 @@ system-packages:
 
 test: lint system-packages
 	$(BIN)/pytest
+
+# The inner loop: no real engine, no browser (the fake engine stands in where the engine is not
+# the subject); `make test` runs everything, these included.
+test-fast: setup
+	$(BIN)/pytest -m "not slow and not browser"

@@ -1,4 +1,5 @@
-"""Shared fixtures: one real server with the real engines for the whole session."""
+"""Shared fixtures: one real server with the real engines for the whole session, and one with the
+fake engine (a tone, no model, one worker) for tests whose subject is not the engine."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ def _remove_data_dir() -> Iterator[None]:
     shutil.rmtree(_DATA_DIR, ignore_errors=True)
 
 
+def fake_settings(**overrides: object) -> Settings:
+    """Settings for tests whose subject is the API, the errors, tenancy or routing, not the
+    engine: the fake engine (loads in microseconds), one worker (one process to spawn)."""
+    return make_settings(**{"engines": ["fake"], "workers": 1, **overrides})
+
+
 @pytest.fixture(scope="session")
 def server() -> Iterator[RunningServer]:
     with running_server(make_settings()) as running:
@@ -50,6 +57,18 @@ def sdk_client(server: RunningServer) -> openai.OpenAI:
 @pytest.fixture
 def client(server: RunningServer) -> Iterator[openai.OpenAI]:
     with sdk_client(server) as sdk:
+        yield sdk
+
+
+@pytest.fixture(scope="session")
+def fake_server() -> Iterator[RunningServer]:
+    with running_server(fake_settings()) as running:
+        yield running
+
+
+@pytest.fixture
+def fake_client(fake_server: RunningServer) -> Iterator[openai.OpenAI]:
+    with sdk_client(fake_server) as sdk:
         yield sdk
 
 

