@@ -14,8 +14,8 @@ from elevenlabs import ElevenLabs
 
 from speechgate.settings import Settings
 from tests.conftest import sdk_client
-from tests.e2e.test_routing import ADMIN_KEY, TEXT, Pair, espeak_settings, speak
 from tests.helpers.audio import decode_audio
+from tests.helpers.relay import ADMIN_KEY, TEXT, Pair, engine_settings, speak
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.waiting import wait_for
 
@@ -41,7 +41,7 @@ routes:
 
 
 def upstream_settings() -> Settings:
-    settings: Settings = espeak_settings(auth_mode="keys", admin_key=UPSTREAM_KEY)
+    settings: Settings = engine_settings("espeak", auth_mode="keys", admin_key=UPSTREAM_KEY)
     return settings
 
 
@@ -49,7 +49,9 @@ def upstream_settings() -> Settings:
 def front_of(upstream_url: str, tmp_path: Path) -> Iterator[Pair]:
     routes = tmp_path / "routes.yaml"
     routes.write_text(ROUTES.format(upstream=upstream_url, key=UPSTREAM_KEY))
-    with running_server(espeak_settings(routes_file=routes, admin_key=ADMIN_KEY)) as front:
+    with running_server(
+        engine_settings("espeak", routes_file=routes, admin_key=ADMIN_KEY)
+    ) as front:
         yield Pair(front, upstream_url)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +12,13 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import make_settings, sdk_client
+from tests.conftest import sdk_client
 from tests.helpers.audio import decode_audio
+from tests.helpers.relay import ADMIN_KEY, TEXT, Pair, engine_settings, speak
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.waiting import wait_for
 
-ADMIN_KEY = "admin-key-of-at-least-32-characters"
 UPSTREAM_KEY = "upstream-key-never-logged"
-TEXT = "The quick brown fox jumps over the lazy dog."
 # Minutes of speech: more than the socket buffers between client and upstream can hold.
 LONG = " ".join(["Section one explains the budget and the schedule in plain words."] * 60)
 ROUTES = """
@@ -42,30 +40,6 @@ routes:
 """
 
 
-def engine_settings(engine: str = "fake", **overrides: object) -> Any:
-    return make_settings(engines=[engine], default_engine=engine, workers=1, **overrides)
-
-
-@dataclass
-class Pair:
-    front: RunningServer
-    upstream_url: str
-
-    def admin(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = httpx.request(
-            method,
-            f"{self.front.url}/v1/admin/routing{path}",
-            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-            **kwargs,
-        )
-        response.raise_for_status()
-        return response.json()
-
-    def breaker(self, provider: str) -> str:
-        state: str = self.admin("GET", "")["providers"][provider]["breaker"]["state"]
-        return state
-
-
 @contextmanager
 def front_of(upstream_url: str, tmp_path: Path, engine: str = "fake") -> Iterator[Pair]:
     routes = tmp_path / "routes.yaml"
@@ -85,19 +59,6 @@ def upstream() -> Iterator[RunningServer]:
 def pair(upstream: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     with front_of(upstream.url, tmp_path_factory.mktemp("routes")) as running:
         yield running
-
-
-def speak(
-    client: openai.OpenAI, model: str, request_id: str, text: str = TEXT, voice: str = "alloy"
-) -> Any:
-    """A whole (non-streamed) request; returns the raw response (headers and body)."""
-    return client.audio.speech.with_raw_response.create(
-        model=model,
-        voice=voice,
-        input=text,
-        response_format="wav",
-        extra_headers={"x-request-id": request_id},
-    )
 
 
 def test_streamed_pass_through_delivers_first_audio_before_the_upstream_finishes(
