@@ -182,11 +182,6 @@ class PocketEngine:
             loaded_voices=config.loaded_voices,
         )
 
-    def use_threads(self, threads: int) -> None:
-        # torch's intra-op width: pocket-tts' language-model and decoder threads, which each job
-        # starts anew, take it up when they begin.
-        torch.set_num_threads(threads)
-
     @property
     def _model(self) -> TTSModel:
         """The default model (cloning, voice files and prompts speak with it)."""
