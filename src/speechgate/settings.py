@@ -460,7 +460,7 @@ class Settings(BaseSettings):
         if unknown:
             raise ValueError(f"unknown engines {unknown}; known: {list(KNOWN_ENGINES)}")
         chosen = "engines" in self.model_fields_set
-        if not chosen and not self._pocket_has_a_model():
+        if not chosen and "pocket" in self.engines and not self._pocket_has_a_model():
             # pocket-tts ships no weights: installed alone it could only fail to start.
             self.engines = [name for name in self.engines if name != "pocket"]
         if not self.engines:
