@@ -24,6 +24,7 @@ from speechgate.bench.stats import RunStats, Sample, summarize
 from speechgate.bench.texts import TEXTS, Text, TextKind
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.pipeline import OutputSpec, render
+from speechgate.workers.affinity import confine
 
 # WAV at 24 kHz, what the server sends for `response_format=wav` by default.
 OUTPUT = OutputSpec(AudioFormat.WAV, 24000)
@@ -78,7 +79,8 @@ def load_pinned(job: EngineJob) -> tuple[Engine, str]:
     """In a benchmark process: pin it, load the engine as a worker would, resolve the voice,
     and pay the lazy initialisation with one throw-away run."""
     if job.cpus:
-        os.sched_setaffinity(0, job.cpus)
+        # Every thread, as a worker pins itself: some exist before this runs.
+        confine(os.getpid(), job.cpus)
     # Read by BLAS/OpenMP runtimes when they first load, so set before the engine imports.
     for variable in _THREAD_VARIABLES:
         os.environ[variable] = str(job.engine.threads)
