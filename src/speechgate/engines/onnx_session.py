@@ -17,10 +17,12 @@ Arena = Literal["shared", "session", "off"]
 
 @dataclass(frozen=True)
 class OnnxOptions:
-    """How an engine's sessions use memory: onnxruntime's memory pattern, and `arena`."""
+    """How an engine's sessions use memory (onnxruntime's memory pattern, and `arena`) and
+    whether a lone job's wide session lets its idle threads spin (`wide_spinning`)."""
 
     memory_pattern: bool = True
     arena: Arena = "session"
+    wide_spinning: bool = True
 
 
 _shared_arena_registered = False
@@ -41,7 +43,7 @@ def _register_shared_arena() -> None:
 
 
 def pinned_session(
-    model: Path | bytes, threads: int, onnx: OnnxOptions = OnnxOptions()
+    model: Path | bytes, threads: int, onnx: OnnxOptions = OnnxOptions(), spinning: bool = False
 ) -> onnxruntime.InferenceSession:
     """A CPU session that uses exactly `threads` threads (the worker's cores), on a model file
     or a serialized model (one changed in memory: see `with_output`).
@@ -52,7 +54,8 @@ def pinned_session(
     call (a TTS graph's token count changes with every sentence) the memory pattern plans and
     an arena's cached blocks grow the process by hundreds of megabytes, and an arena per session
     keeps its peak once per loaded model; each engine chooses from measurements (see its
-    module).
+    module). `spinning`: idle pool threads busy-wait for the next parallel step instead of
+    sleeping, which saves their wake-up on every step but burns their cores meanwhile.
     """
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
@@ -62,9 +65,9 @@ def pinned_session(
     if onnx.arena == "shared":
         _register_shared_arena()
         options.add_session_config_entry("session.use_env_allocators", "1")
-    # Idle pool threads would otherwise spin on a pinned worker's cores after every sentence,
-    # stealing them from the next job (and from other workers sharing them).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # Spinning threads of a worker that shares its cores would steal them from the next job
+    # and from the other workers, after every step and every sentence.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     return onnxruntime.InferenceSession(
         model if isinstance(model, bytes) else str(model),
         sess_options=options,
@@ -101,15 +104,10 @@ def with_output(
 
 
 def onnx_options(engine: str, options: Mapping[str, str], default: OnnxOptions) -> OnnxOptions:
-    """An engine's `OnnxOptions` from its options `memory_pattern` ("true"/"false") and
-    `cpu_arena` ("shared"/"session"/"off"; "true" is "session", "false" "off"), with the
-    engine's `default` for those not given."""
-    memory_pattern, arena = default.memory_pattern, default.arena
-    pattern = options.get("memory_pattern")
-    if pattern is not None:
-        if pattern.lower() not in ("true", "false"):
-            raise ValueError(f"{engine} option memory_pattern must be 'true' or 'false'")
-        memory_pattern = pattern.lower() == "true"
+    """An engine's `OnnxOptions` from its options `memory_pattern` and `wide_spinning`
+    ("true"/"false") and `cpu_arena` ("shared"/"session"/"off"; "true" is "session", "false"
+    "off"), with the engine's `default` for those not given."""
+    arena = default.arena
     given = options.get("cpu_arena")
     if given is not None:
         value = {"true": "session", "false": "off"}.get(given.lower(), given.lower())
@@ -118,7 +116,20 @@ def onnx_options(engine: str, options: Mapping[str, str], default: OnnxOptions) 
                 f"{engine} option cpu_arena must be one of {list(get_args(Arena))}, not {given!r}"
             )
         arena = value  # type: ignore[assignment]
-    return OnnxOptions(memory_pattern, arena)
+    return OnnxOptions(
+        _flag(engine, options, "memory_pattern", default.memory_pattern),
+        arena,
+        _flag(engine, options, "wide_spinning", default.wide_spinning),
+    )
+
+
+def _flag(engine: str, options: Mapping[str, str], name: str, default: bool) -> bool:
+    given = options.get(name)
+    if given is None:
+        return default
+    if given.lower() not in ("true", "false"):
+        raise ValueError(f"{engine} option {name} must be 'true' or 'false'")
+    return given.lower() == "true"
 
 
 class WidthSessions:
@@ -128,10 +139,20 @@ class WidthSessions:
     on every core and a crowded one on its own core holds a session of each width; `current` is
     the one for the width last asked for. The weights are held once per session (measured for
     Piper joe: about 80 MB each).
+
+    The sessions wider than the narrowest serve a job only while it is alone on the machine,
+    so their idle threads may spin (`OnnxOptions.wide_spinning`): no other job's core is theirs
+    to steal, and a lone job is what waits on every wake-up.
     """
 
     def __init__(self, model: Path | bytes, widths: tuple[int, ...], onnx: OnnxOptions) -> None:
-        self._by_width = {width: pinned_session(model, width, onnx) for width in widths}
+        narrowest = min(widths)
+        self._by_width = {
+            width: pinned_session(
+                model, width, onnx, spinning=onnx.wide_spinning and width > narrowest
+            )
+            for width in widths
+        }
         self.current = self._by_width[min(widths)]
 
     def use(self, threads: int) -> onnxruntime.InferenceSession:

@@ -21,9 +21,9 @@ Every chunk is at the primary model's rate (22.05 kHz for joe): x_low and low vo
 16 kHz, and a voice at another rate is resampled here, because everything downstream
 (encoders, streaming sessions) takes the engine's one `sample_rate`.
 
-Options: `model` (a local `.onnx` with its `.onnx.json` beside it), `memory_pattern`
-("true"/"false") and `cpu_arena` ("shared"/"session"/"off"): see `onnx_session.onnx_options`,
-and `_ONNX` here for the defaults and why.
+Options: `model` (a local `.onnx` with its `.onnx.json` beside it), `memory_pattern` and
+`wide_spinning` ("true"/"false") and `cpu_arena` ("shared"/"session"/"off"): see
+`onnx_session.onnx_options`, and `_ONNX` here for the defaults and why.
 """
 
 from __future__ import annotations
