@@ -70,6 +70,7 @@ def _spoken(engine: Engine, text: str, speed: float = 1.0) -> tuple[PcmChunk, li
 
 
 def test_word_times_take_in_the_pauses_between_segments_and_the_speed() -> None:
+    # At twice the speed, the pause between sentences is half as long, as the speech is.
     # Two segments: the second starts after the first's audio (0.9 s) and the pause.
     text = "\tOne two three. Four five."
     _, words = _spoken(_Clicks(), text)
@@ -86,7 +87,7 @@ def test_word_times_take_in_the_pauses_between_segments_and_the_speed() -> None:
     _, fast = _spoken(_Clicks(), text, speed=2.0)
     assert np.allclose(
         [w.start_s for w in fast],
-        [0.05, 0.2, 0.35, 0.45 + SEGMENT_PAUSE + 0.05, 0.45 + SEGMENT_PAUSE + 0.2],
+        [0.05, 0.2, 0.35, 0.45 + SEGMENT_PAUSE / 2 + 0.05, 0.45 + SEGMENT_PAUSE / 2 + 0.2],
     )
 
 

@@ -53,9 +53,14 @@ class EncodedChunk:
     request's text, seconds from the start of its audio), sent no later than their audio."""
 
 
-# Between segments: the pause of a sentence end, which engines speaking one segment at a time
-# no longer add themselves.
+# Between segments: the pause of a sentence end at normal speed, which engines speaking one
+# segment at a time no longer add themselves (shortened or lengthened with the speech).
 SEGMENT_PAUSE = 0.15
+
+
+def segment_pause(speed: float, sample_rate: int) -> PcmChunk:
+    """The silence between two segments of speech spoken at `speed`."""
+    return PcmChunk.silence(SEGMENT_PAUSE / speed, sample_rate)
 
 
 def speak_segments(
@@ -91,7 +96,7 @@ def speak_timed(
 def _segments(
     engine: Engine, request: SynthesisRequest, loudness: float | None, timed: bool
 ) -> Generator[TimedChunk]:
-    pause = PcmChunk.silence(SEGMENT_PAUSE, engine.sample_rate)
+    pause = segment_pause(request.speed, engine.sample_rate)
     elapsed = 0.0
     texts = segment(request.text)
     for index, (text, start) in enumerate(zip(texts, offsets(request.text, texts), strict=True)):

@@ -19,7 +19,7 @@ from speechgate.audio.encoders import StreamEncoder
 from speechgate.audio.formats import AudioFormat
 from speechgate.audio.pcm import PcmChunk
 from speechgate.errors import InvalidRequest
-from speechgate.pipeline import SEGMENT_PAUSE, OutputSpec
+from speechgate.pipeline import OutputSpec, segment_pause
 from speechgate.service import SpeechPlan, SpeechService
 from speechgate.text.segment import Segmenter
 
@@ -109,7 +109,7 @@ class SpeechSession:
     async def speak(self) -> AsyncIterator[SessionOutput]:
         """Alignment events and encoded audio, in order. Leaving early cancels the segment
         being synthesized inside its worker."""
-        pause = PcmChunk.silence(SEGMENT_PAUSE, self._plan.engine_rate)
+        pause = segment_pause(self._plan.request.speed, self._plan.engine_rate)
         try:
             request = await self._service.prepare(self._plan)
             index = 0
