@@ -161,6 +161,29 @@ def test_serve_takes_the_zeroconf_flag_into_its_settings(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(
+    ("args", "variable", "value", "says"),
+    [
+        (["say", "Hi.", "-o", "out.wav"], "SPEECHGATE_ENGINES", "nosuch", "unknown engines"),
+        (["keys", "list"], "SPEECHGATE_PORT", "eighty", "SPEECHGATE_PORT: Input should be"),
+    ],
+)
+def test_invalid_settings_end_a_command_with_what_is_wrong(
+    tmp_path: Path, args: list[str], variable: str, value: str, says: str
+) -> None:
+    result = subprocess.run(
+        [*SPEECHGATE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "SPEECHGATE_DATA_DIR": str(tmp_path), variable: value, "COLUMNS": "200"},
+    )
+    assert result.returncode == 2
+    assert says in result.stderr and value in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
     ("args", "missing", "extra"),
     [
         (["chat", "Hello?"], "openai", "chat"),

@@ -8,12 +8,15 @@ import sys
 from datetime import datetime
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import make_url, select, text
+from typer.testing import CliRunner
 
+from speechgate.cli import app
 from speechgate.metering.keys import hash_key
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.schema import api_keys
 from speechgate.metering.store import Store
+from tests.helpers.postgres import fresh_database
 
 pytestmark = pytest.mark.slow
 
@@ -101,3 +104,24 @@ def test_usage_prints_a_priced_table(store_url: str) -> None:
     assert "15.0000" in table
     assert "1000000" not in run(store_url, "usage", "--period", "2026-02")
     assert "period" in run(store_url, "usage", "--period", "someday", ok=False)
+
+
+@pytest.mark.parametrize("args", [["keys", "list"], ["keys", "create", "ci"], ["usage"]])
+def test_a_command_closes_its_postgresql_connections(
+    postgres_server: str, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    url = fresh_database(postgres_server)
+    monkeypatch.setenv("SPEECHGATE_DATABASE_URL", url)
+    # In this process, so that a connection left in the command's pool stays open to be seen.
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    observer = Store(postgres_server)
+    try:
+        with observer.engine.connect() as connection:
+            open_there = connection.execute(
+                text("SELECT count(*) FROM pg_stat_activity WHERE datname = :name"),
+                {"name": make_url(url).database},
+            ).scalar_one()
+    finally:
+        observer.close()
+    assert open_there == 0

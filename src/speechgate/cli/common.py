@@ -7,11 +7,14 @@ from importlib.util import find_spec
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from speechgate.settings import Settings
 
 console = Console()
+errors = Console(stderr=True)
 
 
 def require_extra(extra: str, *modules: str) -> None:
@@ -26,8 +29,17 @@ def require_extra(extra: str, *modules: str) -> None:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment, with the command-line flags that were given on top."""
-    return Settings(**{key: value for key, value in overrides.items() if value is not None})
+    """Settings from the environment, with the command-line flags that were given on top;
+    invalid ones end the command with what is wrong with each, not a traceback."""
+    try:
+        return Settings(**{key: value for key, value in overrides.items() if value is not None})
+    except ValidationError as error:
+        for problem in error.errors():
+            where = ".".join(str(part) for part in problem["loc"])
+            name = f"SPEECHGATE_{where.upper()}" if where else "settings"
+            given = f" (got {problem['input']!r})" if where else ""
+            errors.print(f"[red]error:[/red] {name}: {escape(problem['msg'] + given)}")
+        raise typer.Exit(2) from None
 
 
 def megabytes(size: int | None) -> str:

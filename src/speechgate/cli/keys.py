@@ -6,6 +6,8 @@ directory). A running server sees changes made here within `key_cache_ttl` secon
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -13,13 +15,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from speechgate.cli.common import load_settings
 from speechgate.errors import SpeechgateError
 from speechgate.metering.keys import ApiKey, KeyLimits, check_limits
 from speechgate.metering.records import naive_utc
 from speechgate.metering.reports import Pricing, UsageReport, report_period
 from speechgate.metering.store import Store
 from speechgate.metering.tenancy import utc_now
-from speechgate.settings import Settings
 
 keys_app = typer.Typer(help="Create, list, change and revoke API keys.", no_args_is_help=True)
 console = Console()
@@ -46,10 +48,16 @@ MonthlyChars = Annotated[
 Expires = Annotated[datetime | None, typer.Option(help="When the key stops working (UTC).")]
 
 
-def _store() -> Store:
-    store = Store(Settings().store_url)
-    store.migrate()
-    return store
+@contextlib.contextmanager
+def _store() -> Iterator[Store]:
+    """The store, migrated, and closed when the command is done: a PostgreSQL server would
+    otherwise see each command's connections dropped rather than closed."""
+    store = Store(load_settings().store_url)
+    try:
+        store.migrate()
+        yield store
+    finally:
+        store.close()
 
 
 def _limit_options(**options: Any) -> dict[str, Any]:
@@ -134,7 +142,8 @@ def create(
         )
     except SpeechgateError as error:
         raise _fail(error) from None
-    key, secret = _store().create_key(name, limits, utc_now())
+    with _store() as store:
+        key, secret = store.create_key(name, limits, utc_now())
     _show(_keys_table([key]))
     console.print("Secret (shown once, store it now):")
     # Printed bare, without markup, so that it can be copied or piped as it is.
@@ -144,13 +153,15 @@ def create(
 @keys_app.command("list")
 def list_keys() -> None:
     """Every key with its limits (never the secrets)."""
-    _show(_keys_table(_store().list_keys()))
+    with _store() as store:
+        _show(_keys_table(store.list_keys()))
 
 
 @keys_app.command("revoke")
 def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (key_...).")]) -> None:
     """Stop a key for good."""
-    key = _store().revoke_key(key_id, utc_now())
+    with _store() as store:
+        key = store.revoke_key(key_id, utc_now())
     if key is None:
         console.print(f"[red]error:[/red] no key with id {key_id!r}")
         raise typer.Exit(1)
@@ -185,16 +196,16 @@ def update(
         if option not in _UNSETTABLE:
             raise typer.BadParameter(f"cannot unset {option!r}", param_hint="--unset")
         changes[_UNSETTABLE[option]] = None
-    store = _store()
-    current = store.get_key(key_id)
-    if current is None:
-        console.print(f"[red]error:[/red] no key with id {key_id!r}")
-        raise typer.Exit(1)
-    try:
-        check_limits(current.limits.changed(changes))
-    except SpeechgateError as error:
-        raise _fail(error) from None
-    key = store.update_key(key_id, changes, name)
+    with _store() as store:
+        current = store.get_key(key_id)
+        if current is None:
+            console.print(f"[red]error:[/red] no key with id {key_id!r}")
+            raise typer.Exit(1)
+        try:
+            check_limits(current.limits.changed(changes))
+        except SpeechgateError as error:
+            raise _fail(error) from None
+        key = store.update_key(key_id, changes, name)
     assert key is not None
     _show(_keys_table([key]))
 
@@ -244,11 +255,12 @@ def usage(
     by_key: Annotated[bool, typer.Option(help="One line per key.")] = False,
 ) -> None:
     """Characters, audio, requests and cost per model, with reference prices."""
-    settings = Settings()
+    settings = load_settings()
     try:
         begins, ends = report_period(period, start, end, utc_now())
     except SpeechgateError as error:
         raise _fail(error) from None
-    totals = _store().usage_totals(begins, ends)
+    with _store() as store:
+        totals = store.usage_totals(begins, ends)
     pricing = Pricing(settings.prices, settings.compute_cost_per_hour, settings.reference_prices)
     _show(usage_table(pricing.report(totals, begins, ends, by_key=by_key)))
