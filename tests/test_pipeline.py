@@ -6,12 +6,13 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
+import pytest
 
 from speechgate.audio.formats import AudioFormat
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import SynthesisRequest, load_engine
 from speechgate.engines.base import Engine, EngineConfig, Voice
-from speechgate.pipeline import SEGMENT_PAUSE, OutputSpec, render, speak_timed
+from speechgate.pipeline import SEGMENT_PAUSE, OutputSpec, render, speak_segments, speak_timed
 from speechgate.timing import TimedChunk, WordTime, word_spans
 
 
@@ -161,3 +162,40 @@ def test_rendered_chunks_carry_each_word_no_later_than_its_audio() -> None:
     # Without asking, no words (and no cost of finding them).
     plain = render(_Clicks(), SynthesisRequest(text, "v"), OutputSpec(AudioFormat.PCM, 24000))
     assert all(not chunk.words for chunk in plain)
+
+
+def _longest_inner_silence(pcm: PcmChunk) -> float:
+    """Seconds of the longest run of quiet 20 ms frames between the first and last loud one."""
+    frame = pcm.sample_rate // 50
+    samples = pcm.samples.astype(np.float64)
+    loud = [
+        float(np.sqrt(np.mean(samples[i : i + frame] ** 2))) > 330
+        for i in range(0, len(samples) - frame, frame)
+    ]
+    first, last = loud.index(True), len(loud) - loud[::-1].index(True)
+    longest = run = 0
+    for is_loud in loud[first:last]:
+        run = 0 if is_loud else run + 1
+        longest = max(longest, run)
+    return longest * 0.02
+
+
+@pytest.mark.parametrize("name", ["espeak", "piper"])
+def test_an_abbreviation_before_a_name_is_read_without_a_sentence_pause(name: str) -> None:
+    # espeak-ng (Piper's phonemizer too) ends a sentence at "Dr." before a capital.
+    engine = load_engine(EngineConfig(name))
+    try:
+        voice = engine.voices()[0].id
+
+        def spoken(text: str) -> PcmChunk:
+            chunks = speak_segments(engine, SynthesisRequest(text, voice))
+            return PcmChunk(np.concatenate([c.samples for c in chunks]), engine.sample_rate)
+
+        titled = _longest_inner_silence(spoken("Doctor Okafor met Mister Smith."))
+        abbreviated = _longest_inner_silence(spoken("Dr. Okafor met Mr. Smith."))
+        two_sentences = _longest_inner_silence(spoken("Doctor Okafor left. Mister Smith met."))
+    finally:
+        engine.close()
+    # No pause but a word's, where a sentence end's is there to be found (150 ms and more).
+    assert abbreviated < titled + 0.08
+    assert two_sentences > titled + 0.06

@@ -21,7 +21,7 @@ from speechgate.audio.formats import AudioFormat
 from speechgate.audio.loudness import normalize_loudness
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import Engine, SynthesisRequest, WordTimer
-from speechgate.text.segment import offsets, segment
+from speechgate.text.segment import mask_abbreviation_periods, offsets, segment
 from speechgate.timing import TimedChunk, WordTime, carry_words, estimate_words
 
 
@@ -103,7 +103,7 @@ def _segments(
         if index:
             yield TimedChunk(pause)
             elapsed += pause.duration
-        part = replace(request, text=text)
+        part = replace(request, text=mask_abbreviation_periods(text))
         # Faded edges: the join with the pause is silent. Closing this closes the engine's.
         chunks = carry_words(fade_edges, _synthesize(engine, part, timed))
         segment_start = elapsed

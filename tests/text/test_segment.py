@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from speechgate.text.segment import Segmenter, SegmentLimits, offsets, segment
+from speechgate.text.segment import (
+    Segmenter,
+    SegmentLimits,
+    mask_abbreviation_periods,
+    offsets,
+    segment,
+)
 
 # Each text must come out as exactly these sentences: no split inside an abbreviation, an
 # initial, a number, a URL or a quotation, and a split at every real sentence end.
@@ -133,3 +139,18 @@ def test_offsets_find_each_segment_in_the_text_as_sent() -> None:
     ] == pieces
     assert found == sorted(found)
     assert found[0] == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("Dr. Okafor met Mr. Smith.", "Dr  Okafor met Mr  Smith."),
+        ("J. R. R. Tolkien wrote it.", "J  R  R  Tolkien wrote it."),
+        ("He left. Then she came.", "He left. Then she came."),  # sentence ends stay
+        ("Use e.g. this one.", "Use e.g. this one."),  # before lower case: no split to undo
+        ("It costs $5. No more.", "It costs $5. No more."),
+    ],
+)
+def test_periods_that_end_no_sentence_are_masked_before_a_capital(text: str, masked: str) -> None:
+    assert mask_abbreviation_periods(text) == masked
+    assert len(mask_abbreviation_periods(text)) == len(text)  # offsets still point into text

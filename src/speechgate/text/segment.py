@@ -147,3 +147,20 @@ def offsets(text: str, segments: Iterable[str]) -> Iterator[int]:
             raise ValueError(f"{piece!r} is not a segment of the text")
         yield found
         position = found + len(piece)
+
+
+def mask_abbreviation_periods(text: str) -> str:
+    """`text` with a space for each period before a capital that does not end a sentence here
+    ("Dr. Okafor", "J. R. Tolkien"), at the same offsets, so positions still point into `text`.
+
+    espeak-ng, which phonemizes for Piper and Kokoro and speaks for itself, ends a sentence at
+    every such period: "Dr. Okafor" became "Doctor." with a falling tone and a pause, then
+    "Okafor". Without the period it reads "Doctor Okafor" in one breath, still expanded. Before
+    a lower-case word it does not split, and the period is what makes "e.g." "for example".
+    """
+    masked = list(text)
+    for end in _END.finditer(text):
+        following = text[end.end() :].lstrip()[:1]
+        if end.group()[0] == "." and following.isupper() and _ends_sentence(text, end) is False:
+            masked[end.start()] = " "
+    return "".join(masked)
