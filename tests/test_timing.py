@@ -7,7 +7,9 @@ import numpy as np
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.timing import (
+    CharacterAligner,
     TimedChunk,
+    WordFeed,
     WordTime,
     carry_words,
     character_alignment,
@@ -103,6 +105,29 @@ def test_characters_share_their_words_time_and_gaps_share_the_pauses() -> None:
     assert alignment.characters == list(text)
     assert alignment.character_start_times_seconds == [0.0, 0.1, 0.2, 0.35, 0.5, 0.6, 0.7, 0.8]
     assert alignment.character_end_times_seconds == [0.1, 0.2, 0.35, 0.5, 0.6, 0.7, 0.8, 0.8]
+
+
+def test_characters_aligned_as_the_words_come_are_the_whole_texts_alignment() -> None:
+    text = "(Hi), you two!"
+    words = [WordTime(1, 3, 0.1, 0.3), WordTime(6, 9, 0.5, 0.8), WordTime(10, 13, 0.9, 1.2)]
+    whole = character_alignment(text, words)
+    aligner = CharacterAligner(text)
+    parts = [aligner.add(words[:1]), aligner.add([]), aligner.add(words[1:]), aligner.finish()]
+    # The first word's batch holds the text up to its end; the gap after it waits for "you".
+    assert [len(part.characters) for part in parts] == [3, 0, 10, 1]
+    assert [c for part in parts for c in part.characters] == whole.characters
+    starts = [t for part in parts for t in part.character_start_times_seconds]
+    ends = [t for part in parts for t in part.character_end_times_seconds]
+    assert starts == whole.character_start_times_seconds
+    assert ends == whole.character_end_times_seconds
+
+
+def test_a_word_feed_hands_each_word_over_once() -> None:
+    feed = WordFeed()
+    feed.add([WordTime(0, 2, 0.0, 0.2)])
+    feed.add([WordTime(3, 5, 0.3, 0.5)])
+    assert [w.start_char for w in feed.take()] == [0, 3]
+    assert feed.take() == ()
 
 
 def test_a_word_is_found_among_the_phonemes_of_the_whole_text() -> None:

@@ -34,6 +34,7 @@ from speechgate.routing.config import (
 )
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 from speechgate.speech import SpeechRequest
+from speechgate.timing import WordFeed
 from speechgate.voices.naming import primary_language
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,10 @@ class Answer:
     """The provider that answered (the router names it)."""
     on_close: Callable[[], Awaitable[None]] | None = None
     """What ends the provider's work and bookkeeping; `aclose` runs it."""
+    words: WordFeed | None = None
+    """For a request with `word_times`: after each bytes the body yields, the words first
+    known with them (characters of the request's text, seconds from the start of the body's
+    audio); what is left when the body ends comes with no audio of its own."""
 
     @property
     def time_to_first_audio(self) -> float:
