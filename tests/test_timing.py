@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
@@ -10,6 +11,7 @@ from speechgate.timing import (
     CharacterAligner,
     TimedChunk,
     WordFeed,
+    WordsFromCharacters,
     WordTime,
     carry_words,
     character_alignment,
@@ -120,6 +122,37 @@ def test_characters_aligned_as_the_words_come_are_the_whole_texts_alignment() ->
     ends = [t for part in parts for t in part.character_end_times_seconds]
     assert starts == whole.character_start_times_seconds
     assert ends == whole.character_end_times_seconds
+
+
+def test_words_come_back_from_their_characters_times_once_each_is_whole() -> None:
+    text = "(Hi), you two!"
+    words = [WordTime(1, 3, 0.1, 0.3), WordTime(6, 9, 0.5, 0.8), WordTime(10, 13, 0.9, 1.2)]
+    alignment = character_alignment(text, words)
+    back = WordsFromCharacters(text)
+    found = []
+    for first, last in ((0, 7), (7, 12), (12, len(text))):
+        found.append(
+            back.add(
+                alignment.characters[first:last],
+                alignment.character_start_times_seconds[first:last],
+                alignment.character_end_times_seconds[first:last],
+            )
+        )
+    # "you" is whole only with the second batch, "two" with the third.
+    assert [[(w.start_char, w.end_char) for w in batch] for batch in found] == [
+        [(1, 3)],
+        [(6, 9)],
+        [(10, 13)],
+    ]
+    assert [w for batch in found for w in batch] == words
+
+
+def test_characters_that_are_not_the_texts_next_are_refused() -> None:
+    back = WordsFromCharacters("Hi you")
+    with pytest.raises(ValueError):
+        back.add(["H", "o"], [0.0, 0.1], [0.1, 0.2])
+    with pytest.raises(ValueError):
+        back.add(["H", "i"], [0.0], [0.1, 0.2])
 
 
 def test_a_word_feed_hands_each_word_over_once() -> None:

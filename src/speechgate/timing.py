@@ -252,6 +252,38 @@ class CharacterAligner:
         return CharacterAlignment(list(self._text[first:]), starts, ends)
 
 
+class WordsFromCharacters:
+    """Word times from character times of `text` (ElevenLabs' `alignment`), as they come in
+    order: each word of `word_spans(text)` from its first character's start to its last one's
+    end, once all its characters are known. Not thread-safe."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._spans = word_spans(text)
+        self._next = 0
+        self._starts: list[float] = []
+        self._ends: list[float] = []
+
+    def add(
+        self, characters: Sequence[str], starts: Sequence[float], ends: Sequence[float]
+    ) -> list[WordTime]:
+        """The words these characters (the next ones of the text) complete. Raises ValueError
+        for characters that are not the text's next ones, or times not one per character."""
+        known = len(self._starts)
+        if "".join(characters) != self._text[known : known + len(characters)]:
+            raise ValueError(f"the characters from offset {known} are not the text's")
+        if not len(starts) == len(ends) == len(characters):
+            raise ValueError("not one start and one end time per character")
+        self._starts += [float(t) for t in starts]
+        self._ends += [float(t) for t in ends]
+        words = []
+        while self._next < len(self._spans) and self._spans[self._next][1] <= len(self._starts):
+            start, end = self._spans[self._next]
+            words.append(WordTime(start, end, self._starts[start], self._ends[end - 1]))
+            self._next += 1
+        return words
+
+
 class WordFeed:
     """How an answer passes word times beside its bytes: whoever produces the bytes `add`s the
     words first known with them before yielding them; whoever reads the bytes `take`s the words

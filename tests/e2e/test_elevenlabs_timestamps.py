@@ -243,3 +243,96 @@ def test_espeak_character_times_fall_on_its_speech_and_its_pauses(
     then_start = starts[TEXT.index("Then")]
     assert then_start - dog_end >= 0.15
     assert loudness(audio, dog_end + 0.02, then_start - 0.02) < 0.02
+
+
+ROUTES = """
+providers:
+  eleven: {{kind: elevenlabs, base_url: {upstream}, models: {{via-eleven: fake}}}}
+  openai: {{kind: remote, base_url: {upstream}/v1, model: fake}}
+routes:
+  via-eleven: {{providers: {{eleven: 100}}}}
+  via-openai: {{providers: {{openai: 100}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def front(
+    tmp_path_factory: pytest.TempPathFactory, upstream: RunningServer
+) -> Iterator[RunningServer]:
+    routes = tmp_path_factory.mktemp("routes") / "routes.yaml"
+    routes.write_text(ROUTES.format(upstream=upstream.url))
+    with running_server(fake_settings(routes_file=routes)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[RunningServer]:
+    with running_server(fake_settings()) as running:
+        yield running
+
+
+def test_a_route_to_an_elevenlabs_upstream_relays_its_timestamps(
+    front: RunningServer, upstream: RunningServer
+) -> None:
+    with eleven(front.url, None) as relayed, eleven(upstream.url, None) as direct:
+        via = relayed.text_to_speech.convert_with_timestamps(
+            voice_id="alloy", text=TEXT, model_id="via-eleven", output_format="pcm_24000"
+        )
+        own = direct.text_to_speech.convert_with_timestamps(
+            voice_id="alloy", text=TEXT, model_id="fake", output_format="pcm_24000"
+        )
+        streamed = list(
+            relayed.text_to_speech.stream_with_timestamps(
+                voice_id="alloy", text=TEXT, model_id="via-eleven", output_format="pcm_24000"
+            )
+        )
+    audio = decode_audio(base64.b64decode(via.audio_base_64), "pcm", pcm_rate=24000)
+    check_alignment(via.alignment, TEXT, audio)
+    # The upstream's own times, through the relay (each side rounds them to 0.1 ms).
+    assert via.audio_base_64 == own.audio_base_64
+    same_times(via.alignment, own.alignment)
+    joined = b"".join(base64.b64decode(chunk.audio_base_64) for chunk in streamed)
+    assert joined == base64.b64decode(own.audio_base_64)
+    same_times(as_model(merged([chunk.alignment for chunk in streamed])), own.alignment)
+
+
+def same_times(
+    found: CharacterAlignmentResponseModel | None, wanted: CharacterAlignmentResponseModel | None
+) -> None:
+    assert found is not None and wanted is not None
+    assert found.characters == wanted.characters
+    assert found.character_start_times_seconds == pytest.approx(
+        wanted.character_start_times_seconds, abs=2e-4
+    )
+    assert found.character_end_times_seconds == pytest.approx(
+        wanted.character_end_times_seconds, abs=2e-4
+    )
+
+
+def test_a_route_to_an_openai_upstream_estimates_the_times_from_its_audio(
+    front: RunningServer,
+) -> None:
+    # One pause in the audio, one break in the text: the estimate gives each sentence its run
+    # of sound. (TEXT's comma, which the fake engine does not pause at, would make the phrases
+    # outnumber the runs, and the estimate spread the words over the whole.)
+    text = "The quick brown fox jumps over the lazy dog. Then it sleeps quietly."
+    with eleven(front.url, None) as client:
+        answer = client.text_to_speech.convert_with_timestamps(
+            voice_id="alloy", text=text, model_id="via-openai", output_format="mp3_24000_48"
+        )
+        chunks = list(
+            client.text_to_speech.stream_with_timestamps(
+                voice_id="alloy", text=text, model_id="via-openai", output_format="ulaw_8000"
+            )
+        )
+    audio = decode_audio(base64.b64decode(answer.audio_base_64), "mp3")
+    check_alignment(answer.alignment, text, audio)
+    alignment = answer.alignment
+    assert alignment is not None
+    then_start = alignment.character_start_times_seconds[text.index("Then")]
+    dog_end = alignment.character_end_times_seconds[text.index("dog") + 2]
+    assert then_start - dog_end >= 0.1
+    assert loudness(audio, dog_end + 0.02, then_start - 0.02) < 0.02
+    joined = b"".join(base64.b64decode(chunk.audio_base_64) for chunk in chunks)
+    telephone = decode_audio(joined, "ulaw", pcm_rate=8000)
+    check_alignment(as_model(merged([chunk.alignment for chunk in chunks])), text, telephone)

@@ -43,6 +43,7 @@ from speechgate.api.voices import get_voices
 from speechgate.audio.formats import OutputFormat, parse_format
 from speechgate.catalog import Catalog, Model, normalize
 from speechgate.errors import (
+    EngineFailed,
     ModelNotFound,
     NotFound,
     SpeechgateError,
@@ -377,8 +378,7 @@ def _timed(data: bytes, found: CharacterAlignment) -> AudioWithTimestamps:
     )
 
 
-async def _whole(answer: Answer, text: str) -> AudioWithTimestamps:
-    feed = answer.words or WordFeed()
+async def _whole(answer: Answer, feed: WordFeed, text: str) -> AudioWithTimestamps:
     audio = bytearray()
     words: list[WordTime] = []
     async for data in answer.body:
@@ -388,10 +388,9 @@ async def _whole(answer: Answer, text: str) -> AudioWithTimestamps:
     return _timed(bytes(audio), character_alignment(text, words))
 
 
-async def _lines(answer: Answer, text: str) -> AsyncGenerator[bytes]:
+async def _lines(answer: Answer, feed: WordFeed, text: str) -> AsyncGenerator[bytes]:
     """One NDJSON line per piece of audio, with the characters first known with it; the
     characters after the last word, if any, on a line of their own without audio."""
-    feed = answer.words or WordFeed()
     aligner = CharacterAligner(text)
     async for data in answer.body:
         yield _timed(data, aligner.add(feed.take())).model_dump_json().encode() + b"\n"
@@ -414,11 +413,16 @@ async def _speak_timed(
     answer = await open_answer(request, speech, meter)
     if answer is None:
         return Response(status_code=499)
+    feed = answer.words
+    if feed is None:
+        # Every provider honours `word_times`; without words each character would be at 0 s.
+        await answer.aclose()
+        raise EngineFailed(f"The provider {answer.provider!r} did not say when words are heard.")
     headers = answer.headers | headers
     if stream:
         lines = Answer(
             NDJSON,
-            _lines(answer, speech.text),
+            _lines(answer, feed, speech.text),
             answer.progress,
             headers,
             provider=answer.provider,
@@ -426,7 +430,7 @@ async def _speak_timed(
         )
         return AnswerResponse(lines)
     try:
-        whole = await unless_disconnected(request, _whole(answer, speech.text))
+        whole = await unless_disconnected(request, _whole(answer, feed, speech.text))
     except ClientGone:
         return Response(status_code=499)
     finally:
