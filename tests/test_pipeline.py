@@ -160,3 +160,18 @@ def test_rendered_chunks_carry_each_word_no_later_than_its_audio() -> None:
     # Without asking, no words (and no cost of finding them).
     plain = render(_Clicks(), SynthesisRequest(text, "v"), OutputSpec(AudioFormat.PCM, 24000))
     assert all(not chunk.words for chunk in plain)
+
+
+def test_word_times_in_a_stream_with_priming_start_after_it() -> None:
+    # A decoder plays AAC's 1024 samples of priming (which ADTS cannot mark) before the first
+    # sample: the words are heard that much later than in PCM.
+    text = "One two. Three four five."
+    request = SynthesisRequest(text, "v")
+
+    def starts(fmt: AudioFormat) -> list[float]:
+        spec = OutputSpec(fmt, 24000, word_times=True)
+        return [w.start_s for chunk in render(_Clicks(), request, spec) for w in chunk.words]
+
+    plain, primed = starts(AudioFormat.PCM), starts(AudioFormat.AAC)
+    assert np.allclose(np.subtract(primed, plain), 1024 / 24000)
+    assert np.allclose(starts(AudioFormat.MP3), plain)  # its LAME tag marks its priming
