@@ -63,6 +63,14 @@ class CharacterAlignment:
     character_start_times_seconds: list[float]
     character_end_times_seconds: list[float]
 
+    def __add__(self, following: CharacterAlignment) -> CharacterAlignment:
+        """This alignment, then `following`'s characters (of the text after these)."""
+        return CharacterAlignment(
+            self.characters + following.characters,
+            self.character_start_times_seconds + following.character_start_times_seconds,
+            self.character_end_times_seconds + following.character_end_times_seconds,
+        )
+
 
 # Punctuation at a token's edges is not spoken as part of the word ("(Hello," is "Hello"); a
 # token of punctuation only ("-", "&") stays whole, as an engine may still say it.
@@ -207,13 +215,7 @@ def character_alignment(text: str, words: Sequence[WordTime]) -> CharacterAlignm
     before the first word run from 0 to its start, and those after the last sit at its end.
     """
     aligner = CharacterAligner(text)
-    head = aligner.add(words)
-    tail = aligner.finish()
-    return CharacterAlignment(
-        head.characters + tail.characters,
-        head.character_start_times_seconds + tail.character_start_times_seconds,
-        head.character_end_times_seconds + tail.character_end_times_seconds,
-    )
+    return aligner.add(words) + aligner.finish()
 
 
 class CharacterAligner:

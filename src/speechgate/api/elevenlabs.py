@@ -394,12 +394,7 @@ async def _lines(answer: Answer, feed: WordFeed, text: str) -> AsyncGenerator[by
     aligner = CharacterAligner(text)
     async for data in answer.body:
         yield _timed(data, aligner.add(feed.take())).model_dump_json().encode() + b"\n"
-    last, rest = aligner.add(feed.take()), aligner.finish()
-    rest = CharacterAlignment(
-        last.characters + rest.characters,
-        last.character_start_times_seconds + rest.character_start_times_seconds,
-        last.character_end_times_seconds + rest.character_end_times_seconds,
-    )
+    rest = aligner.add(feed.take()) + aligner.finish()
     if rest.characters:
         yield _timed(b"", rest).model_dump_json().encode() + b"\n"
 
