@@ -20,7 +20,7 @@ from elevenlabs.types import CharacterAlignmentResponseModel
 
 from tests.conftest import fake_settings, make_settings
 from tests.helpers.audio import DecodedAudio, decode_audio
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, free_port, running_server
 
 pytestmark = pytest.mark.slow
 
@@ -249,9 +249,12 @@ ROUTES = """
 providers:
   eleven: {{kind: elevenlabs, base_url: {upstream}, models: {{via-eleven: fake}}}}
   openai: {{kind: remote, base_url: {upstream}/v1, model: fake}}
+  gone: {{kind: elevenlabs, base_url: "http://127.0.0.1:{nobody}", connect_timeout: 1}}
+  local: {{kind: local, model: fake}}
 routes:
   via-eleven: {{providers: {{eleven: 100}}}}
   via-openai: {{providers: {{openai: 100}}}}
+  via-gone: {{providers: {{gone: 100}}, fallback: [local]}}
 """
 
 
@@ -260,7 +263,7 @@ def front(
     tmp_path_factory: pytest.TempPathFactory, upstream: RunningServer
 ) -> Iterator[RunningServer]:
     routes = tmp_path_factory.mktemp("routes") / "routes.yaml"
-    routes.write_text(ROUTES.format(upstream=upstream.url))
+    routes.write_text(ROUTES.format(upstream=upstream.url, nobody=free_port()))
     with running_server(fake_settings(routes_file=routes)) as running:
         yield running
 
@@ -336,3 +339,16 @@ def test_a_route_to_an_openai_upstream_estimates_the_times_from_its_audio(
     joined = b"".join(base64.b64decode(chunk.audio_base_64) for chunk in chunks)
     telephone = decode_audio(joined, "ulaw", pcm_rate=8000)
     check_alignment(as_model(merged([chunk.alignment for chunk in chunks])), text, telephone)
+
+
+def test_a_timed_request_whose_upstream_is_down_falls_over_to_the_local_engine(
+    front: RunningServer,
+) -> None:
+    with eleven(front.url, None) as client:
+        response = client.text_to_speech.with_raw_response.convert_with_timestamps(
+            voice_id="alloy", text=TEXT, model_id="via-gone", output_format="pcm_24000"
+        )
+    assert response.headers["x-speechgate-provider"] == "local"
+    answer = response.data
+    audio = decode_audio(base64.b64decode(answer.audio_base_64), "pcm", pcm_rate=24000)
+    check_alignment(answer.alignment, TEXT, audio)
