@@ -199,3 +199,18 @@ def test_an_abbreviation_before_a_name_is_read_without_a_sentence_pause(name: st
     # No pause but a word's, where a sentence end's is there to be found (150 ms and more).
     assert abbreviated < titled + 0.08
     assert two_sentences > titled + 0.06
+
+
+def test_word_times_in_a_stream_with_priming_start_after_it() -> None:
+    # A decoder plays AAC's 1024 samples of priming (which ADTS cannot mark) before the first
+    # sample: the words are heard that much later than in PCM.
+    text = "One two. Three four five."
+    request = SynthesisRequest(text, "v")
+
+    def starts(fmt: AudioFormat) -> list[float]:
+        spec = OutputSpec(fmt, 24000, word_times=True)
+        return [w.start_s for chunk in render(_Clicks(), request, spec) for w in chunk.words]
+
+    plain, primed = starts(AudioFormat.PCM), starts(AudioFormat.AAC)
+    assert np.allclose(np.subtract(primed, plain), 1024 / 24000)
+    assert np.allclose(starts(AudioFormat.MP3), plain)  # its LAME tag marks its priming

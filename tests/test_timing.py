@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.timing import (
+    CharacterAligner,
     TimedChunk,
+    WordFeed,
+    WordsFromCharacters,
     WordTime,
     carry_words,
     character_alignment,
@@ -103,6 +107,60 @@ def test_characters_share_their_words_time_and_gaps_share_the_pauses() -> None:
     assert alignment.characters == list(text)
     assert alignment.character_start_times_seconds == [0.0, 0.1, 0.2, 0.35, 0.5, 0.6, 0.7, 0.8]
     assert alignment.character_end_times_seconds == [0.1, 0.2, 0.35, 0.5, 0.6, 0.7, 0.8, 0.8]
+
+
+def test_characters_aligned_as_the_words_come_are_the_whole_texts_alignment() -> None:
+    text = "(Hi), you two!"
+    words = [WordTime(1, 3, 0.1, 0.3), WordTime(6, 9, 0.5, 0.8), WordTime(10, 13, 0.9, 1.2)]
+    whole = character_alignment(text, words)
+    aligner = CharacterAligner(text)
+    parts = [aligner.add(words[:1]), aligner.add([]), aligner.add(words[1:]), aligner.finish()]
+    # The first word's batch holds the text up to its end; the gap after it waits for "you".
+    assert [len(part.characters) for part in parts] == [3, 0, 10, 1]
+    assert [c for part in parts for c in part.characters] == whole.characters
+    starts = [t for part in parts for t in part.character_start_times_seconds]
+    ends = [t for part in parts for t in part.character_end_times_seconds]
+    assert starts == whole.character_start_times_seconds
+    assert ends == whole.character_end_times_seconds
+
+
+def test_words_come_back_from_their_characters_times_once_each_is_whole() -> None:
+    text = "(Hi), you two!"
+    words = [WordTime(1, 3, 0.1, 0.3), WordTime(6, 9, 0.5, 0.8), WordTime(10, 13, 0.9, 1.2)]
+    alignment = character_alignment(text, words)
+    back = WordsFromCharacters(text)
+    found = []
+    for first, last in ((0, 7), (7, 12), (12, len(text))):
+        found.append(
+            back.add(
+                alignment.characters[first:last],
+                alignment.character_start_times_seconds[first:last],
+                alignment.character_end_times_seconds[first:last],
+            )
+        )
+    # "you" is whole only with the second batch, "two" with the third.
+    assert [[(w.start_char, w.end_char) for w in batch] for batch in found] == [
+        [(1, 3)],
+        [(6, 9)],
+        [(10, 13)],
+    ]
+    assert [w for batch in found for w in batch] == words
+
+
+def test_characters_that_are_not_the_texts_next_are_refused() -> None:
+    back = WordsFromCharacters("Hi you")
+    with pytest.raises(ValueError):
+        back.add(["H", "o"], [0.0, 0.1], [0.1, 0.2])
+    with pytest.raises(ValueError):
+        back.add(["H", "i"], [0.0], [0.1, 0.2])
+
+
+def test_a_word_feed_hands_each_word_over_once() -> None:
+    feed = WordFeed()
+    feed.add([WordTime(0, 2, 0.0, 0.2)])
+    feed.add([WordTime(3, 5, 0.3, 0.5)])
+    assert [w.start_char for w in feed.take()] == [0, 3]
+    assert feed.take() == ()
 
 
 def test_a_word_is_found_among_the_phonemes_of_the_whole_text() -> None:

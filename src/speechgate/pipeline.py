@@ -168,7 +168,9 @@ def render(
             for chunk in timed_chunks:
                 data = encoder.encode(chunk.pcm)
                 elapsed = time.perf_counter() - started
-                yield EncodedChunk(data, chunk.pcm.duration, elapsed, chunk.words)
+                # Heard after the priming a decoder plays first, where the stream cannot say.
+                words = tuple(word.shifted(encoder.priming) for word in chunk.words)
+                yield EncodedChunk(data, chunk.pcm.duration, elapsed, words)
         yield EncodedChunk(encoder.finish(), 0.0, time.perf_counter() - started)
     finally:
         encoder.close()

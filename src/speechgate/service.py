@@ -28,6 +28,7 @@ from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
 from speechgate.speech import SpeechRequest, StreamFormat
 from speechgate.text.segment import clean_text
+from speechgate.timing import WordFeed
 from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
 from speechgate.workers.base import Pool
 
@@ -92,6 +93,9 @@ class SpeechStream:
         self.engine_time_to_first_audio = first.elapsed if first is not None else None
         self.audio_seconds = 0.0
         self.completed = False
+        self.words = WordFeed()
+        """The words first known with the bytes `chunks()` has yielded, for a plan with
+        `OutputSpec.word_times` (times from the start of the audio, characters of its text)."""
         self._ended = False
 
     async def chunks(self) -> AsyncGenerator[bytes]:
@@ -99,9 +103,12 @@ class SpeechStream:
         try:
             if self._first is not None:
                 self.audio_seconds += self._first.audio_seconds
+                self.words.add(self._first.words)
                 yield self._first.data
             async for chunk in self._rest:
                 self.audio_seconds += chunk.audio_seconds
+                # Words of bytes the encoder still holds go with the next bytes it releases.
+                self.words.add(chunk.words)
                 if chunk.data:
                     yield chunk.data
             self.completed = True
@@ -213,7 +220,13 @@ class SpeechService:
                 instructions=request.instructions,
                 seed=request.seed,
             ),
-            output=OutputSpec(fmt.format, rate, self._settings.loudness_target_lufs, fmt.bit_rate),
+            output=OutputSpec(
+                fmt.format,
+                rate,
+                self._settings.loudness_target_lufs,
+                fmt.bit_rate,
+                word_times=request.word_times,
+            ),
             stream_format=request.stream_format,
             instructions_ignored=bool(request.instructions) and not engine.supports_instructions,
             reference_audio=reference,

@@ -42,3 +42,6 @@ class SpeechRequest:
     reference_audio: bytes | None = None
     """An audio file of someone speaking, to clone for this request only instead of `voice`."""
     stream_format: StreamFormat = "audio"
+    word_times: bool = False
+    """Whether the answer says when each word of `text` is heard (`Answer.words`): for front
+    ends that send timestamps."""

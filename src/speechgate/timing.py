@@ -63,6 +63,14 @@ class CharacterAlignment:
     character_start_times_seconds: list[float]
     character_end_times_seconds: list[float]
 
+    def __add__(self, following: CharacterAlignment) -> CharacterAlignment:
+        """This alignment, then `following`'s characters (of the text after these)."""
+        return CharacterAlignment(
+            self.characters + following.characters,
+            self.character_start_times_seconds + following.character_start_times_seconds,
+            self.character_end_times_seconds + following.character_end_times_seconds,
+        )
+
 
 # Punctuation at a token's edges is not spoken as part of the word ("(Hello," is "Hello"); a
 # token of punctuation only ("-", "&") stays whole, as an engine may still say it.
@@ -206,30 +214,104 @@ def character_alignment(text: str, words: Sequence[WordTime]) -> CharacterAlignm
     (spaces, punctuation) share the gap from the first's end to the next's start evenly, those
     before the first word run from 0 to its start, and those after the last sit at its end.
     """
-    starts = [0.0] * len(text)
-    ends = [0.0] * len(text)
-    cursor_char, cursor_time = 0, 0.0
-    for word in sorted(words, key=lambda w: w.start_char):
-        if word.start_char < cursor_char:
-            continue
-        _spread(starts, ends, cursor_char, word.start_char, cursor_time, word.start_s)
-        _spread(starts, ends, word.start_char, word.end_char, word.start_s, word.end_s)
-        cursor_char, cursor_time = word.end_char, word.end_s
-    _spread(starts, ends, cursor_char, len(text), cursor_time, cursor_time)
-    return CharacterAlignment(list(text), starts, ends)
+    aligner = CharacterAligner(text)
+    return aligner.add(words) + aligner.finish()
 
 
-def _spread(
-    starts: list[float], ends: list[float], first: int, last: int, begin: float, end: float
-) -> None:
-    count = last - first
+class CharacterAligner:
+    """`character_alignment` as the words of a stream come: `add` gives the characters each
+    batch of words makes known, `finish` the rest. Together they are `character_alignment`'s,
+    for words that come in the order of the text.
+
+    The characters between two words wait for the second (its start bounds their gap), so
+    those `add` returns never change later. Not thread-safe.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._char = 0
+        self._time = 0.0
+
+    def add(self, words: Iterable[WordTime]) -> CharacterAlignment:
+        first = self._char
+        starts: list[float] = []
+        ends: list[float] = []
+        for word in sorted(words, key=lambda w: w.start_char):
+            # A word overlapping one already placed (or past the text) has nothing to add.
+            if word.start_char < self._char or word.end_char > len(self._text):
+                continue
+            _spread(starts, ends, word.start_char - self._char, self._time, word.start_s)
+            _spread(starts, ends, word.end_char - word.start_char, word.start_s, word.end_s)
+            self._char, self._time = word.end_char, max(word.end_s, word.start_s)
+        return CharacterAlignment(list(self._text[first : self._char]), starts, ends)
+
+    def finish(self) -> CharacterAlignment:
+        """The characters after the last word, at its end."""
+        first, self._char = self._char, len(self._text)
+        starts: list[float] = []
+        ends: list[float] = []
+        _spread(starts, ends, self._char - first, self._time, self._time)
+        return CharacterAlignment(list(self._text[first:]), starts, ends)
+
+
+class WordsFromCharacters:
+    """Word times from character times of `text` (ElevenLabs' `alignment`), as they come in
+    order: each word of `word_spans(text)` from its first character's start to its last one's
+    end, once all its characters are known. Not thread-safe."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._spans = word_spans(text)
+        self._next = 0
+        self._starts: list[float] = []
+        self._ends: list[float] = []
+
+    def add(
+        self, characters: Sequence[str], starts: Sequence[float], ends: Sequence[float]
+    ) -> list[WordTime]:
+        """The words these characters (the next ones of the text) complete. Raises ValueError
+        for characters that are not the text's next ones, or times not one per character."""
+        known = len(self._starts)
+        if "".join(characters) != self._text[known : known + len(characters)]:
+            raise ValueError(f"the characters from offset {known} are not the text's")
+        if not len(starts) == len(ends) == len(characters):
+            raise ValueError("not one start and one end time per character")
+        self._starts += [float(t) for t in starts]
+        self._ends += [float(t) for t in ends]
+        words = []
+        while self._next < len(self._spans) and self._spans[self._next][1] <= len(self._starts):
+            start, end = self._spans[self._next]
+            words.append(WordTime(start, end, self._starts[start], self._ends[end - 1]))
+            self._next += 1
+        return words
+
+
+class WordFeed:
+    """How an answer passes word times beside its bytes: whoever produces the bytes `add`s the
+    words first known with them before yielding them; whoever reads the bytes `take`s the words
+    after each. Not thread-safe: one event loop's producer and reader."""
+
+    def __init__(self) -> None:
+        self._words: list[WordTime] = []
+
+    def add(self, words: Iterable[WordTime]) -> None:
+        self._words.extend(words)
+
+    def take(self) -> tuple[WordTime, ...]:
+        taken = tuple(self._words)
+        self._words.clear()
+        return taken
+
+
+def _spread(starts: list[float], ends: list[float], count: int, begin: float, end: float) -> None:
+    """Appends `count` characters sharing `begin` to `end` evenly."""
     if count <= 0:
         return
     end = max(end, begin)
     step = (end - begin) / count
     for index in range(count):
-        starts[first + index] = round(begin + index * step, 4)
-        ends[first + index] = round(begin + (index + 1) * step, 4)
+        starts.append(round(begin + index * step, 4))
+        ends.append(round(begin + (index + 1) * step, 4))
 
 
 def first_sounds(words: Sequence[Sequence[str]], spoken: Sequence[str]) -> list[int | None]:

@@ -109,6 +109,12 @@ def test_the_elevenlabs_body_carries_speed_language_and_seed_only_when_set() -> 
     assert (body["language_code"], body["seed"]) == ("de", 3)
 
 
+def test_a_request_for_word_times_goes_to_the_streaming_with_timestamps_route() -> None:
+    path, query, _ = elevenlabs_request(replace(eleven("pcm"), word_times=True))
+    assert path == "v1/text-to-speech/v/stream/with-timestamps"
+    assert query == {"output_format": "pcm_24000"}
+
+
 @pytest.mark.parametrize(
     ("status", "payload", "message", "code"),
     [

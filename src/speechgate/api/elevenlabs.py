@@ -12,8 +12,9 @@ array of ElevenLabs model objects; without, OpenAI's list.
 
 from __future__ import annotations
 
+import base64
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -27,13 +28,22 @@ from starlette.types import Scope
 
 from speechgate.api.catalog import get_catalog
 from speechgate.api.errors import http_error, validation_error
-from speechgate.api.speech import AUDIO_CONTENT, require_json, respond
+from speechgate.api.speech import (
+    AUDIO_CONTENT,
+    AnswerResponse,
+    ClientGone,
+    open_answer,
+    require_json,
+    respond,
+    unless_disconnected,
+)
 from speechgate.api.state import app_state
 from speechgate.api.tenancy import CurrentPrincipal, admit_speech
 from speechgate.api.voices import get_voices
 from speechgate.audio.formats import OutputFormat, parse_format
 from speechgate.catalog import Catalog, Model, normalize
 from speechgate.errors import (
+    EngineFailed,
     ModelNotFound,
     NotFound,
     SpeechgateError,
@@ -41,8 +51,17 @@ from speechgate.errors import (
     VoiceNotFound,
     VoiceNotInstalled,
 )
+from speechgate.metering.meter import Meter
+from speechgate.routing.providers import Answer
 from speechgate.routing.router import Router
 from speechgate.speech import SpeechRequest
+from speechgate.timing import (
+    CharacterAligner,
+    CharacterAlignment,
+    WordFeed,
+    WordTime,
+    character_alignment,
+)
 from speechgate.voices.cloning import VoiceCloning
 from speechgate.voices.library import VoiceNotStored
 from speechgate.voices.naming import primary_language
@@ -68,6 +87,7 @@ taken the same way: clients pick among them for speed or quality, which here is 
 _ELEVENLABS_PREFIX = "eleven_"
 _DEFAULT_MODEL = "tts-1"
 """The catalog's alias for the default engine, which ElevenLabs' model ids stand for."""
+NDJSON = "application/x-ndjson"
 IGNORED_HEADER = "x-speechgate-ignored"
 """Names the request's fields that were accepted but have no effect here."""
 
@@ -212,6 +232,24 @@ class VoiceObject(BaseModel):
     created_at_unix: int | None = None
 
 
+class Alignment(BaseModel):
+    """When each character of the text is heard, in seconds from the start of the audio."""
+
+    characters: list[str]
+    character_start_times_seconds: list[float]
+    character_end_times_seconds: list[float]
+
+
+class AudioWithTimestamps(BaseModel):
+    """The with-timestamps routes' answer; the streaming route's lines each have this shape."""
+
+    audio_base64: str
+    alignment: Alignment | None
+    """Over the text as sent."""
+    normalized_alignment: Alignment | None
+    """Over the text as normalized for speech: here the text as sent, too."""
+
+
 class VoicesResponse(BaseModel):
     voices: list[VoiceObject]
 
@@ -286,9 +324,14 @@ LatencyQuery = Annotated[
 ]
 
 
-async def _speak(
-    request: Request, voice_id: str, body: TextToSpeechBody, output_format: str
-) -> Response:
+async def _translate(
+    request: Request,
+    voice_id: str,
+    body: TextToSpeechBody,
+    output_format: str,
+    word_times: bool = False,
+) -> tuple[SpeechRequest, Meter, dict[str, str]]:
+    """The body as a speech request, admitted; and the headers that say what was ignored."""
     fmt = _output_format(output_format)
     state = app_state(request)
     catalog, routing = state.runtime.catalog, state.router
@@ -304,10 +347,90 @@ async def _speak(
         speed=1.0 if speed is None else speed,
         language=body.language_code,
         seed=seed,
+        word_times=word_times,
     )
     ignored = _ignored(body, seed)
-    headers = {IGNORED_HEADER: ", ".join(ignored)} if ignored else None
+    return speech, meter, {IGNORED_HEADER: ", ".join(ignored)} if ignored else {}
+
+
+async def _speak(
+    request: Request, voice_id: str, body: TextToSpeechBody, output_format: str
+) -> Response:
+    speech, meter, headers = await _translate(request, voice_id, body, output_format)
     return await respond(request, speech, meter, headers=headers)
+
+
+def _alignment(found: CharacterAlignment) -> Alignment:
+    return Alignment(
+        characters=found.characters,
+        character_start_times_seconds=found.character_start_times_seconds,
+        character_end_times_seconds=found.character_end_times_seconds,
+    )
+
+
+def _timed(data: bytes, found: CharacterAlignment) -> AudioWithTimestamps:
+    # Characters are the client's own text: nothing normalized, so both alignments are one.
+    alignment = _alignment(found)
+    return AudioWithTimestamps(
+        audio_base64=base64.b64encode(data).decode(),
+        alignment=alignment,
+        normalized_alignment=alignment,
+    )
+
+
+async def _whole(answer: Answer, feed: WordFeed, text: str) -> AudioWithTimestamps:
+    audio = bytearray()
+    words: list[WordTime] = []
+    async for data in answer.body:
+        audio += data
+        words += feed.take()
+    words += feed.take()
+    return _timed(bytes(audio), character_alignment(text, words))
+
+
+async def _lines(answer: Answer, feed: WordFeed, text: str) -> AsyncGenerator[bytes]:
+    """One NDJSON line per piece of audio, with the characters first known with it; the
+    characters after the last word, if any, on a line of their own without audio."""
+    aligner = CharacterAligner(text)
+    async for data in answer.body:
+        yield _timed(data, aligner.add(feed.take())).model_dump_json().encode() + b"\n"
+    rest = aligner.add(feed.take()) + aligner.finish()
+    if rest.characters:
+        yield _timed(b"", rest).model_dump_json().encode() + b"\n"
+
+
+async def _speak_timed(
+    request: Request, voice_id: str, body: TextToSpeechBody, output_format: str, stream: bool
+) -> Response:
+    speech, meter, headers = await _translate(
+        request, voice_id, body, output_format, word_times=True
+    )
+    answer = await open_answer(request, speech, meter)
+    if answer is None:
+        return Response(status_code=499)
+    feed = answer.words
+    if feed is None:
+        # Every provider honours `word_times`; without words each character would be at 0 s.
+        await answer.aclose()
+        raise EngineFailed(f"The provider {answer.provider!r} did not say when words are heard.")
+    headers = answer.headers | headers
+    if stream:
+        lines = Answer(
+            NDJSON,
+            _lines(answer, feed, speech.text),
+            answer.progress,
+            headers,
+            provider=answer.provider,
+            on_close=answer.aclose,
+        )
+        return AnswerResponse(lines)
+    try:
+        whole = await unless_disconnected(request, _whole(answer, feed, speech.text))
+    except ClientGone:
+        return Response(status_code=499)
+    finally:
+        await answer.aclose()
+    return JSONResponse(whole.model_dump(), headers=headers)
 
 
 @router.post(
@@ -345,6 +468,48 @@ async def text_to_speech_stream(
 ) -> Response:
     # The same as the route above: speechgate streams every response as its audio comes.
     return await _speak(request, voice_id, body, output_format)
+
+
+@router.post(
+    "/v1/text-to-speech/{voice_id}/with-timestamps",
+    summary="Text to speech with character timestamps (ElevenLabs-compatible)",
+    response_model=AudioWithTimestamps,
+    dependencies=[Depends(require_json)],
+)
+async def text_to_speech_with_timestamps(
+    request: Request,
+    voice_id: VoiceId,
+    body: TextToSpeechBody,
+    output_format: OutputFormatQuery = DEFAULT_OUTPUT_FORMAT,
+    optimize_streaming_latency: LatencyQuery = None,
+    enable_logging: bool = True,
+) -> Response:
+    return await _speak_timed(request, voice_id, body, output_format, stream=False)
+
+
+@router.post(
+    "/v1/text-to-speech/{voice_id}/stream/with-timestamps",
+    summary="Text to speech, streamed with character timestamps (ElevenLabs-compatible)",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "One `AudioWithTimestamps` JSON object a line, as the audio comes: "
+            "each with the characters first known with its audio, times from the start of the "
+            "stream.",
+            "content": {NDJSON: {"schema": {"$ref": "#/components/schemas/AudioWithTimestamps"}}},
+        }
+    },
+    dependencies=[Depends(require_json)],
+)
+async def text_to_speech_stream_with_timestamps(
+    request: Request,
+    voice_id: VoiceId,
+    body: TextToSpeechBody,
+    output_format: OutputFormatQuery = DEFAULT_OUTPUT_FORMAT,
+    optimize_streaming_latency: LatencyQuery = None,
+    enable_logging: bool = True,
+) -> Response:
+    return await _speak_timed(request, voice_id, body, output_format, stream=True)
 
 
 # --- voices and models ----------------------------------------------------------------------

@@ -126,6 +126,21 @@ async def respond(
     """Serve an admitted request, whichever front end translated it: through the router if a
     route serves its model, else this server's engines. Returns once the first audio exists;
     `headers` are added to the answer's own."""
+    answer = await open_answer(request, speech, meter, user)
+    if answer is None:
+        # Nobody is listening; 499 (nginx's "client closed request") only reaches the logs.
+        return Response(status_code=499)
+    answer.headers.update(headers or {})
+    # Headers go out now: a later error can only cut the body short, which clients see as
+    # an incomplete chunked response (SSE gets an error event instead).
+    return AnswerResponse(answer)
+
+
+async def open_answer(
+    request: Request, speech: SpeechRequest, meter: Meter, user: str | None = None
+) -> Answer | None:
+    """`respond`'s answer, for a front end that frames the body itself; None if the client
+    left first. Metering reads the answer's progress when the response ends."""
     # Looked up here rather than as a dependency: FastAPI's dependency machinery costs tens
     # of microseconds each, on the way to every first audio byte.
     state = app_state(request)
@@ -156,13 +171,9 @@ async def respond(
             stream = await unless_disconnected(request, service.open(plan), SpeechStream.aclose)
             answer = local_answer(service, plan, stream)
     except ClientGone:
-        # Nobody is listening; 499 (nginx's "client closed request") only reaches the logs.
-        return Response(status_code=499)
+        return None
     meter.stream = answer.progress
-    answer.headers.update(headers or {})
-    # Headers go out now: a later error can only cut the body short, which clients see as
-    # an incomplete chunked response (SSE gets an error event instead).
-    return AnswerResponse(answer)
+    return answer
 
 
 def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream) -> Answer:
@@ -190,7 +201,8 @@ def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream)
         body, media_type = _sse(stream, plan.characters), "text/event-stream"
     else:
         body, media_type = stream.chunks(), plan.output.format.content_type
-    return Answer(media_type, body, stream, headers, on_close=stream.aclose)
+    words = stream.words if plan.output.word_times else None
+    return Answer(media_type, body, stream, headers, on_close=stream.aclose, words=words)
 
 
 def _event(event: SpeechEvent) -> bytes:

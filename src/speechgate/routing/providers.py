@@ -7,8 +7,10 @@ nothing has reached the client, so the router may still try another provider.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
+import json
 import logging
 import ssl
 import time
@@ -19,6 +21,8 @@ from urllib.parse import quote
 
 import httpx
 
+from speechgate.audio.clip import UndecodableAudio
+from speechgate.audio.decode import decode_speech
 from speechgate.audio.formats import FORMAT_NAMES, AudioFormat
 from speechgate.errors import (
     InvalidRequest,
@@ -34,6 +38,7 @@ from speechgate.routing.config import (
 )
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 from speechgate.speech import SpeechRequest
+from speechgate.timing import WordFeed, WordsFromCharacters, WordTime, estimate_words
 from speechgate.voices.naming import primary_language
 
 log = logging.getLogger(__name__)
@@ -85,6 +90,10 @@ class Answer:
     """The provider that answered (the router names it)."""
     on_close: Callable[[], Awaitable[None]] | None = None
     """What ends the provider's work and bookkeeping; `aclose` runs it."""
+    words: WordFeed | None = None
+    """For a request with `word_times`: after each bytes the body yields, the words first
+    known with them (characters of the request's text, seconds from the start of the body's
+    audio); what is left when the body ends comes with no audio of its own."""
 
     @property
     def time_to_first_audio(self) -> float:
@@ -175,6 +184,19 @@ def openai_body(request: SpeechRequest) -> dict[str, Any]:
     return body
 
 
+@dataclass(frozen=True)
+class Piece:
+    """Audio from an upstream, and the words first known with it."""
+
+    audio: bytes
+    words: tuple[WordTime, ...] = ()
+
+
+async def _untimed(response: httpx.Response) -> AsyncGenerator[Piece]:
+    async for chunk in response.aiter_bytes():
+        yield Piece(chunk)
+
+
 Render = Callable[[SpeechPlan, SpeechStream], Answer]
 """Turns a local stream into the response the speech route would send (headers, SSE)."""
 
@@ -244,6 +266,11 @@ class _Relay:
         """Headers of this provider's own to add to the answer."""
         return {}
 
+    def _pieces(self, request: SpeechRequest, response: httpx.Response) -> AsyncIterator[Piece]:
+        """The upstream's body as audio and the words first known with it (for a request
+        with `word_times`)."""
+        return _untimed(response)
+
     async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
         # The upstream's own keys decide what its voices are; `owner` means nothing there.
         started = self._clock()
@@ -255,9 +282,9 @@ class _Relay:
                 with upstream_errors(self._base_url, self._timeout, self._what):
                     await response.aread()
                 self._raise_for_error(response)
-            chunks = response.aiter_bytes()
+            pieces = self._pieces(request, response)
             with upstream_errors(self._base_url, self._timeout, self._what):
-                first = await anext(chunks, b"")
+                first = await anext(pieces, Piece(b""))
         except BaseException:
             await response.aclose()
             raise
@@ -268,31 +295,39 @@ class _Relay:
         }
         headers |= self._headers(request)
         progress = Relayed(self._clock() - started)
+        words = WordFeed() if request.word_times else None
+        media_type = response.headers.get("content-type", "application/octet-stream")
         return Answer(
-            media_type=response.headers.get("content-type", "application/octet-stream"),
-            body=self._relay(first, chunks, response, progress, _seconds_per_byte(request)),
+            media_type=request.format.format.content_type if request.word_times else media_type,
+            body=self._relay(first, pieces, response, progress, _seconds_per_byte(request), words),
             progress=progress,
             headers=headers,
             on_close=response.aclose,
+            words=words,
         )
 
     async def _relay(
         self,
-        first: bytes,
-        chunks: AsyncIterator[bytes],
+        first: Piece,
+        pieces: AsyncIterator[Piece],
         response: httpx.Response,
         progress: Relayed,
         seconds_per_byte: float,
+        words: WordFeed | None,
     ) -> AsyncGenerator[bytes]:
         try:
-            if first:
-                progress.audio_seconds += len(first) * seconds_per_byte
-                yield first
+            if words is not None:
+                words.add(first.words)
+            if first.audio:
+                progress.audio_seconds += len(first.audio) * seconds_per_byte
+                yield first.audio
             with upstream_errors(self._base_url, self._timeout, self._what):
-                async for chunk in chunks:
-                    if chunk:
-                        progress.audio_seconds += len(chunk) * seconds_per_byte
-                        yield chunk
+                async for piece in pieces:
+                    if words is not None:
+                        words.add(piece.words)
+                    if piece.audio:
+                        progress.audio_seconds += len(piece.audio) * seconds_per_byte
+                        yield piece.audio
             progress.completed = True
         finally:
             await response.aclose()
@@ -324,6 +359,28 @@ class RemoteProvider(_Relay):
     def _raise_for_error(self, response: httpx.Response) -> None:
         raise_for_error(response, self._what)
 
+    def _pieces(self, request: SpeechRequest, response: httpx.Response) -> AsyncIterator[Piece]:
+        if not request.word_times:
+            return _untimed(response)
+        return self._estimated(request, response)
+
+    async def _estimated(
+        self, request: SpeechRequest, response: httpx.Response
+    ) -> AsyncGenerator[Piece]:
+        """The whole body with its words, estimated from its sound: OpenAI's API cannot say
+        when words are heard, and the estimate needs all of the text's audio."""
+        data = b"".join([chunk async for chunk in response.aiter_bytes()])
+        raw_rate = request.format.sample_rate or request.sample_rate or OPENAI_SAMPLE_RATE
+        try:
+            # Decoding and measuring are CPU work: off the event loop.
+            pcm = await asyncio.to_thread(decode_speech, data, request.format.format, raw_rate)
+        except UndecodableAudio as error:
+            raise UpstreamBadResponse(
+                f"The {self._what} sent {request.format.name} audio that does not decode: {error}"
+            ) from None
+        words = await asyncio.to_thread(estimate_words, request.text, pcm)
+        yield Piece(data, tuple(words))
+
 
 class ElevenLabsProvider(_Relay):
     """An upstream speaking ElevenLabs' API: ElevenLabs, or another speechgate's ElevenLabs
@@ -351,6 +408,41 @@ class ElevenLabsProvider(_Relay):
 
     def _raise_for_error(self, response: httpx.Response) -> None:
         raise_for_elevenlabs_error(response, self._what)
+
+    def _pieces(self, request: SpeechRequest, response: httpx.Response) -> AsyncIterator[Piece]:
+        if not request.word_times:
+            return _untimed(response)
+        return self._timed_lines(request, response)
+
+    async def _timed_lines(
+        self, request: SpeechRequest, response: httpx.Response
+    ) -> AsyncGenerator[Piece]:
+        """The upstream's with-timestamps lines, its characters turned back into words of the
+        text (which it was sent as is: its `alignment` is over that text)."""
+        words = WordsFromCharacters(request.text)
+        async for line in response.aiter_lines():
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                audio = base64.b64decode(item.get("audio_base64") or "", validate=True)
+                alignment = item.get("alignment")
+                known = (
+                    words.add(
+                        alignment["characters"],
+                        alignment["character_start_times_seconds"],
+                        alignment["character_end_times_seconds"],
+                    )
+                    if alignment
+                    else []
+                )
+            except (ValueError, TypeError, KeyError, AttributeError) as error:
+                log.warning("%s sent a line outside ElevenLabs' shape: %.200r", self._what, line)
+                raise UpstreamBadResponse(
+                    f"The {self._what} sent a with-timestamps line outside ElevenLabs' shape "
+                    f"({error})."
+                ) from None
+            yield Piece(audio, tuple(known))
 
     def _headers(self, request: SpeechRequest) -> dict[str, str]:
         # ElevenLabs' API has no instructions to send them with.
@@ -390,7 +482,8 @@ def elevenlabs_output_format(request: SpeechRequest) -> str:
 
 def elevenlabs_request(request: SpeechRequest) -> tuple[str, dict[str, str], dict[str, Any]]:
     """The path, query and body of ElevenLabs' `POST /v1/text-to-speech/{voice_id}/stream`
-    for `request`. Raises InvalidRequest for what that API cannot carry."""
+    (`/stream/with-timestamps` for a request with `word_times`) for `request`. Raises
+    InvalidRequest for what that API cannot carry."""
     if request.stream_format != "audio":
         raise InvalidRequest(
             "The provider speaks ElevenLabs' API, which does not send server-sent events.",
@@ -410,6 +503,8 @@ def elevenlabs_request(request: SpeechRequest) -> tuple[str, dict[str, str], dic
     if request.seed is not None:
         body["seed"] = request.seed
     path = f"v1/text-to-speech/{quote(request.voice, safe='')}/stream"
+    if request.word_times:
+        path += "/with-timestamps"
     return path, {"output_format": elevenlabs_output_format(request)}, body
 
 

@@ -155,6 +155,7 @@ class Router:
                 },
                 provider=name,
                 on_close=watched.aclose,
+                words=answer.words,
             )
         if last_error is not None:
             raise last_error
