@@ -42,3 +42,6 @@ class SpeechRequest:
     reference_audio: bytes | None = None
     """An audio file of someone speaking, to clone for this request only instead of `voice`."""
     stream_format: StreamFormat = "audio"
+    word_times: bool = False
+    """Whether word timestamps go out with the audio: events of their own in an SSE stream or a
+    streaming session (a raw audio body has no place for them)."""

@@ -18,16 +18,19 @@ from speechgate.api.schemas import (
     ErrorDetail,
     SpeechAudioDelta,
     SpeechAudioDone,
+    SpeechAudioWords,
     SpeechEvent,
     SpeechStreamError,
     SpeechUsage,
+    SpeechWord,
     error_responses,
     sse_event_schema,
 )
 from speechgate.api.state import app_state
 from speechgate.api.tenancy import admit_speech
+from speechgate.audio.encoders import stream_priming
 from speechgate.audio.formats import AudioFormat
-from speechgate.errors import SpeechgateError, UnsupportedMediaType
+from speechgate.errors import InvalidRequest, SpeechgateError, UnsupportedMediaType
 from speechgate.metering.meter import Meter
 from speechgate.routing.providers import Answer
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
@@ -111,6 +114,11 @@ async def create_speech(
     body: CreateSpeechRequest,
     request: Request,
 ) -> Response:
+    if body.timestamp_granularities and body.stream_format != "sse":
+        raise InvalidRequest(
+            'Word timestamps are sent as events: ask for them with `stream_format: "sse"`.',
+            param="timestamp_granularities",
+        )
     meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
     speech = body.to_speech(body.input, body.stream_format)
     return await respond(request, speech, meter, body.user)
@@ -187,7 +195,8 @@ def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream)
     if plan.instructions_ignored:
         headers["x-speechgate-instructions"] = "ignored"
     if plan.stream_format == "sse":
-        body, media_type = _sse(stream, plan.characters), "text/event-stream"
+        priming = stream_priming(plan.output.format, plan.output.sample_rate)
+        body, media_type = _sse(stream, plan.request.text, priming), "text/event-stream"
     else:
         body, media_type = stream.chunks(), plan.output.format.content_type
     return Answer(media_type, body, stream, headers, on_close=stream.aclose)
@@ -197,10 +206,18 @@ def _event(event: SpeechEvent) -> bytes:
     return f"data: {event.model_dump_json()}\n\n".encode()
 
 
-async def _sse(stream: SpeechStream, characters: int) -> AsyncGenerator[bytes]:
+async def _sse(stream: SpeechStream, text: str, priming: float) -> AsyncGenerator[bytes]:
+    """The stream as events. Word times (if asked for) go before the delta of the chunk that
+    completes them, so a word is never late for its audio; they count the codec's `priming`,
+    as the decoded stream begins with it."""
+    characters = len(text)
     try:
-        async for data in stream.chunks():
-            yield _event(SpeechAudioDelta(audio=base64.b64encode(data).decode()))
+        async for chunk in stream.encoded():
+            if chunk.words:
+                words = [SpeechWord.of(word, text, priming) for word in chunk.words]
+                yield _event(SpeechAudioWords(words=words))
+            if chunk.data:
+                yield _event(SpeechAudioDelta(audio=base64.b64encode(chunk.data).decode()))
     except SpeechgateError as error:
         yield _event(SpeechStreamError(error=ErrorDetail(**error_body(error)["error"])))
         return

@@ -151,7 +151,7 @@ def openai_body(request: SpeechRequest) -> dict[str, Any]:
     """The body of OpenAI's `POST /audio/speech` for `request`. Fields at their defaults are
     left out, so that an upstream that knows only OpenAI's fields is sent nothing else unless
     the client asked for it (speechgate's extensions: `sample_rate`, `seed`, `language`,
-    `reference_audio`)."""
+    `reference_audio`, `timestamp_granularities`)."""
     body: dict[str, Any] = {
         "model": request.model,
         "input": request.text,
@@ -162,6 +162,8 @@ def openai_body(request: SpeechRequest) -> dict[str, Any]:
         body["speed"] = request.speed
     if request.stream_format != "audio":
         body["stream_format"] = request.stream_format
+    if request.word_times:
+        body["timestamp_granularities"] = ["word"]
     optional = {
         "instructions": request.instructions,
         "sample_rate": request.sample_rate,
