@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import numpy as np
 import openai
 import pytest
 
@@ -141,3 +142,38 @@ def test_the_openai_sdk_reads_a_stream_with_word_events(sdk: openai.OpenAI) -> N
         assert [word["word"] for word in words_of(stream)] == WORDS
     assert audio_of(lines) == audio_of(decoded)
     assert decode_audio(audio_of(decoded), "pcm").rms > 0.01
+
+
+SPOKEN = "Hello there, my friend. This is a test of word times! Does it work? It does."
+
+
+@pytest.mark.slow
+def test_espeak_word_times_lie_on_its_speech(server: RunningServer) -> None:
+    """A real engine: each word's span is speech, and the same text streamed as AAC counts the
+    codec's priming, which its decoded stream begins with."""
+    pcm = events(server, model="espeak", input=SPOKEN, timestamp_granularities=["word"])
+    audio = decode_audio(audio_of(pcm), "pcm")
+    words = words_of(pcm)
+    assert [word["word"] for word in words] == re.findall(r"\w+", SPOKEN)
+    for word in words:
+        span = audio.samples[round(word["start"] * PCM_RATE) : round(word["end"] * PCM_RATE)]
+        assert len(span) > 0.05 * PCM_RATE
+        assert np.sqrt(np.mean(np.square(span))) > 0.02, word
+    # Between sentences (a pause of 0.15 s at least), no word.
+    assert max(b["start"] - a["end"] for a, b in itertools.pairwise(words)) >= 0.15
+    assert words[-1]["end"] <= audio.duration <= words[-1]["end"] + 0.3
+
+    aac = words_of(
+        events(
+            server,
+            model="espeak",
+            input=SPOKEN,
+            response_format="aac",
+            timestamp_granularities=["word"],
+        )
+    )
+    shifts = [ours["start"] - theirs["start"] for ours, theirs in zip(aac, words, strict=True)]
+    # Two runs of espeak-ng place a sentence's words a few milliseconds apart now and then
+    # (seen: 4 ms, for a whole sentence): the median shift is the priming.
+    assert float(np.median(shifts)) == pytest.approx(1024 / PCM_RATE, abs=0.0011)
+    assert all(shift == pytest.approx(1024 / PCM_RATE, abs=0.02) for shift in shifts)
