@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 
 from speechgate.cli import app, common
 from tests.helpers.audio import decode_audio, flac_total_samples
+from tests.helpers.captions import read_captions
 
 pytestmark = pytest.mark.slow
 
@@ -89,6 +91,45 @@ def test_say_rejects_an_unknown_format(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "pcm_12345" in result.stderr and "ulaw_8000" in result.stderr
     assert not (tmp_path / "x.raw").exists()
+
+
+CAPTIONED = (
+    "Captions come from the word times.  Each cue holds a few words,\nor ends where a "
+    'sentence does! "Quotes" and (brackets) stay with their words. The end.'
+)
+
+
+@pytest.mark.parametrize(("audio", "captions"), [("out.wav", "out.srt"), ("out.aac", "out.vtt")])
+def test_say_writes_captions_that_end_with_the_audio(
+    tmp_path: Path, audio: str, captions: str
+) -> None:
+    options = ["--model", "espeak", "--captions", str(tmp_path / captions)]
+    result = subprocess.run(
+        [*SPEECHGATE, "say", CAPTIONED, "-o", str(tmp_path / audio), *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    cues = read_captions(tmp_path / captions)
+    decoded = decode_audio((tmp_path / audio).read_bytes(), audio.rsplit(".", 1)[1])
+    # Every word, in order, on screen: the text as written, a few words a cue.
+    assert " ".join(cue.text for cue in cues) == " ".join(CAPTIONED.split())
+    assert all(len(cue.text.split()) <= 7 for cue in cues)
+    assert cues[0].start >= 0
+    assert all(a.end <= b.start for a, b in itertools.pairwise(cues))
+    assert all(cue.start < cue.end for cue in cues)
+    # The last word ends as the speech does (espeak-ng's trailing silence is short).
+    assert decoded.duration - 0.3 < cues[-1].end <= decoded.duration
+
+
+def test_say_refuses_captions_of_another_kind(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["say", "Hi.", "-o", str(tmp_path / "x.wav"), "--captions", str(tmp_path / "x.txt")]
+    )
+    assert result.exit_code == 2
+    assert "srt or .vtt" in result.output
+    assert not (tmp_path / "x.wav").exists()
 
 
 def test_say_rejects_an_unknown_voice(tmp_path: Path) -> None:

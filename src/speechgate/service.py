@@ -8,6 +8,7 @@ but not installed is pulled from the hub first.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
@@ -100,17 +101,24 @@ class SpeechStream:
 
     async def chunks(self) -> AsyncGenerator[bytes]:
         """Encoded bytes in order; leaving early (client gone) cancels the job."""
+        async with contextlib.aclosing(self.encoded()) as encoded:
+            async for chunk in encoded:
+                if chunk.data:
+                    yield chunk.data
+
+    async def encoded(self) -> AsyncGenerator[EncodedChunk]:
+        """`chunks()` with what the pipeline says of each (its words, with `word_times`); a
+        chunk may have words but no bytes yet (an encoder's buffering)."""
         try:
             if self._first is not None:
                 self.audio_seconds += self._first.audio_seconds
                 self.words.add(self._first.words)
-                yield self._first.data
+                yield self._first
             async for chunk in self._rest:
                 self.audio_seconds += chunk.audio_seconds
                 # Words of bytes the encoder still holds go with the next bytes it releases.
                 self.words.add(chunk.words)
-                if chunk.data:
-                    yield chunk.data
+                yield chunk
             self.completed = True
         finally:
             await self.aclose()

@@ -43,5 +43,12 @@ class SpeechRequest:
     """An audio file of someone speaking, to clone for this request only instead of `voice`."""
     stream_format: StreamFormat = "audio"
     word_times: bool = False
-    """Whether the answer says when each word of `text` is heard (`Answer.words`): for front
-    ends that send timestamps."""
+    """Whether word timestamps go out with the audio: the answer's `Answer.words` for front
+    ends with a place for them (ElevenLabs' timestamps routes), events of their own in an SSE
+    stream or a streaming session (a raw audio body has none)."""
+
+    @property
+    def words_beside_audio(self) -> bool:
+        """Word times asked for beside a raw audio body (`Answer.words`), not as SSE events
+        inside the stream, which a relay passes on as they come."""
+        return self.word_times and self.stream_format == "audio"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from speechgate.audio.encoders import stream_priming
 from speechgate.audio.formats import OutputFormat
+from speechgate.captions import write_captions
 from speechgate.catalog import Catalog, engine_for_model
 from speechgate.engines import Engine, load_engine
 from speechgate.engines.base import EngineInfo
@@ -13,6 +15,7 @@ from speechgate.runtime import engine_config
 from speechgate.service import SpeechService
 from speechgate.settings import Settings
 from speechgate.speech import SpeechRequest
+from speechgate.timing import WordTime
 from speechgate.voices.cloning import VoiceCloning
 from speechgate.voices.library import VoiceLibrary
 
@@ -41,24 +44,38 @@ def synthesize_to_file(
     fmt: OutputFormat,
     speed: float,
     seed: int | None = None,
+    captions: Path | None = None,
 ) -> float:
     """Speak `text` into `output` (with a built-in or a stored voice); returns the seconds of
-    audio written."""
+    audio written. With `captions` (a `.srt` or `.vtt` path), writes its words' times there."""
     catalog, engine = load_catalog(settings, model)
     try:
         # Stored voices need no pool: they are files the engine reads.
         voices = VoiceCloning(
             catalog, {}, stored_voices(settings), settings.clone_min_speech_seconds
         )
-        plan = SpeechService(settings, catalog, pools={}, voices=voices).plan(
-            SpeechRequest(model=model, voice=voice, format=fmt, text=text, speed=speed, seed=seed)
+        request = SpeechRequest(
+            model=model,
+            voice=voice,
+            format=fmt,
+            text=text,
+            speed=speed,
+            seed=seed,
+            word_times=captions is not None,
         )
+        plan = SpeechService(settings, catalog, pools={}, voices=voices).plan(request)
         seconds = 0.0
+        words: list[WordTime] = []
         with output.open("wb") as file:
             # The encoder writes the file itself: it is seekable, so the headers a stream
             # leaves open (sizes, sample counts, MP3's gapless delay) come out right.
             for chunk in render(engine, plan.request, plan.output, file):
                 seconds += chunk.audio_seconds
+                words += chunk.words
+        if captions is not None:
+            # A player starts with what decoding the file starts with: AAC's priming.
+            priming = stream_priming(plan.output.format, plan.output.sample_rate)
+            write_captions(captions, text, [word.shifted(priming) for word in words])
         return seconds
     finally:
         engine.close()

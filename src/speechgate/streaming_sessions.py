@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -21,7 +21,8 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.errors import InvalidRequest
 from speechgate.pipeline import OutputSpec, segment_pause
 from speechgate.service import SpeechPlan, SpeechService
-from speechgate.text.segment import Segmenter
+from speechgate.text.segment import Segmenter, clean_text
+from speechgate.timing import WordTime
 
 
 @dataclass(frozen=True)
@@ -34,13 +35,22 @@ class SegmentStarted:
 
 
 @dataclass(frozen=True)
+class SegmentWords:
+    """Words of segment `index` whose audio follows (with `OutputSpec.word_times`): characters
+    of the session's text (`SpeechSession.text`), seconds of its decoded stream."""
+
+    index: int
+    words: tuple[WordTime, ...]
+
+
+@dataclass(frozen=True)
 class SegmentDone:
     index: int
     audio_start: float
     audio_end: float
 
 
-SessionOutput = SegmentStarted | SegmentDone | bytes
+SessionOutput = SegmentStarted | SegmentWords | SegmentDone | bytes
 
 
 class SpeechSession:
@@ -64,12 +74,24 @@ class SpeechSession:
         self._pool = service.pool(plan.engine)
         self._plan = plan
         self._segmenter = Segmenter()
-        self._pending: asyncio.Queue[str | None] = asyncio.Queue()
+        # Each segment and where it starts in `text`.
+        self._pending: asyncio.Queue[tuple[str, int] | None] = asyncio.Queue()
+        self.text = ""
+        """All the text the client has sent, as it sent it (what word offsets count in)."""
+        # The text as the segmenter sees it (control characters made spaces, one for one, so
+        # its offsets are the client's): where the segments are found.
+        self._cleaned = ""
+        self._found = 0
         self._pending_chars = 0
         self._max_pending_chars = max_pending_chars
         # Workers send raw PCM at the engine's rate; one encoder here keeps the container
         # continuous across segments (one MP3 stream, one Ogg stream...).
-        self._raw = OutputSpec(AudioFormat.PCM, plan.engine_rate, plan.output.loudness_target)
+        self._raw = OutputSpec(
+            AudioFormat.PCM,
+            plan.engine_rate,
+            plan.output.loudness_target,
+            word_times=plan.output.word_times,
+        )
         self._encoder = StreamEncoder(
             plan.output.format,
             plan.engine_rate,
@@ -93,13 +115,20 @@ class SpeechSession:
                 param="delta",
                 code="too_much_pending_text",
             )
-        for segment in self._segmenter.feed(delta):
-            self._pending.put_nowait(segment)
+        self.text += delta
+        self._cleaned += clean_text(delta)
+        self._queue(self._segmenter.feed(delta))
 
     def flush(self) -> None:
         """Speak what has been written so far, even mid-sentence."""
-        for segment in self._segmenter.flush():
-            self._pending.put_nowait(segment)
+        self._queue(self._segmenter.flush())
+
+    def _queue(self, segments: Iterable[str]) -> None:
+        for segment in segments:
+            # A segment is a stripped slice of the cleaned text, after the one before it.
+            start = self._cleaned.find(segment, self._found)
+            self._found = start + len(segment)
+            self._pending.put_nowait((segment, start))
 
     def finish(self) -> None:
         """No more text: speak the rest, then end the stream."""
@@ -113,7 +142,8 @@ class SpeechSession:
         try:
             request = await self._service.prepare(self._plan)
             index = 0
-            while (text := await self._pending.get()) is not None:
+            while (pending := await self._pending.get()) is not None:
+                text, offset = pending
                 self._pending_chars -= len(text)
                 if index and (silence := self._encode(pause)):
                     yield silence
@@ -128,6 +158,10 @@ class SpeechSession:
                     async for chunk in chunks:
                         if self.time_to_first_audio is None:
                             self.time_to_first_audio = time.perf_counter() - asked
+                        if chunk.words:
+                            # Before the audio holding them, as an SSE stream sends them.
+                            words = tuple(word.shifted(start, offset) for word in chunk.words)
+                            yield SegmentWords(index, words)
                         samples = np.frombuffer(chunk.data, dtype="<i2").astype(np.int16)
                         if data := self._encode(PcmChunk(samples, self._plan.engine_rate)):
                             yield data

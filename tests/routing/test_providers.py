@@ -46,6 +46,7 @@ def test_every_field_the_client_set_reaches_the_upstream_as_it_was_sent() -> Non
         "seed": 7,
         "language": "de",
         "reference_audio": base64.b64encode(clip).decode(),
+        "timestamp_granularities": ["word"],
     }
     wire = CreateSpeechRequest.model_validate(sent)
     request = wire.to_speech(wire.input, wire.stream_format)

@@ -19,6 +19,7 @@ from pydantic_core import PydanticCustomError
 from speechgate.audio.formats import FORMAT_NAMES, OutputFormat, parse_format
 from speechgate.errors import InvalidRequest
 from speechgate.speech import SpeechRequest, StreamFormat
+from speechgate.timing import WordTime
 from speechgate.voices.naming import language_tag
 
 
@@ -105,6 +106,14 @@ class SpeechOptions(BaseModel):
         pattern=_LANGUAGE_TAG,
         description="speechgate extension: the same as `language` (the name some clients send).",
     )
+    timestamp_granularities: list[Literal["word"]] = Field(
+        default_factory=list,
+        description='speechgate extension: `["word"]` adds word timestamps to the stream, as '
+        "`speech.audio.words` events (SSE) or `segment.words` events (streaming session), each "
+        "before the audio holding those words. The name and value are those of OpenAI's "
+        "transcription API. SSE and streaming sessions only.",
+        examples=[["word"]],
+    )
 
     @property
     def voice_name(self) -> str:
@@ -125,6 +134,7 @@ class SpeechOptions(BaseModel):
             seed=self.seed,
             reference_audio=self._reference_audio(),
             stream_format=stream_format,
+            word_times="word" in self.timestamp_granularities,
         )
 
     def _language(self) -> str | None:
@@ -208,7 +218,38 @@ class SpeechStreamError(BaseModel):
     error: ErrorDetail
 
 
-SpeechEvent = SpeechAudioDelta | SpeechAudioDone | SpeechStreamError
+class SpeechWord(BaseModel):
+    """A word of the input and when it is heard."""
+
+    word: str = Field(description="The word as the input has it (edge punctuation left out).")
+    start: float = Field(description="Seconds from the start of the decoded audio stream.")
+    end: float
+    start_char: int = Field(description="Where the word starts in the input (a code point).")
+    end_char: int = Field(description="Where it ends: `input[start_char:end_char]` is `word`.")
+
+    @classmethod
+    def of(cls, word: WordTime, text: str, seconds: float = 0.0, chars: int = 0) -> SpeechWord:
+        """`word` of `text`, its times moved `seconds` later and its characters `chars` on (to
+        count from the start of a whole stream)."""
+        start, end = word.start_char + chars, word.end_char + chars
+        return cls(
+            word=text[word.start_char : word.end_char],
+            start=round(word.start_s + seconds, 3),
+            end=round(word.end_s + seconds, 3),
+            start_char=start,
+            end_char=end,
+        )
+
+
+class SpeechAudioWords(BaseModel):
+    """speechgate extension (with `timestamp_granularities: ["word"]`): words whose audio is
+    in the deltas from here on, sent before any of it."""
+
+    type: Literal["speech.audio.words"] = "speech.audio.words"
+    words: list[SpeechWord]
+
+
+SpeechEvent = SpeechAudioDelta | SpeechAudioWords | SpeechAudioDone | SpeechStreamError
 
 
 def sse_event_schema() -> dict[str, Any]:

@@ -18,16 +18,18 @@ from speechgate.api.schemas import (
     ErrorDetail,
     SpeechAudioDelta,
     SpeechAudioDone,
+    SpeechAudioWords,
     SpeechEvent,
     SpeechStreamError,
     SpeechUsage,
+    SpeechWord,
     error_responses,
     sse_event_schema,
 )
 from speechgate.api.state import app_state
 from speechgate.api.tenancy import admit_speech
 from speechgate.audio.formats import AudioFormat
-from speechgate.errors import SpeechgateError, UnsupportedMediaType
+from speechgate.errors import InvalidRequest, SpeechgateError, UnsupportedMediaType
 from speechgate.metering.meter import Meter
 from speechgate.routing.providers import Answer
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
@@ -111,6 +113,11 @@ async def create_speech(
     body: CreateSpeechRequest,
     request: Request,
 ) -> Response:
+    if body.timestamp_granularities and body.stream_format != "sse":
+        raise InvalidRequest(
+            'Word timestamps are sent as events: ask for them with `stream_format: "sse"`.',
+            param="timestamp_granularities",
+        )
     meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
     speech = body.to_speech(body.input, body.stream_format)
     return await respond(request, speech, meter, body.user)
@@ -198,7 +205,7 @@ def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream)
     if plan.instructions_ignored:
         headers["x-speechgate-instructions"] = "ignored"
     if plan.stream_format == "sse":
-        body, media_type = _sse(stream, plan.characters), "text/event-stream"
+        body, media_type = _sse(stream, plan.request.text), "text/event-stream"
     else:
         body, media_type = stream.chunks(), plan.output.format.content_type
     words = stream.words if plan.output.word_times else None
@@ -209,10 +216,18 @@ def _event(event: SpeechEvent) -> bytes:
     return f"data: {event.model_dump_json()}\n\n".encode()
 
 
-async def _sse(stream: SpeechStream, characters: int) -> AsyncGenerator[bytes]:
+async def _sse(stream: SpeechStream, text: str) -> AsyncGenerator[bytes]:
+    """The stream as events. Word times (if asked for) go before the delta of the chunk that
+    completes them, so a word is never late for its audio (times in the decoded stream: the
+    pipeline counts a codec's priming)."""
+    characters = len(text)
     try:
-        async for data in stream.chunks():
-            yield _event(SpeechAudioDelta(audio=base64.b64encode(data).decode()))
+        async for chunk in stream.encoded():
+            if chunk.words:
+                words = [SpeechWord.of(word, text) for word in chunk.words]
+                yield _event(SpeechAudioWords(words=words))
+            if chunk.data:
+                yield _event(SpeechAudioDelta(audio=base64.b64encode(chunk.data).decode()))
     except SpeechgateError as error:
         yield _event(SpeechStreamError(error=ErrorDetail(**error_body(error)["error"])))
         return

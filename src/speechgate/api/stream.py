@@ -13,13 +13,18 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from speechgate.api.errors import error_body
-from speechgate.api.schemas import SpeechOptions
+from speechgate.api.schemas import SpeechOptions, SpeechWord
 from speechgate.api.state import app_state
 from speechgate.errors import InsufficientQuota, InvalidRequest, SpeechgateError
 from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import Principal
-from speechgate.streaming_sessions import SegmentDone, SegmentStarted, SpeechSession
+from speechgate.streaming_sessions import (
+    SegmentDone,
+    SegmentStarted,
+    SegmentWords,
+    SpeechSession,
+)
 
 router = APIRouter()
 log = logging.getLogger(__name__)
@@ -198,6 +203,12 @@ async def _speak(websocket: WebSocket, session: SpeechSession) -> None:
                     "text": item.text,
                     "audio_start": round(item.audio_start, 3),
                 }
+            )
+        elif isinstance(item, SegmentWords):
+            text = session.text
+            words = [SpeechWord.of(word, text).model_dump() for word in item.words]
+            await websocket.send_json(
+                {"type": "segment.words", "segment": item.index, "words": words}
             )
         elif isinstance(item, SegmentDone):
             await websocket.send_json(

@@ -73,6 +73,13 @@ _NAMED_BIT_RATE_OPTIONS: dict[AudioFormat, dict[str, str]] = {
 # say so (measured at 8-48 kHz): ADTS has no field for AAC's 1024. A streamed MP3 marks its
 # priming in a LAME tag (below) and Ogg Opus its pre-skip.
 _STREAM_PRIMING = {AudioFormat.AAC: 1024}
+
+
+def stream_priming(fmt: AudioFormat, output_rate: int) -> float:
+    """Seconds of silence a decoder plays before the first input sample of a `fmt` stream."""
+    return _STREAM_PRIMING.get(fmt, 0) / output_rate
+
+
 # libmp3lame's encoder delay at every rate, as it writes it in the LAME tag of a file.
 _LAME_ENCODER_DELAY = 576
 
@@ -164,7 +171,7 @@ class StreamEncoder:
         )
         self._next_pts = 0
         self._closed = False
-        self.priming = _STREAM_PRIMING.get(self.format, 0) / output_rate
+        self.priming = stream_priming(self.format, output_rate)
         """Seconds of silence a decoder plays before the first input sample."""
 
     @property

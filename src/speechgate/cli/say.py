@@ -28,8 +28,13 @@ def say(
     seed: Annotated[
         int | None, typer.Option(min=0, help="Repeatable output, on models that can.")
     ] = None,
+    captions: Annotated[
+        Path | None,
+        typer.Option(help="Also write captions from the word times: SRT or WebVTT, by suffix."),
+    ] = None,
 ) -> None:
     """Synthesize to a file in-process, without a server (built-in or stored voices)."""
+    from speechgate.captions import CAPTION_FORMATS
     from speechgate.standalone import synthesize_to_file
 
     try:
@@ -39,11 +44,25 @@ def say(
             str(error) if format else f"cannot tell the format from {output.name!r}; pass --format"
         )
         raise typer.BadParameter(reason, param_hint="--format") from None
+    if captions is not None and captions.suffix.lower() not in CAPTION_FORMATS:
+        raise typer.BadParameter(
+            f"captions are .srt or .vtt files, not {captions.name!r}", param_hint="--captions"
+        )
     try:
         seconds = synthesize_to_file(
-            load_settings(), text, output, model=model, voice=voice, fmt=fmt, speed=speed, seed=seed
+            load_settings(),
+            text,
+            output,
+            model=model,
+            voice=voice,
+            fmt=fmt,
+            speed=speed,
+            seed=seed,
+            captions=captions,
         )
     except SpeechgateError as error:
         console.print(f"[red]error:[/red] {error.message}")
         raise typer.Exit(1) from None
     console.print(f"wrote {output} ({seconds:.2f} s of audio, {fmt})")
+    if captions is not None:
+        console.print(f"wrote {captions}")

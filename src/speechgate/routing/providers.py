@@ -160,7 +160,7 @@ def openai_body(request: SpeechRequest) -> dict[str, Any]:
     """The body of OpenAI's `POST /audio/speech` for `request`. Fields at their defaults are
     left out, so that an upstream that knows only OpenAI's fields is sent nothing else unless
     the client asked for it (speechgate's extensions: `sample_rate`, `seed`, `language`,
-    `reference_audio`)."""
+    `reference_audio`, `timestamp_granularities`)."""
     body: dict[str, Any] = {
         "model": request.model,
         "input": request.text,
@@ -171,6 +171,9 @@ def openai_body(request: SpeechRequest) -> dict[str, Any]:
         body["speed"] = request.speed
     if request.stream_format != "audio":
         body["stream_format"] = request.stream_format
+    if request.word_times and request.stream_format == "sse":
+        # Beside raw audio, OpenAI's route has no place for them: they are estimated here.
+        body["timestamp_granularities"] = ["word"]
     optional = {
         "instructions": request.instructions,
         "sample_rate": request.sample_rate,
@@ -295,10 +298,11 @@ class _Relay:
         }
         headers |= self._headers(request)
         progress = Relayed(self._clock() - started)
-        words = WordFeed() if request.word_times else None
+        timed = request.words_beside_audio
+        words = WordFeed() if timed else None
         media_type = response.headers.get("content-type", "application/octet-stream")
         return Answer(
-            media_type=request.format.format.content_type if request.word_times else media_type,
+            media_type=request.format.format.content_type if timed else media_type,
             body=self._relay(first, pieces, response, progress, _seconds_per_byte(request), words),
             progress=progress,
             headers=headers,
@@ -360,7 +364,7 @@ class RemoteProvider(_Relay):
         raise_for_error(response, self._what)
 
     def _pieces(self, request: SpeechRequest, response: httpx.Response) -> AsyncIterator[Piece]:
-        if not request.word_times:
+        if not request.words_beside_audio:
             return _untimed(response)
         return self._estimated(request, response)
 
@@ -410,7 +414,7 @@ class ElevenLabsProvider(_Relay):
         raise_for_elevenlabs_error(response, self._what)
 
     def _pieces(self, request: SpeechRequest, response: httpx.Response) -> AsyncIterator[Piece]:
-        if not request.word_times:
+        if not request.words_beside_audio:
             return _untimed(response)
         return self._timed_lines(request, response)
 
@@ -503,7 +507,7 @@ def elevenlabs_request(request: SpeechRequest) -> tuple[str, dict[str, str], dic
     if request.seed is not None:
         body["seed"] = request.seed
     path = f"v1/text-to-speech/{quote(request.voice, safe='')}/stream"
-    if request.word_times:
+    if request.words_beside_audio:
         path += "/with-timestamps"
     return path, {"output_format": elevenlabs_output_format(request)}, body
 
