@@ -243,8 +243,10 @@ def test_a_client_closing_mid_audio_frees_its_worker(
 
     asyncio.run(go())
     wait_for(lambda: pool.stats().in_flight == 0 and pool.stats().queued == 0)
-    # One job per sentence: it stopped after the one or two it had started, of 30.
-    assert 1 <= jobs_run() - before <= 3
+    # One job per sentence, of 30: it stopped soon after the client left (espeak-ng speaks a
+    # sentence in milliseconds, so on a loaded machine a few more finish before the server
+    # sees the connection close; without the cancel, all 30 would run).
+    assert 1 <= jobs_run() - before <= 10
     wait_for(lambda: len(records) == 1)
     assert records[0].status == CLIENT_CLOSED
 
