@@ -13,10 +13,11 @@ both speechgate's segmenter and pocket-tts' chunker keep whole: all three sides 
 exactly the same frames.
 
 Phases, in order: the ceiling's first half (one single-thread process pinned to each core),
-one unpinned process, speechgate at 1 worker x 2 cores then 2 workers x 1 core (each clones
-its voice first, timed), `pocket-tts serve` (voice preloaded, then uploaded with every
-request), the ceiling's second half. Each server is a child process on 127.0.0.1, stopped
-before the next starts; the load comes from `speechgate bench`'s generator in this process.
+one unpinned process, speechgate at 2 workers x 1 core, its default (`--setups 1x2,2x1` adds
+1 worker x 2 cores; each setup clones its voice first, timed), `pocket-tts serve` (voice
+preloaded, then uploaded with every request), the ceiling's second half. Each server is a
+child process on 127.0.0.1, stopped before the next starts; the load comes from `speechgate
+bench`'s generator in this process.
 Prints one table and writes `results.json` (every request too) and the servers' logs to --out.
 """
 
@@ -358,6 +359,31 @@ def table(rows: Sequence[Row], ceiling: float, title: str) -> Table:
     return result
 
 
+def goals(rows: Sequence[Row], single: RunStats, ceiling: float) -> list[str]:
+    """Issue #15's ratios for each speechgate setup: at one client, first audio within 1.1 x
+    and throughput at least 0.9 x the unpinned process's; at 4 and 8, 0.97 x the ceiling."""
+    lines = []
+    for row in rows:
+        if not row.group.startswith("speechgate"):
+            continue
+        s = row.stats
+        if s.concurrency == 1 and single.ttfa_ms.p50 and single.throughput:
+            ttfa = (s.ttfa_ms.p50 or 0) / single.ttfa_ms.p50
+            speed = s.throughput / single.throughput
+            lines.append(
+                f"{row.group}, 1 client / 1 unpinned process: first audio p50 {ttfa:.2f} "
+                f"(goal <= 1.1, {'met' if ttfa <= 1.1 else 'NOT met'}), throughput "
+                f"{speed:.2f} (goal >= 0.9, {'met' if speed >= 0.9 else 'NOT met'})"
+            )
+        if s.concurrency in (4, 8) and ceiling:
+            share = s.throughput / ceiling
+            lines.append(
+                f"{row.group}, {s.concurrency} clients / ceiling: {share:.2f} "
+                f"(goal >= 0.97, {'met' if share >= 0.97 else 'NOT met'})"
+            )
+    return lines
+
+
 def summary(rows: Sequence[Row], ceiling: float, clones: dict[str, list[float]]) -> list[str]:
     lines = []
     gateway = [r for r in rows if r.group.startswith("speechgate")]
@@ -409,7 +435,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=20.0, help="per level (new requests)")
     parser.add_argument("--ceiling-seconds", type=float, default=30.0, help="both halves")
     parser.add_argument("--single-seconds", type=float, default=20.0, help="unpinned process")
-    parser.add_argument("--setups", default="1x2,2x1", help="speechgate workers x cores")
+    parser.add_argument(
+        "--setups",
+        default="2x1",
+        help="speechgate workers x cores (2x1, one worker per core, is the default "
+        "configuration, a lone job widened over both)",
+    )
     parser.add_argument(
         "--pocket-voice",
         default="preloaded,upload",
@@ -502,7 +533,7 @@ def main() -> None:
         f"ceiling {ceiling:.2f} audio s/s (first half {before.stats.throughput:.2f}, "
         f"second half {after.stats.throughput:.2f})"
     )
-    lines = summary(rows, ceiling, clones)
+    lines = goals(rows, single.stats, ceiling) + summary(rows, ceiling, clones)
     for line in lines:
         console.print(line)
     console.print(f"{time.monotonic() - started:.0f} s in all")
