@@ -51,11 +51,19 @@ class EncodedChunk:
     words: tuple[WordTime, ...] = ()
     """With `OutputSpec.word_times`: the words first known with these bytes (characters of the
     request's text, seconds from the start of its audio), sent no later than their audio."""
+    between_segments: bool = False
+    """The pause between two segments: yielded once the engine has finished the segment before
+    and before it starts the next, so the engine holds nothing of this request until the next
+    chunk is asked for. A worker serving several jobs turns to another job only here."""
 
 
 # Between segments: the pause of a sentence end, which engines speaking one segment at a time
 # no longer add themselves.
 SEGMENT_PAUSE = 0.15
+
+
+class _Pause(TimedChunk):
+    """The pause between segments, told apart so `render` can mark it `between_segments`."""
 
 
 def speak_segments(
@@ -96,7 +104,7 @@ def _segments(
     texts = segment(request.text)
     for index, (text, start) in enumerate(zip(texts, offsets(request.text, texts), strict=True)):
         if index:
-            yield TimedChunk(pause)
+            yield _Pause(pause)
             elapsed += pause.duration
         part = replace(request, text=text)
         # Faded edges: the join with the pause is silent. Closing this closes the engine's.
@@ -163,7 +171,9 @@ def render(
             for chunk in timed_chunks:
                 data = encoder.encode(chunk.pcm)
                 elapsed = time.perf_counter() - started
-                yield EncodedChunk(data, chunk.pcm.duration, elapsed, chunk.words)
+                yield EncodedChunk(
+                    data, chunk.pcm.duration, elapsed, chunk.words, isinstance(chunk, _Pause)
+                )
         yield EncodedChunk(encoder.finish(), 0.0, time.perf_counter() - started)
     finally:
         encoder.close()
