@@ -495,3 +495,17 @@ def test_jobs_sharing_a_worker_record_their_share_of_its_time_not_their_wall_tim
 
 
 FAKE_MEDIUM = SynthesisRequest(MEDIUM.text, "en-high")
+
+
+def test_the_job_timeout_counts_a_jobs_share_of_its_worker_not_the_time_it_shares_it() -> None:
+    text = SynthesisRequest(
+        " ".join(f"This is sentence number {n}." for n in range(100)), "en-high"
+    )
+
+    async def scenario(pool: WorkerPool) -> None:
+        # Two seconds of work each (100 sentences at 0.02 s), four together on one worker.
+        counts = await asyncio.gather(*(collect(pool.synthesize(text, PCM)) for _ in range(2)))
+        assert all(count > 100 for count in counts)
+        assert (pool.stats().jobs["completed"], pool.stats().restarts) == (2, 0)
+
+    run_with_pool(scenario, config=SLOW, workers=1, jobs_per_worker=2, job_timeout=3.0)

@@ -83,14 +83,19 @@ class _Job:
     ended: bool = False
     abandoned: bool = False  # the consumer left; whatever still comes is dropped
     error: SpeechgateError | None = None  # what to report if the worker is killed
-    # Called with False when the job is paused for the reader, True when it may go on.
+    # Asked to pause the job (False) when its reader is behind, to resume it (True) when it
+    # has caught up; sets `paused`.
     on_room: Callable[[bool], None] = lambda _: None
+    # Its two bounds: synthesis (`job_timeout`: its share of its worker's time while it may
+    # run) and its reader's idleness (`slow_reader_timeout`: only while paused for it).
+    left: float = 0.0  # seconds of synthesis it may still take
+    synthesis: asyncio.TimerHandle | None = None
+    reading: asyncio.TimerHandle | None = None
 
     def deliver(self, message: FromWorker | SpeechgateError) -> None:
         if not self.abandoned:
             self.inbox.put_nowait(message)
             if self.inbox.qsize() >= _INBOX_CHUNKS and not self.paused:
-                self.paused = True
                 self.on_room(False)
 
     async def next(self) -> FromWorker | SpeechgateError:
@@ -105,47 +110,7 @@ class _Job:
 
     def _open(self) -> None:
         if self.paused:
-            self.paused = False
             self.on_room(True)
-
-
-class _Clocks:
-    """A job's two bounds: its synthesis time (`job_timeout`), which runs only while its worker
-    may run it, and its reader's idleness (`slow_reader_timeout`), which runs only while the
-    job is paused because the reader has not taken what is waiting."""
-
-    def __init__(
-        self,
-        synthesis: float,
-        slow_reader: float,
-        on_synthesis_timeout: Callable[[], None],
-        on_slow_reader: Callable[[], None],
-    ) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._left = synthesis
-        self._slow_reader = slow_reader
-        self._on_synthesis_timeout = on_synthesis_timeout
-        self._on_slow_reader = on_slow_reader
-        self._resumed = self._loop.time()
-        self._timer: asyncio.TimerHandle | None = self._loop.call_later(
-            synthesis, on_synthesis_timeout
-        )
-
-    def room(self, open: bool) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        now = self._loop.time()
-        if open:
-            self._resumed = now
-            self._timer = self._loop.call_later(self._left, self._on_synthesis_timeout)
-        else:
-            self._left = max(0.0, self._left - (now - self._resumed))
-            self._timer = self._loop.call_later(self._slow_reader, self._on_slow_reader)
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
 
 @dataclass(eq=False)
@@ -166,6 +131,7 @@ class _Worker:
     reader: asyncio.Task[None] | None = None
     slots: list[_Slot] = field(default_factory=list)
     jobs: dict[int, _Job] = field(default_factory=dict)  # by id, those it runs
+    accounted: float = 0.0  # the loop's time up to which its jobs' synthesis is charged
     failures: int = 0  # consecutive deaths before becoming ready
     wide: bool = False  # its threads are on every core of the pool, not only its own
     ready: asyncio.Future[EngineInfo] | None = None  # only while the pool first starts
@@ -208,7 +174,6 @@ class WorkerPool:
         self.config = config
         self._job_timeout = job_timeout
         self._slow_reader_timeout = slow_reader_timeout
-        self._clocks: dict[_Job, _Clocks] = {}
         self._clock = clock
         cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
         self._cores = tuple(cores)
@@ -326,21 +291,12 @@ class WorkerPool:
         slot = await self._admission.acquire(characters if work is None else work)
         worker = slot.worker
         threads = self._place(worker)
-        job = _Job(next(self._job_ids), slot, characters)
+        job = _Job(next(self._job_ids), slot, characters, left=self._job_timeout)
+        self._charge(worker)
         worker.jobs[job.job_id] = job
         worker.state = WorkerState.BUSY
-        clocks = self._clocks[job] = _Clocks(
-            self._job_timeout,
-            self._slow_reader_timeout,
-            lambda: self._time_out(worker, job),
-            lambda: self._drop_slow_reader(worker, job),
-        )
-
-        def on_room(open: bool) -> None:
-            clocks.room(open)
-            worker.send(Resume(job.job_id) if open else Pause(job.job_id))
-
-        job.on_room = on_room
+        self._plan_timeouts(worker)
+        job.on_room = lambda open: self._set_room(worker, job, open)
         worker.send(job_message(job.job_id, threads))
         try:
             while True:
@@ -491,11 +447,52 @@ class WorkerPool:
 
     def _end_job(self, worker: _Worker, job: _Job) -> None:
         job.ended = True
-        job.on_room = lambda _: None  # a consumer that leaves later restarts no clock
-        clocks = self._clocks.pop(job, None)
-        if clocks is not None:
-            clocks.cancel()
+        job.on_room = lambda _: None  # a consumer that leaves later pauses nothing
+        self._charge(worker)
         del worker.jobs[job.job_id]
+        for timer in (job.synthesis, job.reading):
+            if timer is not None:
+                timer.cancel()
+        self._plan_timeouts(worker)
+
+    # --- a job's bounds ------------------------------------------------------------------------
+
+    def _set_room(self, worker: _Worker, job: _Job, open: bool) -> None:
+        """Pause a job for its reader (`open` False) or resume it, in the worker too."""
+        self._charge(worker)
+        job.paused = not open
+        if job.reading is not None:
+            job.reading.cancel()
+            job.reading = None
+        if not open:
+            job.reading = asyncio.get_running_loop().call_later(
+                self._slow_reader_timeout, self._drop_slow_reader, worker, job
+            )
+        self._plan_timeouts(worker)
+        worker.send(Resume(job.job_id) if open else Pause(job.job_id))
+
+    def _charge(self, worker: _Worker) -> None:
+        """Charge the jobs that may run on `worker` their shares of its time since the last
+        charge; call before that set changes."""
+        now = asyncio.get_running_loop().time()
+        running = [job for job in worker.jobs.values() if not job.paused]
+        for job in running:
+            job.left -= (now - worker.accounted) / len(running)
+        worker.accounted = now
+
+    def _plan_timeouts(self, worker: _Worker) -> None:
+        """Time out each job that may run when its budget is spent at its share of `worker`
+        (the others on it go on taking theirs): a job's timeout bounds its own synthesis, not
+        the time it waits while others are served."""
+        loop = asyncio.get_running_loop()
+        running = [job for job in worker.jobs.values() if not job.paused]
+        for job in worker.jobs.values():
+            if job.synthesis is not None:
+                job.synthesis.cancel()
+                job.synthesis = None
+            if not job.paused:
+                delay = max(0.0, job.left) * len(running)
+                job.synthesis = loop.call_later(delay, self._time_out, worker, job)
 
     def _time_out(self, worker: _Worker, job: _Job) -> None:
         if worker.jobs.get(job.job_id) is job and worker.process is not None:
