@@ -260,9 +260,10 @@ class Settings(BaseSettings):
     """Jobs one local worker runs at once, a segment (sentence) at a time each, a new job's
     first segment first: so a short request starts speaking while long ones are under way,
     instead of waiting for a whole job to end. The default lets 8 clients on 2 workers all be
-    speaking at once; throughput is the same (one engine, one job's segment at a time). 1: one
-    job at a time, the rest wait in the queue. Keep `loaded_voices` at least this large, or
-    jobs in different voices on one worker reload their models in turn."""
+    speaking at once; throughput is the same (one engine, one segment at a time). 1: one job
+    at a time, the rest wait in the queue. Keep `loaded_voices` at least this large, or jobs
+    in different voices on one worker reload their models in turn. Not used by the Ray
+    backend."""
 
     queue_size: int = Field(default=16, ge=0)
     """Requests allowed to wait for a worker, per engine: a hard cap whatever their predicted
