@@ -277,6 +277,27 @@ def test_a_lone_job_gets_every_core_and_is_narrowed_while_another_runs() -> None
     run_with_pool(scenario, config=ELASTIC)
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_second_job_on_the_same_worker_narrows_the_first_and_its_end_widens_it_again() -> None:
+    cores = sorted(os.sched_getaffinity(0))[:2]
+
+    async def scenario(pool: WorkerPool) -> None:
+        (pid,) = pool.worker_pids()
+        first = pool.synthesize(JOE_LONG, PCM)
+        await anext(first)
+        assert all(cpus == set(cores) for cpus in thread_affinities(pid))
+        second = pool.synthesize(JOE_LONG, PCM)
+        await anext(second)
+        # Not alone any more, though no other worker runs anything.
+        assert all(cpus == {cores[0]} for cpus in thread_affinities(pid))
+        await second.aclose()
+        await until(lambda: pool.stats().in_flight == 1)
+        assert all(cpus == set(cores) for cpus in thread_affinities(pid))
+        await first.aclose()
+
+    run_with_pool(scenario, config=ELASTIC, workers=1, jobs_per_worker=2)
+
+
 def test_without_elastic_threads_a_lone_job_keeps_to_its_own_core() -> None:
     cores = sorted(os.sched_getaffinity(0))
 
