@@ -188,7 +188,6 @@ class WorkerPool:
         ]
         for worker in self._workers:
             worker.slots = [_Slot(worker, index) for index in range(jobs_per_worker)]
-        self._jobs_per_worker = jobs_per_worker
         self.service_times = ServiceTimes()
         self._admission: Admission[_Slot] = Admission(
             queue_size,
@@ -419,7 +418,7 @@ class WorkerPool:
             self._set_width(worker, wide=False)
 
     def widen_lone(self) -> None:
-        running = [job.slot.worker for worker in self._workers for job in worker.jobs.values()]
+        running = [worker for worker in self._workers for _ in worker.jobs]  # one per job
         if self._elastic and len(running) == 1:
             self._set_width(running[0], wide=True)
 
