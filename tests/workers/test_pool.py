@@ -450,6 +450,22 @@ def test_a_paused_job_does_not_hold_up_the_others_on_its_worker() -> None:
     run_with_pool(scenario, workers=1, jobs_per_worker=2)
 
 
+def test_a_reader_too_slow_loses_its_job_alone() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        held = pool.synthesize(LONG, PCM)  # nobody reads beyond its first chunk
+        await anext(held)
+        served = asyncio.create_task(collect(pool.synthesize(MEDIUM, PCM)))
+        await until(lambda: pool.stats().jobs["cancelled"] == 1)
+        assert await served >= 2
+        with pytest.raises(SlowReader):
+            async for _ in held:
+                pass
+        jobs = pool.stats().jobs
+        assert (jobs["completed"], pool.stats().restarts) == (1, 0)
+
+    run_with_pool(scenario, workers=1, jobs_per_worker=2, slow_reader_timeout=0.5)
+
+
 def test_a_cancelled_job_leaves_the_others_on_its_worker_running() -> None:
     async def scenario(pool: WorkerPool) -> None:
         leaving = pool.synthesize(FAKE_LONG, PCM)
