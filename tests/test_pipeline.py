@@ -214,3 +214,28 @@ def test_word_times_in_a_stream_with_priming_start_after_it() -> None:
     plain, primed = starts(AudioFormat.PCM), starts(AudioFormat.AAC)
     assert np.allclose(np.subtract(primed, plain), 1024 / 24000)
     assert np.allclose(starts(AudioFormat.MP3), plain)  # its LAME tag marks its priming
+
+
+class _Open(_Clicks):
+    """`_Clicks` that knows how many of its generators are running (started, not yet closed)."""
+
+    def __init__(self) -> None:
+        self.open = 0
+
+    def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
+        self.open += 1
+        try:
+            yield from super().synthesize_timed(request)
+        finally:
+            self.open -= 1
+
+
+def test_chunks_between_segments_come_when_the_engine_holds_nothing_of_the_request() -> None:
+    engine = _Open()
+    request = SynthesisRequest("One. Two words here. And three more words.", "v")
+    seen = [
+        (chunk.between_segments, engine.open)
+        for chunk in render(engine, request, OutputSpec(AudioFormat.PCM, 16000, word_times=True))
+    ]
+    assert [open for between, open in seen if between] == [0, 0]
+    assert any(open for _, open in seen)  # the count sees a segment being spoken

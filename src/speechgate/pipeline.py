@@ -51,6 +51,10 @@ class EncodedChunk:
     words: tuple[WordTime, ...] = ()
     """With `OutputSpec.word_times`: the words first known with these bytes (characters of the
     request's text, seconds from the start of its audio), sent no later than their audio."""
+    between_segments: bool = False
+    """The pause between two segments: yielded once the engine has finished the segment before
+    and before it starts the next, so the engine holds nothing of this request until the next
+    chunk is asked for. A worker serving several jobs turns to another job only here."""
 
 
 # Between segments: the pause of a sentence end at normal speed, which engines speaking one
@@ -61,6 +65,10 @@ SEGMENT_PAUSE = 0.15
 def segment_pause(speed: float, sample_rate: int) -> PcmChunk:
     """The silence between two segments of speech spoken at `speed`."""
     return PcmChunk.silence(SEGMENT_PAUSE / speed, sample_rate)
+
+
+class _Pause(TimedChunk):
+    """The pause between segments, told apart so `render` can mark it `between_segments`."""
 
 
 def speak_segments(
@@ -101,7 +109,7 @@ def _segments(
     texts = segment(request.text)
     for index, (text, start) in enumerate(zip(texts, offsets(request.text, texts), strict=True)):
         if index:
-            yield TimedChunk(pause)
+            yield _Pause(pause)
             elapsed += pause.duration
         part = replace(request, text=mask_abbreviation_periods(text))
         # Faded edges: the join with the pause is silent. Closing this closes the engine's.
@@ -170,7 +178,9 @@ def render(
                 elapsed = time.perf_counter() - started
                 # Heard after the priming a decoder plays first, where the stream cannot say.
                 words = tuple(word.shifted(encoder.priming) for word in chunk.words)
-                yield EncodedChunk(data, chunk.pcm.duration, elapsed, words)
+                yield EncodedChunk(
+                    data, chunk.pcm.duration, elapsed, words, isinstance(chunk, _Pause)
+                )
         yield EncodedChunk(encoder.finish(), 0.0, time.perf_counter() - started)
     finally:
         encoder.close()

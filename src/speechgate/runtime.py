@@ -58,6 +58,7 @@ def _pools(settings: Settings, cluster: RayCluster | None) -> dict[str, Pool]:
                 max_queue_wait=settings.max_queue_wait,
                 job_timeout=settings.job_timeout,
                 slow_reader_timeout=settings.slow_reader_timeout,
+                jobs_per_worker=settings.jobs_per_worker,
                 cores=settings.worker_cores,
                 shared_cores=shared_cores,
             )

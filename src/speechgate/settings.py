@@ -256,6 +256,15 @@ class Settings(BaseSettings):
     narrowed to its worker's own cores as soon as another job starts); off: every job keeps
     to its worker's `cores_per_worker` cores, whatever the load."""
 
+    jobs_per_worker: int = Field(default=4, ge=1)
+    """Jobs one local worker runs at once, a segment (sentence) at a time each, a new job's
+    first segment first: so a short request starts speaking while long ones are under way,
+    instead of waiting for a whole job to end. The default lets 8 clients on 2 workers all be
+    speaking at once; throughput is the same (one engine, one segment at a time). 1: one job
+    at a time, the rest wait in the queue. Keep `loaded_voices` at least this large, or jobs
+    in different voices on one worker reload their models in turn. Not used by the Ray
+    backend."""
+
     queue_size: int = Field(default=16, ge=0)
     """Requests allowed to wait for a worker, per engine: a hard cap whatever their predicted
     wait. Beyond it: 429 with Retry-After."""

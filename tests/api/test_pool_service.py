@@ -43,10 +43,14 @@ def speech(text: str, **extra: object) -> dict[str, object]:
     return {"model": "fake", "voice": "alloy", "input": text, "response_format": "wav", **extra}
 
 
+# One job at a time on the one worker: the queue behind it is the subject.
+ONE_JOB = {"jobs_per_worker": 1, "engine_options": SLOW_FAKE}
+
+
 @pytest.fixture
 def one_worker() -> Iterator[RunningServer]:
     # A predicted wait this long is never reached: only the queue's count bound refuses.
-    settings = fake_settings(queue_size=2, max_queue_wait=3600, engine_options=SLOW_FAKE)
+    settings = fake_settings(queue_size=2, max_queue_wait=3600, **ONE_JOB)
     with running_server(settings) as server:
         yield server
 
@@ -101,7 +105,7 @@ def test_a_burst_beyond_the_queue_gets_exactly_the_admitted_ones_served(
 
 
 def test_admitted_requests_wait_their_turn_even_when_slower_than_predicted() -> None:
-    settings = fake_settings(queue_size=3, max_queue_wait=0.2, engine_options=SLOW_FAKE)
+    settings = fake_settings(queue_size=3, max_queue_wait=0.2, **ONE_JOB)
     with running_server(settings) as server:
         # A wildly optimistic measurement (a real engine speaks a few hundred characters a second):
         # everyone the queue holds is admitted, then waits seconds, far past max_queue_wait.
@@ -123,7 +127,7 @@ def test_admitted_requests_wait_their_turn_even_when_slower_than_predicted() -> 
 
 
 def test_a_request_predicted_to_wait_too_long_is_refused_at_once() -> None:
-    settings = fake_settings(queue_size=8, max_queue_wait=0.2, engine_options=SLOW_FAKE)
+    settings = fake_settings(queue_size=8, max_queue_wait=0.2, **ONE_JOB)
     with running_server(settings) as server:
         assert asyncio.run(burst(server.url, [speech(SHORT)]))[0].status_code == 200  # measured
         responses = asyncio.run(burst(server.url, [speech(LONG)] * 4))
@@ -135,6 +139,37 @@ def test_a_request_predicted_to_wait_too_long_is_refused_at_once() -> None:
                 assert response.json()["error"]["code"] == "queue_full"
                 assert int(response.headers["retry-after"]) >= 1
         assert pool_of(server).stats().rejected["predicted_wait"] == 3
+
+
+def test_a_short_request_is_heard_while_a_long_one_streams_on_the_same_worker() -> None:
+    # The defaults: one worker holds several jobs, each spoken a sentence at a time.
+    settings = fake_settings(engine_options=SLOW_FAKE)
+
+    async def scenario(url: str) -> tuple[list[str], httpx.Response]:
+        events: list[str] = []
+        async with httpx.AsyncClient(timeout=60) as client:
+            # Two dozen sentences: still speaking when the short one arrives, on a loaded
+            # machine too.
+            body = speech(f"{LONG} {LONG}")
+            async with client.stream("POST", f"{url}/v1/audio/speech", json=body) as long:
+                async for _ in long.aiter_bytes():
+                    if not events:
+                        short = asyncio.create_task(
+                            client.post(f"{url}/v1/audio/speech", json=speech(SHORT))
+                        )
+                        short.add_done_callback(lambda _: events.append("short"))
+                    events.append("long")
+            return events, await short
+
+    with running_server(settings) as server:
+        events, short = asyncio.run(scenario(server.url))
+        # Admitted at once: a free slot, not a predicted wait behind the long text.
+        assert short.status_code == 200
+        wait_for(lambda: pool_of(server).stats().jobs["completed"] == 2)
+    assert decode_audio(short.content, "wav").duration > 0.5
+    # All of the short one was out while the long one still had sentences to come.
+    assert "short" in events
+    assert events[-1] == "long"
 
 
 def test_a_worker_killed_mid_stream_ends_the_stream_and_is_replaced(

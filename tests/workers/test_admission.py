@@ -89,6 +89,29 @@ def test_a_prediction_is_the_rest_of_the_jobs_running_then_the_queue() -> None:
     assert run_on(clock, scenario) == pytest.approx([4.0, 6.0, 4.5])
 
 
+def test_slots_that_share_a_worker_each_run_at_their_share_of_its_rate() -> None:
+    clock = Clock()
+
+    async def scenario() -> list[float]:
+        # One worker, two slots: its two jobs each get half of its 10 characters a second.
+        admission = Admission(8, 30, lambda: 2, ten_characters_a_second(), clock, share=2)
+        admission.release("slot 1")
+        admission.release("slot 2")
+        await admission.acquire(40)  # 8 s at half the rate, from t = 0
+        clock.advance(1.0)
+        await admission.acquire(20)  # 4 s at half the rate, from t = 1
+        predictions = [admission.predicted_wait()]
+        waiting = asyncio.create_task(admission.acquire(10))
+        await settle()
+        predictions.append(admission.predicted_wait())
+        waiting.cancel()
+        return predictions
+
+    # The second job frees its slot at 5 s (4 s from now); the queued one takes it for 2 s,
+    # and the first frees its slot at 8 s (7 s from now).
+    assert run_on(clock, scenario) == pytest.approx([4.0, 6.0])
+
+
 def test_a_long_text_queued_ahead_makes_a_later_request_wait_longer() -> None:
     def prediction_behind(text_ahead: int) -> float:
         async def scenario() -> float:

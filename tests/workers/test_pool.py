@@ -14,8 +14,8 @@ import pytest
 from speechgate.audio.formats import AudioFormat
 from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.errors import EngineFailed, QueueFull, SlowReader, WorkerLost
-from speechgate.pipeline import OutputSpec
-from speechgate.workers.admission import PRIOR_CHARACTERS_PER_SECOND
+from speechgate.pipeline import EncodedChunk, OutputSpec
+from speechgate.workers.admission import PRIOR_CHARACTERS_PER_SECOND, ServiceTimes
 from speechgate.workers.cores import SharedCores
 from speechgate.workers.pool import StartupError, WorkerPool, WorkerState, assign_cpus
 from tests.helpers.clock import Clock
@@ -38,6 +38,7 @@ def run_with_pool(
     job_timeout: float = 60.0,
     slow_reader_timeout: float = 60.0,
     max_queue_wait: float = 30.0,
+    jobs_per_worker: int = 1,
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
     async def main() -> T:
@@ -48,6 +49,7 @@ def run_with_pool(
             max_queue_wait=max_queue_wait,
             job_timeout=job_timeout,
             slow_reader_timeout=slow_reader_timeout,
+            jobs_per_worker=jobs_per_worker,
             clock=clock,
         )
         await pool.start()
@@ -275,6 +277,27 @@ def test_a_lone_job_gets_every_core_and_is_narrowed_while_another_runs() -> None
     run_with_pool(scenario, config=ELASTIC)
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_second_job_on_the_same_worker_narrows_the_first_and_its_end_widens_it_again() -> None:
+    cores = sorted(os.sched_getaffinity(0))[:2]
+
+    async def scenario(pool: WorkerPool) -> None:
+        (pid,) = pool.worker_pids()
+        first = pool.synthesize(JOE_LONG, PCM)
+        await anext(first)
+        assert all(cpus == set(cores) for cpus in thread_affinities(pid))
+        second = pool.synthesize(JOE_LONG, PCM)
+        await anext(second)
+        # Not alone any more, though no other worker runs anything.
+        assert all(cpus == {cores[0]} for cpus in thread_affinities(pid))
+        await second.aclose()
+        await until(lambda: pool.stats().in_flight == 1)
+        assert all(cpus == set(cores) for cpus in thread_affinities(pid))
+        await first.aclose()
+
+    run_with_pool(scenario, config=ELASTIC, workers=1, jobs_per_worker=2)
+
+
 def test_without_elastic_threads_a_lone_job_keeps_to_its_own_core() -> None:
     cores = sorted(os.sched_getaffinity(0))
 
@@ -347,3 +370,179 @@ def test_word_times_cross_from_the_worker_with_the_audio() -> None:
         "2",
         "more",
     ]
+
+
+# Jobs on one worker, interleaved: the fake engine spends `chunk_delay` on each sentence, so a
+# long text keeps the worker busy for seconds while the other job is served.
+SLOW = EngineConfig("fake", options={"chunk_delay": "0.02"})
+FAKE_SHORT = SynthesisRequest("One sentence of speech. And a second one.", "en-high")
+FAKE_LONG = SynthesisRequest(LONG.text, "en-low")
+
+
+async def read_all(name: str, chunks: AsyncIterator[EncodedChunk], events: list[str]) -> bytes:
+    """Every chunk's bytes; `events` gets `name` once for each chunk, as it arrives."""
+    data = b""
+    async for chunk in chunks:
+        events.append(name)
+        data += chunk.data
+    return data
+
+
+def last(events: list[str], name: str) -> int:
+    return len(events) - 1 - events[::-1].index(name)
+
+
+def test_a_short_job_gets_its_first_audio_before_a_long_one_on_its_worker_ends() -> None:
+    async def scenario(pool: WorkerPool) -> list[str]:
+        events: list[str] = []
+        long = pool.synthesize(FAKE_LONG, PCM)
+        await anext(long)
+        both = asyncio.gather(
+            read_all("long", long, events),
+            read_all("short", pool.synthesize(FAKE_SHORT, PCM), events),
+        )
+        await both
+        return events
+
+    events = run_with_pool(scenario, config=SLOW, workers=1, jobs_per_worker=2)
+    # The long job's 200 sentences go on after the short one's audio has all come.
+    assert last(events, "short") < len(events) - 50
+    assert events[-1] == "long"
+
+
+def test_interleaved_jobs_sound_as_each_alone() -> None:
+    # The fake engine, because it repeats itself bit for bit (espeak-ng and Piper do not).
+    first = SynthesisRequest(" ".join(f"The first text, part {n}." for n in range(40)), "en-high")
+    second = SynthesisRequest(" ".join(f"And a second one, {n}!" for n in range(40)), "en-low")
+    spec = OutputSpec(AudioFormat.MP3, 24000)
+
+    async def scenario(pool: WorkerPool) -> tuple[list[bytes], list[bytes], list[str]]:
+        alone = [
+            b"".join([c.data async for c in pool.synthesize(r, spec)]) for r in (first, second)
+        ]
+        events: list[str] = []
+        together = await asyncio.gather(
+            read_all("first", pool.synthesize(first, spec), events),
+            read_all("second", pool.synthesize(second, spec), events),
+        )
+        return alone, list(together), events
+
+    alone, together, events = run_with_pool(scenario, config=SLOW, workers=1, jobs_per_worker=2)
+    # They did run interleaved: each had audio out before the other ended.
+    assert events.index("second") < last(events, "first")
+    assert events.index("first") < last(events, "second")
+    assert together == alone
+
+
+def test_a_paused_job_does_not_hold_up_the_others_on_its_worker() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        held = pool.synthesize(LONG, PCM)  # nobody reads beyond its first chunk
+        first = await anext(held)
+        # Served by the same (only) worker, to the end, while the held job stays paused.
+        async with asyncio.timeout(30):
+            assert await collect(pool.synthesize(MEDIUM, PCM)) >= 2
+        stats = pool.stats()
+        assert (stats.jobs["completed"], stats.in_flight) == (1, 1)
+        rest = [chunk async for chunk in held]
+        assert sum(c.audio_seconds for c in [first, *rest]) > 60  # all of it, in the end
+        assert pool.stats().jobs["completed"] == 2
+
+    run_with_pool(scenario, workers=1, jobs_per_worker=2)
+
+
+def test_a_reader_too_slow_loses_its_job_alone() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        held = pool.synthesize(LONG, PCM)  # nobody reads beyond its first chunk
+        await anext(held)
+        served = asyncio.create_task(collect(pool.synthesize(MEDIUM, PCM)))
+        await until(lambda: pool.stats().jobs["cancelled"] == 1)
+        assert await served >= 2
+        with pytest.raises(SlowReader):
+            async for _ in held:
+                pass
+        jobs = pool.stats().jobs
+        assert (jobs["completed"], pool.stats().restarts) == (1, 0)
+
+    run_with_pool(scenario, workers=1, jobs_per_worker=2, slow_reader_timeout=0.5)
+
+
+def test_a_cancelled_job_leaves_the_others_on_its_worker_running() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        leaving = pool.synthesize(FAKE_LONG, PCM)
+        await anext(leaving)
+        staying = asyncio.create_task(collect(pool.synthesize(FAKE_SHORT, PCM)))
+        await until(lambda: pool.stats().in_flight == 2)
+        await leaving.aclose()
+        assert await staying >= 2
+        await until(lambda: pool.stats().in_flight == 0)
+        jobs = pool.stats().jobs
+        assert (jobs["cancelled"], jobs["completed"], pool.stats().restarts) == (1, 1, 0)
+
+    run_with_pool(scenario, config=SLOW, workers=1, jobs_per_worker=2)
+
+
+def test_a_worker_that_dies_loses_its_jobs_only() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        doomed_pid = pool.worker_pids()[0]
+        # Slots go to every worker before any worker gets a second: 0, 1, then 0 again.
+        streams = [pool.synthesize(FAKE_LONG, PCM) for _ in range(3)]
+        for stream in streams:
+            await anext(stream)
+        os.kill(doomed_pid, signal.SIGKILL)
+        for stream in (streams[0], streams[2]):
+            with pytest.raises(WorkerLost):
+                await collect(stream)
+        assert await collect(streams[1]) > 100
+        await until(lambda: pool.stats().workers[WorkerState.IDLE] == 2)
+        stats = pool.stats()
+        assert (stats.restarts, stats.jobs["lost"], stats.jobs["completed"]) == (1, 2, 1)
+        assert await collect(pool.synthesize(FAKE_SHORT, PCM)) >= 2
+
+    run_with_pool(scenario, config=SLOW, jobs_per_worker=2)
+
+
+def test_a_worker_takes_up_to_its_slots_and_the_rest_wait_their_turn() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        running = [pool.synthesize(FAKE_LONG, PCM) for _ in range(2)]
+        for stream in running:
+            await anext(stream)
+        queued = asyncio.create_task(collect(pool.synthesize(FAKE_SHORT, PCM)))
+        await until(lambda: pool.stats().queued == 1)
+        assert pool.stats().in_flight == 2
+        await running[0].aclose()
+        assert await queued >= 2
+        await running[1].aclose()
+
+    # Admitted, whatever the wait the real-time prior predicts behind two long texts.
+    run_with_pool(scenario, config=SLOW, workers=1, jobs_per_worker=2, max_queue_wait=1e6)
+
+
+def test_jobs_sharing_a_worker_record_their_share_of_its_time_not_their_wall_time() -> None:
+    async def rate_after(pool: WorkerPool, jobs: int) -> float:
+        times = pool.service_times = ServiceTimes()
+        await asyncio.gather(*(collect(pool.synthesize(FAKE_MEDIUM, PCM)) for _ in range(jobs)))
+        return times.rate
+
+    async def scenario(pool: WorkerPool) -> tuple[float, float]:
+        return await rate_after(pool, 1), await rate_after(pool, 2)
+
+    alone, shared = run_with_pool(scenario, config=SLOW, workers=1, jobs_per_worker=2)
+    # Each of two jobs on one worker takes twice as long from end to end; its work is the same.
+    assert shared > 0.75 * alone
+
+
+FAKE_MEDIUM = SynthesisRequest(MEDIUM.text, "en-high")
+
+
+def test_the_job_timeout_counts_a_jobs_share_of_its_worker_not_the_time_it_shares_it() -> None:
+    text = SynthesisRequest(
+        " ".join(f"This is sentence number {n}." for n in range(100)), "en-high"
+    )
+
+    async def scenario(pool: WorkerPool) -> None:
+        # Two seconds of work each (100 sentences at 0.02 s), four together on one worker.
+        counts = await asyncio.gather(*(collect(pool.synthesize(text, PCM)) for _ in range(2)))
+        assert all(count > 100 for count in counts)
+        assert (pool.stats().jobs["completed"], pool.stats().restarts) == (2, 0)
+
+    run_with_pool(scenario, config=SLOW, workers=1, jobs_per_worker=2, job_timeout=3.0)

@@ -296,6 +296,7 @@ def test_a_full_queue_answers_an_error_at_once_and_the_connection_stays_usable()
         engines=["espeak"],
         default_engine="espeak",
         workers=1,
+        jobs_per_worker=1,
         queue_size=0,  # nobody may wait: a busy worker means a full queue
         wyoming_uri=f"tcp://127.0.0.1:{port}",
     )

@@ -135,7 +135,8 @@ class _Waiter(Generic[T]):
 
 
 class Admission(Generic[T]):
-    """A FIFO of admitted waiters in front of a set of interchangeable resources (idle workers).
+    """A FIFO of admitted waiters in front of a set of interchangeable resources (free job
+    slots of the workers).
 
     Idle resources are handed out lowest `rank` first (default: all equal, oldest first). The
     pool ranks workers by index, so a light load keeps landing on the same few workers, whose
@@ -156,9 +157,12 @@ class Admission(Generic[T]):
         clock: Callable[[], float] = time.monotonic,
         rank: Callable[[T], int] = lambda _: 0,
         safety_wait: float | None = None,
+        share: int = 1,
     ) -> None:
         """`safety_wait`: seconds after which an admitted waiter gives up on a pool that
-        serves nobody (`QueueStalled`); default ten times `max_wait`."""
+        serves nobody (`QueueStalled`); default ten times `max_wait`. `share`: how many
+        resources share one worker's time (a worker's job slots): while all are taken, as
+        they are whenever anyone waits, each job runs at 1/`share` of the measured rate."""
         self._queue_size = queue_size
         self._max_wait = max_wait
         self._safety_wait = safety_wait if safety_wait is not None else 10 * max_wait
@@ -166,6 +170,7 @@ class Admission(Generic[T]):
         self._service_times = service_times
         self._clock = clock
         self._rank = rank
+        self._share = share
         self._idle: list[T] = []  # sorted by rank
         self._waiters: deque[_Waiter[T]] = deque()
         self._serving: dict[T, tuple[float, float]] = {}  # resource -> (work, started)
@@ -189,12 +194,15 @@ class Admission(Generic[T]):
         if self._idle and not self.queued:
             return 0.0
         now = self._clock()
-        times = self._service_times
+
+        # Seconds of a slot's time: `share` jobs divide a worker's.
+        def duration(work: float) -> float:
+            return self._service_times.duration(work) * self._share
+
         remaining = [
-            max(0.0, times.duration(work) - (now - started))
-            for work, started in self._serving.values()
+            max(0.0, duration(work) - (now - started)) for work, started in self._serving.values()
         ]
-        queued = [times.duration(w.work) for w in self._waiters if not w.future.done()]
+        queued = [duration(w.work) for w in self._waiters if not w.future.done()]
         return predicted_start(remaining, queued, max(self._capacity(), len(remaining)))
 
     async def acquire(self, work: float = 1.0) -> T:

@@ -1,10 +1,11 @@
 """Typed messages on the pipe between the gateway and one worker process.
 
-Gateway -> worker: `Job` or `CloneJob`, `Cancel`, `Width`, `Shutdown`.
+Gateway -> worker: `Job` or `CloneJob`, `Cancel`, `Pause`, `Resume`, `Width`, `Shutdown`.
 Worker -> gateway: `Ready` or `StartupFailed` once, then for every `Job` any number of
 `Chunk`s (for a `CloneJob`, one `Cloned`) and exactly one terminal `Done` or `Failed`. A
-worker is free again only when the terminal message of its job has arrived, so the gateway
-never has two jobs on one worker.
+worker may hold several jobs at once (as many as the gateway gives it: its job slots); a slot
+is free again only when the terminal message of its job has arrived. Messages about a job
+that has already ended are ignored.
 """
 
 from __future__ import annotations
@@ -41,11 +42,22 @@ class Cancel:
 
 
 @dataclass(frozen=True)
-class Width:
-    """Run the rest of job `job_id` with `threads` compute threads (the gateway has already
-    moved the worker's threads onto the cores that go with it)."""
+class Pause:
+    """Run no more of job `job_id` until `Resume`: its reader has not taken what it has."""
 
     job_id: int
+
+
+@dataclass(frozen=True)
+class Resume:
+    job_id: int
+
+
+@dataclass(frozen=True)
+class Width:
+    """Compute with `threads` threads from the next step on, whichever job it is (the gateway
+    has already moved the worker's threads onto the cores that go with it)."""
+
     threads: int
 
 
@@ -80,6 +92,9 @@ class Cloned:
 class Done:
     job_id: int
     cancelled: bool = False
+    busy: float = 0.0
+    """Seconds of the worker's time the job took: its own steps, not those of the jobs it
+    shared the worker with."""
 
 
 @dataclass(frozen=True)
@@ -88,5 +103,5 @@ class Failed:
     message: str
 
 
-ToWorker = Job | CloneJob | Cancel | Width | Shutdown
+ToWorker = Job | CloneJob | Cancel | Pause | Resume | Width | Shutdown
 FromWorker = Ready | StartupFailed | Chunk | Cloned | Done | Failed

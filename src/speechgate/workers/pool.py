@@ -1,10 +1,12 @@
 """A supervised pool of engine worker processes behind an admission queue.
 
-Each worker is a process with its own engine, pinned to its own cores, running one job at a
-time. Parallelism is elastic: a job that runs alone in the pool gets every core (its worker's
-threads are moved onto them and the engine told to compute that wide), and is narrowed back to
-its worker's own cores the moment another job starts, so one client gets the whole machine and
-a full queue gets one job per core.
+Each worker is a process with its own engine, pinned to its own cores, holding up to
+`jobs_per_worker` jobs (its slots, which admission hands out). It runs them a segment at a time,
+a new job's first segment first, then in turn (see `speechgate.workers.process`), so a short
+request does not wait for a long one to end before its first audio. Parallelism is elastic: a
+job that runs alone in the pool gets every core (its worker's threads are moved onto them and
+the engine told to compute that wide), and is narrowed back to its worker's own cores the moment
+another job starts, so one client gets the whole machine and a full queue gets every core.
 
 The gateway talks to each worker over a pipe read by the event loop (`add_reader`), so the loop
 never blocks on synthesis. Workers that die are restarted (with back-off when they die while
@@ -43,7 +45,9 @@ from speechgate.workers.messages import (
     Failed,
     FromWorker,
     Job,
+    Pause,
     Ready,
+    Resume,
     Shutdown,
     StartupFailed,
     ToWorker,
@@ -59,7 +63,8 @@ log = logging.getLogger(__name__)
 _CONTEXT = multiprocessing.get_context("spawn")
 
 _MAX_BACKOFF = 30.0
-# Chunks (a segment's audio each, at most) buffered per job before the worker is paused.
+# Chunks (a segment's audio each, at most) buffered per job before the worker is told to pause
+# it (it finishes the segment it is on first).
 _INBOX_CHUNKS = 4
 _CRASH_LOOP = 3  # consecutive start-up failures after which /readyz reports a crash loop
 
@@ -67,28 +72,30 @@ _CRASH_LOOP = 3  # consecutive start-up failures after which /readyz reports a c
 @dataclass(eq=False)
 class _Job:
     job_id: int
-    started: float
+    slot: _Slot
     characters: int  # of text to speak; 0 for a cloning job
     audio_seconds: float = 0.0
     inbox: asyncio.Queue[FromWorker | SpeechgateError] = field(default_factory=asyncio.Queue)
-    # Set while the inbox has room. The worker's reader waits for it, which stops reading
-    # the socket, which blocks the worker's sends: a slow listener slows synthesis down
-    # instead of growing the gateway's memory.
-    room: asyncio.Event = field(default_factory=asyncio.Event)
+    # While the inbox is full the worker runs none of this job (`Pause`), and the others on
+    # it go on: a slow listener slows its own synthesis down instead of growing the gateway's
+    # memory.
+    paused: bool = False
     ended: bool = False
     abandoned: bool = False  # the consumer left; whatever still comes is dropped
     error: SpeechgateError | None = None  # what to report if the worker is killed
-    # Called with False when the worker is paused for the reader, True when it may go on.
+    # Asked to pause the job (False) when its reader is behind, to resume it (True) when it
+    # has caught up; sets `paused`.
     on_room: Callable[[bool], None] = lambda _: None
-
-    def __post_init__(self) -> None:
-        self.room.set()
+    # Its two bounds: synthesis (`job_timeout`: its share of its worker's time while it may
+    # run) and its reader's idleness (`slow_reader_timeout`: only while paused for it).
+    left: float = 0.0  # seconds of synthesis it may still take
+    synthesis: asyncio.TimerHandle | None = None
+    reading: asyncio.TimerHandle | None = None
 
     def deliver(self, message: FromWorker | SpeechgateError) -> None:
         if not self.abandoned:
             self.inbox.put_nowait(message)
-            if self.inbox.qsize() >= _INBOX_CHUNKS and self.room.is_set():
-                self.room.clear()
+            if self.inbox.qsize() >= _INBOX_CHUNKS and not self.paused:
                 self.on_room(False)
 
     async def next(self) -> FromWorker | SpeechgateError:
@@ -102,48 +109,16 @@ class _Job:
         self._open()
 
     def _open(self) -> None:
-        if not self.room.is_set():
-            self.room.set()
+        if self.paused:
             self.on_room(True)
 
 
-class _Clocks:
-    """A job's two bounds: its synthesis time (`job_timeout`), which runs only while its worker
-    may send, and its reader's idleness (`slow_reader_timeout`), which runs only while the
-    worker is paused because the reader has not taken what is waiting."""
+@dataclass(eq=False)
+class _Slot:
+    """Room for one job on a worker: what admission hands out and takes back."""
 
-    def __init__(
-        self,
-        synthesis: float,
-        slow_reader: float,
-        on_synthesis_timeout: Callable[[], None],
-        on_slow_reader: Callable[[], None],
-    ) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._left = synthesis
-        self._slow_reader = slow_reader
-        self._on_synthesis_timeout = on_synthesis_timeout
-        self._on_slow_reader = on_slow_reader
-        self._resumed = self._loop.time()
-        self._timer: asyncio.TimerHandle | None = self._loop.call_later(
-            synthesis, on_synthesis_timeout
-        )
-
-    def room(self, open: bool) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        now = self._loop.time()
-        if open:
-            self._resumed = now
-            self._timer = self._loop.call_later(self._left, self._on_synthesis_timeout)
-        else:
-            self._left = max(0.0, self._left - (now - self._resumed))
-            self._timer = self._loop.call_later(self._slow_reader, self._on_slow_reader)
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+    worker: _Worker
+    index: int
 
 
 @dataclass(eq=False)
@@ -154,7 +129,9 @@ class _Worker:
     process: BaseProcess | None = None
     writer: asyncio.StreamWriter | None = None
     reader: asyncio.Task[None] | None = None
-    job: _Job | None = None
+    slots: list[_Slot] = field(default_factory=list)
+    jobs: dict[int, _Job] = field(default_factory=dict)  # by id, those it runs
+    accounted: float = 0.0  # the loop's time up to which its jobs' synthesis is charged
     failures: int = 0  # consecutive deaths before becoming ready
     wide: bool = False  # its threads are on every core of the pool, not only its own
     ready: asyncio.Future[EngineInfo] | None = None  # only while the pool first starts
@@ -186,16 +163,17 @@ class WorkerPool:
         max_queue_wait: float,
         job_timeout: float,
         slow_reader_timeout: float = 60.0,
+        jobs_per_worker: int = 1,
         cores: Sequence[int] | None = None,
         shared_cores: SharedCores | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`shared_cores`: what the other local pools on the same cores joined (a job is
-        alone only if it is alone in all of them); default: this pool's cores are its own."""
+        """`jobs_per_worker`: jobs one worker runs at once, interleaved a segment at a time.
+        `shared_cores`: what the other local pools on the same cores joined (a job is alone
+        only if it is alone in all of them); default: this pool's cores are its own."""
         self.config = config
         self._job_timeout = job_timeout
         self._slow_reader_timeout = slow_reader_timeout
-        self._clocks: dict[_Job, _Clocks] = {}
         self._clock = clock
         cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
         self._cores = tuple(cores)
@@ -208,15 +186,20 @@ class WorkerPool:
             _Worker(index, cpus)
             for index, cpus in enumerate(assign_cpus(workers, config.threads, cores))
         ]
+        for worker in self._workers:
+            worker.slots = [_Slot(worker, index) for index in range(jobs_per_worker)]
         self.service_times = ServiceTimes()
-        self._admission: Admission[_Worker] = Admission(
+        self._admission: Admission[_Slot] = Admission(
             queue_size,
             max_queue_wait,
-            self._live_workers,
+            lambda: self._live_workers() * jobs_per_worker,
             self.service_times,
             clock,
-            rank=lambda worker: worker.index,
+            # Every worker's first slot before any worker's second: jobs spread over the
+            # workers (and their cores) before they share one.
+            rank=lambda slot: slot.index * len(self._workers) + slot.worker.index,
             safety_wait=safety_wait(max_queue_wait, job_timeout),
+            share=jobs_per_worker,
         )
         self._job_ids = itertools.count(1)
         self._restarts = 0
@@ -249,10 +232,8 @@ class WorkerPool:
         self._closing = True
         loop = asyncio.get_running_loop()
         for worker in self._workers:
-            # A job still held back for a consumer that is gone (one cut off by the shutdown
-            # grace) would keep its reader waiting for room, and this close, for ever.
-            if worker.job is not None:
-                worker.job.abandon()
+            for job in worker.jobs.values():
+                job.abandon()
             worker.send(Shutdown())
         for worker in self._workers:
             process = worker.process
@@ -306,18 +287,15 @@ class WorkerPool:
         ends."""
         if not self._live_workers():
             raise NotReady(f"no {self.config.name} worker is running")
-        worker = await self._admission.acquire(characters if work is None else work)
+        slot = await self._admission.acquire(characters if work is None else work)
+        worker = slot.worker
         threads = self._place(worker)
-        job = _Job(next(self._job_ids), self._clock(), characters)
-        worker.job = job
+        job = _Job(next(self._job_ids), slot, characters, left=self._job_timeout)
+        self._charge(worker)
+        worker.jobs[job.job_id] = job
         worker.state = WorkerState.BUSY
-        clocks = self._clocks[job] = _Clocks(
-            self._job_timeout,
-            self._slow_reader_timeout,
-            lambda: self._time_out(worker, job),
-            lambda: self._drop_slow_reader(worker, job),
-        )
-        job.on_room = clocks.room
+        self._plan_timeouts(worker)
+        job.on_room = lambda open: self._set_room(worker, job, open)
         worker.send(job_message(job.job_id, threads))
         try:
             while True:
@@ -331,7 +309,7 @@ class WorkerPool:
                 yield message
         finally:
             job.abandon()
-            if not job.ended and worker.job is job:
+            if not job.ended and worker.jobs.get(job.job_id) is job:
                 # The worker answers with Done(cancelled) and is released then.
                 worker.send(Cancel(job.job_id))
 
@@ -344,7 +322,7 @@ class WorkerPool:
         return PoolStats(
             workers=states,
             queued=self._admission.queued,
-            in_flight=states[WorkerState.BUSY],
+            in_flight=sum(len(worker.jobs) for worker in self._workers),
             live=self._live_workers(),
             restarts=self._restarts,
             crash_looping=any(w.failures >= _CRASH_LOOP for w in self._workers),
@@ -384,8 +362,6 @@ class WorkerPool:
         reader, worker.writer = await asyncio.open_unix_connection(sock=sock)
         try:
             while True:
-                if worker.job is not None:
-                    await worker.job.room.wait()
                 self._dispatch(worker, await wire.read_message(reader))  # type: ignore[arg-type]
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -397,15 +373,16 @@ class WorkerPool:
             worker.failures = 0
             if worker.ready and not worker.ready.done():
                 worker.ready.set_result(message.info)
-            self._release(worker)
+            worker.state = WorkerState.IDLE
+            for slot in worker.slots:
+                self._release(slot)
         elif isinstance(message, StartupFailed):
             log.error(
                 "%s worker %d failed to start: %s", self.config.name, worker.index, message.message
             )
             if worker.ready and not worker.ready.done():
                 worker.ready.set_exception(StartupError(message.message))
-        elif worker.job is not None and message.job_id == worker.job.job_id:
-            job = worker.job
+        elif (job := worker.jobs.get(message.job_id)) is not None:
             job.deliver(message)
             if isinstance(message, Chunk):
                 job.audio_seconds += message.audio.audio_seconds
@@ -417,15 +394,16 @@ class WorkerPool:
                     self._outcomes["cancelled"] += 1
                 else:
                     self._outcomes["completed"] += 1
-                    if job.characters and job.audio_seconds:  # a speech job, not a cloning one
-                        self.service_times.record(
-                            self._clock() - job.started, job.audio_seconds, job.characters
-                        )
-                self._release(worker)
+                    # A speech job, not a cloning one. Its worker's time, not its wall time:
+                    # that included the steps of the jobs it shared the worker with.
+                    if job.characters and job.audio_seconds and message.busy > 0:
+                        self.service_times.record(message.busy, job.audio_seconds, job.characters)
+                if not worker.jobs:
+                    worker.state = WorkerState.IDLE
+                self._release(job.slot)
 
-    def _release(self, worker: _Worker) -> None:
-        worker.state = WorkerState.IDLE
-        self._admission.release(worker)
+    def _release(self, slot: _Slot) -> None:
+        self._admission.release(slot)
         # The one job left, if one is, has the machine to itself now.
         self._shared_cores.widen_lone()
 
@@ -440,7 +418,7 @@ class WorkerPool:
             self._set_width(worker, wide=False)
 
     def widen_lone(self) -> None:
-        running = [worker for worker in self._workers if worker.job is not None]
+        running = [worker for worker in self._workers for _ in worker.jobs]  # one per job
         if self._elastic and len(running) == 1:
             self._set_width(running[0], wide=True)
 
@@ -457,25 +435,66 @@ class WorkerPool:
         return self._wide_threads if alone else self.config.threads
 
     def _set_width(self, worker: _Worker, wide: bool) -> None:
-        """Move `worker`'s threads onto every core (`wide`) or its own, and tell its running
-        job, if any, how many threads to compute with from its next step."""
+        """Move `worker`'s threads onto every core (`wide`) or its own, and tell it, if it runs
+        jobs, how many threads to compute with from its next step."""
         if worker.wide == wide or worker.process is None or worker.process.pid is None:
             return
         confine(worker.process.pid, self._cores if wide else worker.cpus)
         worker.wide = wide
-        if worker.job is not None:
-            threads = self._wide_threads if wide else self.config.threads
-            worker.send(Width(worker.job.job_id, threads))
+        if worker.jobs:
+            worker.send(Width(self._wide_threads if wide else self.config.threads))
 
     def _end_job(self, worker: _Worker, job: _Job) -> None:
         job.ended = True
-        clocks = self._clocks.pop(job, None)
-        if clocks is not None:
-            clocks.cancel()
-        worker.job = None
+        job.on_room = lambda _: None  # a consumer that leaves later pauses nothing
+        self._charge(worker)
+        del worker.jobs[job.job_id]
+        for timer in (job.synthesis, job.reading):
+            if timer is not None:
+                timer.cancel()
+        self._plan_timeouts(worker)
+
+    # --- a job's bounds ------------------------------------------------------------------------
+
+    def _set_room(self, worker: _Worker, job: _Job, open: bool) -> None:
+        """Pause a job for its reader (`open` False) or resume it, in the worker too."""
+        self._charge(worker)
+        job.paused = not open
+        if job.reading is not None:
+            job.reading.cancel()
+            job.reading = None
+        if not open:
+            job.reading = asyncio.get_running_loop().call_later(
+                self._slow_reader_timeout, self._drop_slow_reader, worker, job
+            )
+        self._plan_timeouts(worker)
+        worker.send(Resume(job.job_id) if open else Pause(job.job_id))
+
+    def _charge(self, worker: _Worker) -> None:
+        """Charge the jobs that may run on `worker` their shares of its time since the last
+        charge; call before that set changes."""
+        now = asyncio.get_running_loop().time()
+        running = [job for job in worker.jobs.values() if not job.paused]
+        for job in running:
+            job.left -= (now - worker.accounted) / len(running)
+        worker.accounted = now
+
+    def _plan_timeouts(self, worker: _Worker) -> None:
+        """Time out each job that may run when its budget is spent at its share of `worker`
+        (the others on it go on taking theirs): a job's timeout bounds its own synthesis, not
+        the time it waits while others are served."""
+        loop = asyncio.get_running_loop()
+        running = [job for job in worker.jobs.values() if not job.paused]
+        for job in worker.jobs.values():
+            if job.synthesis is not None:
+                job.synthesis.cancel()
+                job.synthesis = None
+            if not job.paused:
+                delay = max(0.0, job.left) * len(running)
+                job.synthesis = loop.call_later(delay, self._time_out, worker, job)
 
     def _time_out(self, worker: _Worker, job: _Job) -> None:
-        if worker.job is job and worker.process is not None:
+        if worker.jobs.get(job.job_id) is job and worker.process is not None:
             log.error(
                 "%s worker %d: job exceeded %g s, killing it",
                 self.config.name,
@@ -488,7 +507,7 @@ class WorkerPool:
             worker.process.kill()
 
     def _drop_slow_reader(self, worker: _Worker, job: _Job) -> None:
-        if worker.job is not job:
+        if worker.jobs.get(job.job_id) is not job:
             return
         log.warning(
             "%s worker %d: the reader took nothing for %g s, cancelling its job",
@@ -496,8 +515,8 @@ class WorkerPool:
             worker.index,
             self._slow_reader_timeout,
         )
-        # Told after what is already waiting for it; then the worker reads on (dropping the
-        # rest) until it answers the Cancel, and is free again.
+        # Told after what is already waiting for it; then the worker answers the Cancel (what
+        # it sent meanwhile is dropped), and the job's slot is free again.
         job.inbox.put_nowait(
             SlowReader(
                 f"The client read no audio for {self._slow_reader_timeout:g} s.",
@@ -509,9 +528,9 @@ class WorkerPool:
     def _on_death(self, worker: _Worker) -> None:
         was_starting = worker.state is WorkerState.STARTING
         self._detach(worker)
-        self._admission.discard(worker)
-        if worker.job is not None:
-            job = worker.job
+        for slot in worker.slots:
+            self._admission.discard(slot)
+        for job in list(worker.jobs.values()):
             self._end_job(worker, job)
             self._outcomes["lost"] += 1
             job.deliver(job.error or WorkerLost())

@@ -1,4 +1,14 @@
-"""The code that runs inside a worker process: load the engine once, then run jobs one by one."""
+"""The code that runs inside a worker process: load the engine once, then serve the jobs the
+gateway gives it, several at once, one step at a time.
+
+A step is one segment of a job's speech, up to the pause after it (`between_segments`), or a
+whole cloning job. Steps never overlap: the engine runs on this one thread, and a segment is
+finished (its engine generator closed, pocket-tts' generation threads drained) before another
+job's begins, so engines that are not thread-safe stay safe. Between steps the worker reads what
+the gateway sent (new jobs, Cancel, Pause, Resume, Width) and picks the next job: one that has
+sent nothing yet first, so a new request's first audio never waits for another's long text to
+end, then the others in turn.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +16,29 @@ import contextlib
 import os
 import signal
 import socket
-from collections.abc import Sequence
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 
 from speechgate.engines.base import Elastic, Engine, EngineConfig, EngineInfo, VoiceCloner
 from speechgate.pipeline import render
 from speechgate.workers import wire
 from speechgate.workers.affinity import confine
 from speechgate.workers.messages import (
+    Cancel,
     Chunk,
     Cloned,
     CloneJob,
     Done,
     Failed,
+    FromWorker,
     Job,
+    Pause,
     Ready,
+    Resume,
     Shutdown,
     StartupFailed,
+    ToWorker,
     Width,
 )
 
@@ -53,15 +70,7 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
         return
     wire.send(conn, Ready(EngineInfo.of(engine)))
     try:
-        while True:
-            message = wire.receive(conn)
-            if isinstance(message, Shutdown):
-                return
-            # A Cancel or Width for a job that already ended needs nothing.
-            if isinstance(message, Job) and not _run(engine, message, conn):
-                return
-            if isinstance(message, CloneJob):
-                _clone(engine, message, conn)
+        _Jobs(engine, conn).serve()
     except (EOFError, OSError):
         return  # the gateway is gone
     finally:
@@ -69,46 +78,116 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
             engine.close()
 
 
-def _run(engine: Engine, job: Job, conn: socket.socket) -> bool:
-    """Run one job to its terminal message. Returns False when the worker must stop."""
-    _use_threads(engine, job.threads)
-    chunks = render(engine, job.request, job.output)
-    try:
-        for audio in chunks:
-            # While a job runs the gateway sends only Width, Cancel or Shutdown: check between
-            # chunks, so an abandoned job stops at the next chunk boundary.
-            while wire.pending(conn):
-                message = wire.receive(conn)
-                if isinstance(message, Width):
-                    if message.job_id == job.job_id:
-                        _use_threads(engine, message.threads)
+# What a job sends, message by message, each with whether a step may end after it.
+_Steps = Generator[tuple[FromWorker, bool]]
+
+
+@dataclass(eq=False)
+class _Active:
+    job_id: int
+    steps: _Steps
+    sent: bool = False  # anything yet: a job that has not goes first
+    paused: bool = False  # its reader has enough for now
+    busy: float = 0.0  # seconds of this worker's time spent on it
+
+
+class _Jobs:
+    """The jobs one worker holds, and the loop that runs them a step at a time."""
+
+    def __init__(self, engine: Engine, conn: socket.socket) -> None:
+        self._engine = engine
+        self._conn = conn
+        self._jobs: dict[int, _Active] = {}  # in turn order: a job that steps goes last
+
+    def serve(self) -> None:
+        """Run jobs until Shutdown."""
+        try:
+            while True:
+                runnable = [job for job in self._jobs.values() if not job.paused]
+                if not runnable or wire.pending(self._conn):
+                    if not self._handle(wire.receive(self._conn)):  # type: ignore[arg-type]
+                        return
                     continue
-                wire.send(conn, Done(job.job_id, cancelled=True))
-                return not isinstance(message, Shutdown)
-            wire.send(conn, Chunk(job.job_id, audio))
-    except Exception as error:
-        wire.send(conn, Failed(job.job_id, f"{type(error).__name__}: {error}"))
+                job = next((job for job in runnable if not job.sent), runnable[0])
+                del self._jobs[job.job_id]
+                self._jobs[job.job_id] = job
+                if not self._step(job):
+                    return
+        finally:
+            for job in self._jobs.values():
+                job.steps.close()
+
+    def _step(self, job: _Active) -> bool:
+        """Run `job` to its next segment boundary (or its end). False on Shutdown."""
+        while True:
+            started = time.perf_counter()
+            try:
+                message, boundary = next(job.steps)
+            except StopIteration:
+                job.busy += time.perf_counter() - started
+                self._end(job, Done(job.job_id, busy=job.busy))
+                return True
+            except Exception as error:
+                self._end(job, Failed(job.job_id, f"{type(error).__name__}: {error}"))
+                return True
+            job.busy += time.perf_counter() - started
+            wire.send(self._conn, message)
+            job.sent = True
+            if boundary:
+                return True
+            # Within a segment (pocket-tts streams ~80 ms frames of it): a Cancel stops the
+            # job at its next chunk, not its next segment. A Pause waits for the boundary: the
+            # segment cannot be set aside half done.
+            while wire.pending(self._conn):
+                if not self._handle(wire.receive(self._conn)):  # type: ignore[arg-type]
+                    return False
+            if job.job_id not in self._jobs:
+                return True
+
+    def _handle(self, message: ToWorker) -> bool:
+        """Act on one message from the gateway; False on Shutdown."""
+        if isinstance(message, Shutdown):
+            for active in list(self._jobs.values()):
+                self._end(active, Done(active.job_id, cancelled=True, busy=active.busy))
+            return False
+        if isinstance(message, Width):
+            _use_threads(self._engine, message.threads)
+        elif isinstance(message, Job | CloneJob):
+            _use_threads(self._engine, message.threads)
+            steps = (
+                _speech(self._engine, message)
+                if isinstance(message, Job)
+                else _cloning(self._engine, message)
+            )
+            self._jobs[message.job_id] = _Active(message.job_id, steps)
+        elif (job := self._jobs.get(message.job_id)) is None:
+            pass  # it has ended already: nothing to do
+        elif isinstance(message, Cancel):
+            self._end(job, Done(job.job_id, cancelled=True, busy=job.busy))
+        elif isinstance(message, Pause | Resume):
+            job.paused = isinstance(message, Pause)
         return True
-    finally:
-        chunks.close()
-    wire.send(conn, Done(job.job_id))
-    return True
+
+    def _end(self, job: _Active, message: Done | Failed) -> None:
+        del self._jobs[job.job_id]
+        job.steps.close()
+        wire.send(self._conn, message)
+
+
+def _speech(engine: Engine, job: Job) -> _Steps:
+    chunks = render(engine, job.request, job.output)
+    with contextlib.closing(chunks):
+        for audio in chunks:
+            yield Chunk(job.job_id, audio), audio.between_segments
+
+
+def _cloning(engine: Engine, job: CloneJob) -> _Steps:
+    """One step: computing a voice state cannot be split."""
+    if not isinstance(engine, VoiceCloner):
+        raise ValueError(f"engine {engine.name!r} cannot clone voices")
+    yield Cloned(job.job_id, engine.clone(job.prompt)), False
 
 
 def _use_threads(engine: Engine, threads: int) -> None:
     if isinstance(engine, Elastic):
         engine.use_threads(threads)
-
-
-def _clone(engine: Engine, job: CloneJob, conn: socket.socket) -> None:
-    """Compute a voice state: one step, so a Cancel sent meanwhile finds the job ended."""
-    _use_threads(engine, job.threads)
-    try:
-        if not isinstance(engine, VoiceCloner):
-            raise ValueError(f"engine {engine.name!r} cannot clone voices")
-        state = engine.clone(job.prompt)
-    except Exception as error:
-        wire.send(conn, Failed(job.job_id, f"{type(error).__name__}: {error}"))
-        return
-    wire.send(conn, Cloned(job.job_id, state))
-    wire.send(conn, Done(job.job_id))

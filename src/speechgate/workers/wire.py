@@ -2,7 +2,7 @@
 
 The gateway reads through asyncio streams, so a worker that stalls halfway through a message
 (frozen, or killed mid-write) can never block the event loop; the worker side is plain
-blocking socket I/O, one job at a time.
+blocking socket I/O, looked at (`pending`) between the steps of its jobs.
 """
 
 from __future__ import annotations
