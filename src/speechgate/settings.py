@@ -260,8 +260,11 @@ class Settings(BaseSettings):
     """Jobs one local worker runs at once, a segment (sentence) at a time each, a new job's
     first segment first: so a short request starts speaking while long ones are under way,
     instead of waiting for a whole job to end. The default lets 8 clients on 2 workers all be
-    speaking at once; throughput is the same (one engine, one segment at a time). 1: one job
-    at a time, the rest wait in the queue. Keep `loaded_voices` at least this large, or jobs
+    speaking at once; throughput is the same (one engine, one segment at a time). A worker
+    takes a second job only once its engine has been timed at more than twice real time per
+    job it would hold, so every stream stays faster than real time: Piper and espeak-ng share,
+    pocket-tts and Kokoro on one core do not. 1: one job at a time, the rest wait in the
+    queue. Keep `loaded_voices` at least this large, or jobs
     in different voices on one worker reload their models in turn. Not used by the Ray
     backend."""
 

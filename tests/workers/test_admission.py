@@ -94,7 +94,7 @@ def test_slots_that_share_a_worker_each_run_at_their_share_of_its_rate() -> None
 
     async def scenario() -> list[float]:
         # One worker, two slots: its two jobs each get half of its 10 characters a second.
-        admission = Admission(8, 30, lambda: 2, ten_characters_a_second(), clock, share=2)
+        admission = Admission(8, 30, lambda: 2, ten_characters_a_second(), clock, share=lambda: 2)
         admission.release("slot 1")
         admission.release("slot 2")
         await admission.acquire(40)  # 8 s at half the rate, from t = 0

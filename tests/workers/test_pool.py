@@ -40,6 +40,7 @@ def run_with_pool(
     max_queue_wait: float = 30.0,
     jobs_per_worker: int = 1,
     clock: Callable[[], float] = time.monotonic,
+    time_engine: bool = True,
 ) -> T:
     async def main() -> T:
         pool = WorkerPool(
@@ -54,11 +55,19 @@ def run_with_pool(
         )
         await pool.start()
         try:
+            if jobs_per_worker > 1 and time_engine:
+                await time_the_engine(pool)
             return await scenario(pool)
         finally:
             await pool.close()
 
     return asyncio.run(main())
+
+
+async def time_the_engine(pool: WorkerPool) -> None:
+    """Measure the engine at ten times real time, as if a job had run: a worker shares itself
+    among jobs only once the engine has been timed fast enough."""
+    pool.service_times.record(1.0, 10.0, 150)
 
 
 async def collect(chunks: AsyncIterator[object]) -> int:
@@ -546,3 +555,36 @@ def test_the_job_timeout_counts_a_jobs_share_of_its_worker_not_the_time_it_share
         assert (pool.stats().jobs["completed"], pool.stats().restarts) == (2, 0)
 
     run_with_pool(scenario, config=SLOW, workers=1, jobs_per_worker=2, job_timeout=3.0)
+
+
+def test_a_worker_is_shared_only_by_jobs_each_still_faster_than_real_time() -> None:
+    # The fake engine's "Hi." is 0.18 s of audio: 0.1 s of work is 1.8x real time, under the
+    # 2x that two jobs on one worker would each need; 0.01 s is 18x, room for four.
+    hello = SynthesisRequest("Hi. Hi. Hi. Hi. Hi. Hi.", "en-high")
+
+    async def three_at_once(pool: WorkerPool) -> tuple[int, int]:
+        jobs = [asyncio.create_task(collect(pool.synthesize(hello, PCM))) for _ in range(3)]
+        await until(lambda: pool.stats().in_flight + pool.stats().queued == 3)
+        shape = pool.stats().in_flight, pool.stats().queued
+        await asyncio.gather(*jobs)
+        return shape
+
+    async def three_after_one(pool: WorkerPool) -> tuple[int, int]:
+        await collect(pool.synthesize(hello, PCM))  # its own speed, measured
+        return await three_at_once(pool)
+
+    def shape(delay: str, timed: bool = True) -> tuple[int, int]:
+        config = EngineConfig("fake", options={"chunk_delay": delay})
+        return run_with_pool(
+            three_after_one if timed else three_at_once,
+            config=config,
+            workers=1,
+            jobs_per_worker=4,
+            time_engine=False,
+        )
+
+    assert shape("0.01") == (3, 0)
+    # Too slow to share: one job at a time, the others queued.
+    assert shape("0.1") == (1, 2)
+    # Untimed, an engine may be that slow.
+    assert shape("0.01", timed=False) == (1, 2)

@@ -157,12 +157,12 @@ class Admission(Generic[T]):
         clock: Callable[[], float] = time.monotonic,
         rank: Callable[[T], int] = lambda _: 0,
         safety_wait: float | None = None,
-        share: int = 1,
+        share: Callable[[], int] = lambda: 1,
     ) -> None:
         """`safety_wait`: seconds after which an admitted waiter gives up on a pool that
         serves nobody (`QueueStalled`); default ten times `max_wait`. `share`: how many
-        resources share one worker's time (a worker's job slots): while all are taken, as
-        they are whenever anyone waits, each job runs at 1/`share` of the measured rate."""
+        resources share one worker's time now (a worker's open job slots): while all are taken,
+        as they are whenever anyone waits, each job runs at 1/`share` of the measured rate."""
         self._queue_size = queue_size
         self._max_wait = max_wait
         self._safety_wait = safety_wait if safety_wait is not None else 10 * max_wait
@@ -196,8 +196,10 @@ class Admission(Generic[T]):
         now = self._clock()
 
         # Seconds of a slot's time: `share` jobs divide a worker's.
+        share = self._share()
+
         def duration(work: float) -> float:
-            return self._service_times.duration(work) * self._share
+            return self._service_times.duration(work) * share
 
         remaining = [
             max(0.0, duration(work) - (now - started)) for work, started in self._serving.values()

@@ -66,7 +66,12 @@ _MAX_BACKOFF = 30.0
 # Chunks (a segment's audio each, at most) buffered per job before the worker is told to pause
 # it (it finishes the segment it is on first).
 _INBOX_CHUNKS = 4
-_CRASH_LOOP = 3  # consecutive start-up failures after which /readyz reports a crash loop
+_CRASH_LOOP = 3
+# A worker shares its time among several jobs only while each would still stream at least this
+# many times faster than real time (at the speed its jobs measured; shared jobs also run
+# narrower than a lone one): Piper and espeak-ng share, pocket-tts and Kokoro on one core
+# (1-2x real time) never do, or every listener would hear gaps.
+_SHARED_SPEED = 2.0  # consecutive start-up failures after which /readyz reports a crash loop
 
 
 @dataclass(eq=False)
@@ -188,18 +193,22 @@ class WorkerPool:
         ]
         for worker in self._workers:
             worker.slots = [_Slot(worker, index) for index in range(jobs_per_worker)]
+        self._jobs_per_worker = jobs_per_worker
+        # Slots beyond `_open_slots()`, held back from admission until the engine proves fast
+        # enough to share a worker among that many jobs.
+        self._parked: set[_Slot] = set()
         self.service_times = ServiceTimes()
         self._admission: Admission[_Slot] = Admission(
             queue_size,
             max_queue_wait,
-            lambda: self._live_workers() * jobs_per_worker,
+            lambda: self._live_workers() * self._open_slots(),
             self.service_times,
             clock,
             # Every worker's first slot before any worker's second: jobs spread over the
             # workers (and their cores) before they share one.
             rank=lambda slot: slot.index * len(self._workers) + slot.worker.index,
             safety_wait=safety_wait(max_queue_wait, job_timeout),
-            share=jobs_per_worker,
+            share=self._open_slots,
         )
         self._job_ids = itertools.count(1)
         self._restarts = 0
@@ -287,6 +296,7 @@ class WorkerPool:
         ends."""
         if not self._live_workers():
             raise NotReady(f"no {self.config.name} worker is running")
+        self._open_parked()
         slot = await self._admission.acquire(characters if work is None else work)
         worker = slot.worker
         threads = self._place(worker)
@@ -403,9 +413,30 @@ class WorkerPool:
                 self._release(job.slot)
 
     def _release(self, slot: _Slot) -> None:
-        self._admission.release(slot)
+        if slot.index < self._open_slots():
+            self._admission.release(slot)
+        else:
+            self._admission.discard(slot)
+            self._parked.add(slot)
+        # A completed job may have shown the engine fast enough to share its workers more.
+        self._open_parked()
         # The one job left, if one is, has the machine to itself now.
         self._shared_cores.widen_lone()
+
+    def _open_parked(self) -> None:
+        """Hand admission the parked slots that the engine's measured speed now allows."""
+        for parked in sorted(self._parked, key=lambda slot: slot.index):
+            if parked.index < self._open_slots():
+                self._parked.discard(parked)
+                self._admission.release(parked)
+
+    def _open_slots(self) -> int:
+        """Jobs a worker may run at once now: as many as still stream `_SHARED_SPEED` times
+        faster than real time each, up to `jobs_per_worker`; one until a job has been timed."""
+        speed = self.service_times.real_time_factor
+        if speed is None:
+            return 1
+        return max(1, min(self._jobs_per_worker, int(speed / _SHARED_SPEED)))
 
     # --- elastic parallelism -------------------------------------------------------------------
 
@@ -530,6 +561,7 @@ class WorkerPool:
         self._detach(worker)
         for slot in worker.slots:
             self._admission.discard(slot)
+            self._parked.discard(slot)
         for job in list(worker.jobs.values()):
             self._end_job(worker, job)
             self._outcomes["lost"] += 1
