@@ -200,7 +200,12 @@ def test_a_request_behind_too_much_work_is_refused_at_once_and_the_admitted_are_
         await collect(running)
         assert await queued >= 2
         stats = pool.stats()
-        assert stats.rejected == {"queue_full": 0, "predicted_wait": 1, "queue_stalled": 0}
+        assert stats.rejected == {
+            "queue_full": 0,
+            "predicted_wait": 1,
+            "held_for_retry": 0,
+            "queue_stalled": 0,
+        }
         assert stats.jobs["completed"] == 2
 
     assert len(LONG.text) / 10 < 900 < (len(LONG.text) + len(MEDIUM.text)) / 10

@@ -21,7 +21,7 @@ import multiprocessing
 import os
 import socket
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 
@@ -269,7 +269,7 @@ class WorkerPool:
     # --- the operations --------------------------------------------------------------------
 
     async def synthesize(
-        self, request: SynthesisRequest, output: OutputSpec
+        self, request: SynthesisRequest, output: OutputSpec, retry_key: Hashable | None = None
     ) -> AsyncGenerator[EncodedChunk]:
         """Admit the request, run it on a worker and yield its audio as the worker encodes it.
 
@@ -277,7 +277,9 @@ class WorkerPool:
         """
         async with contextlib.aclosing(
             self._run(
-                lambda job_id, threads: Job(job_id, request, output, threads), len(request.text)
+                lambda job_id, threads: Job(job_id, request, output, threads),
+                len(request.text),
+                retry_key=retry_key,
             )
         ) as messages:
             async for message in messages:
@@ -300,13 +302,14 @@ class WorkerPool:
         job_message: Callable[[int, int], ToWorker],
         characters: int,
         work: float | None = None,
+        retry_key: Hashable | None = None,
     ) -> AsyncGenerator[FromWorker]:
         """Admit a job of `work` characters (default: `characters`, those it speaks), send it
         to a worker (`job_message(job_id, threads)`) and yield what it answers until the job
         ends."""
         if not self._live_workers():
             raise NotReady(f"no {self.config.name} worker is running")
-        worker = await self._admission.acquire(characters if work is None else work)
+        worker = await self._admission.acquire(characters if work is None else work, retry_key)
         threads = self._place(worker)
         job = _Job(next(self._job_ids), self._clock(), characters)
         worker.job = job
@@ -350,6 +353,7 @@ class WorkerPool:
             crash_looping=any(w.failures >= _CRASH_LOOP for w in self._workers),
             jobs=dict(self._outcomes),
             rejected=dict(self._admission.rejected),
+            reserved=self._admission.reserved,
         )
 
     def worker_pids(self) -> list[int]:
