@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import time
@@ -17,7 +18,7 @@ from speechgate.errors import EngineFailed, QueueFull, SlowReader, WorkerLost
 from speechgate.pipeline import OutputSpec
 from speechgate.workers.admission import PRIOR_CHARACTERS_PER_SECOND
 from speechgate.workers.cores import SharedCores
-from speechgate.workers.pool import StartupError, WorkerPool, WorkerState, assign_cpus
+from speechgate.workers.pool import StartupError, WorkerPool, WorkerState, _Job, assign_cpus
 from tests.helpers.clock import Clock
 from tests.helpers.waiting import until
 
@@ -352,3 +353,20 @@ def test_word_times_cross_from_the_worker_with_the_audio() -> None:
         "2",
         "more",
     ]
+
+
+def test_an_ended_job_is_freed_at_once_not_left_to_the_cyclic_garbage_collector() -> None:
+    # A job left in a reference cycle waits, with its queue and events, for a full collection,
+    # which a busy gateway runs rarely: its memory creeps up request after request.
+    async def scenario(pool: WorkerPool) -> int:
+        await collect(pool.synthesize(SHORT, PCM))
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(5):
+                await collect(pool.synthesize(SHORT, PCM))
+            return sum(isinstance(thing, _Job) for thing in gc.get_objects())
+        finally:
+            gc.enable()
+
+    assert run_with_pool(scenario, workers=1) == 0
