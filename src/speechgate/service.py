@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 from speechgate.activity import RecentRequests
@@ -273,10 +273,16 @@ class SpeechService:
         prompt = await self._voices.decode(plan.reference_audio, engine, "reference_audio")
         return dataclasses.replace(plan.request, reference=prompt)
 
-    async def open(self, plan: SpeechPlan) -> SpeechStream:
-        """Admit the job and wait for its first audio (or its first error)."""
+    async def open(self, plan: SpeechPlan, sender: Hashable | None = None) -> SpeechStream:
+        """Admit the job and wait for its first audio (or its first error). `sender` (the
+        key and address it comes from) with the plan tells a retry of a refused request from
+        a new one: refused, it keeps a place for its retry."""
         started = self._clock()
-        chunks = self._pools[plan.engine].synthesize(await self.prepare(plan), plan.output)
+        # The plan's hash, not the plan: a kept place must not keep a long text alive.
+        retry_key = None if sender is None else (sender, hash(plan))
+        chunks = self._pools[plan.engine].synthesize(
+            await self.prepare(plan), plan.output, retry_key
+        )
         try:
             first: EncodedChunk | None = await anext(chunks)
         except StopAsyncIteration:

@@ -122,6 +122,7 @@ def test_admitted_requests_wait_their_turn_even_when_slower_than_predicted() -> 
         assert pool_of(server).stats().rejected == {
             "queue_full": 8,
             "predicted_wait": 0,
+            "held_for_retry": 0,
             "queue_stalled": 0,
         }
 
@@ -139,6 +140,8 @@ def test_a_request_predicted_to_wait_too_long_is_refused_at_once() -> None:
                 assert response.json()["error"]["code"] == "queue_full"
                 assert int(response.headers["retry-after"]) >= 1
         assert pool_of(server).stats().rejected["predicted_wait"] == 3
+        # Each refused one (from one address, with one body) keeps a place for its retry.
+        assert pool_of(server).stats().reserved == 3
 
 
 def test_a_short_request_is_heard_while_a_long_one_streams_on_the_same_worker() -> None:

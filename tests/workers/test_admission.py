@@ -9,6 +9,7 @@ import pytest
 from speechgate.errors import QueueFull, QueueStalled
 from speechgate.workers.admission import (
     PRIOR_CHARACTERS_PER_SECOND,
+    RETRY_GRACE,
     Admission,
     ServiceTimes,
     predicted_start,
@@ -235,7 +236,9 @@ def test_only_a_pool_that_serves_nobody_for_the_safety_wait_answers_503() -> Non
     clock = Clock()
 
     async def scenario() -> tuple[QueueStalled, int]:
-        admission = Admission(8, 5.0, lambda: 1, ten_characters_a_second(), clock, safety_wait=600)
+        admission: Admission[str] = Admission(
+            8, 5.0, lambda: 1, ten_characters_a_second(), clock, safety_wait=600
+        )
         admission.release("w")
         await admission.acquire(10)
         waiting = asyncio.create_task(admission.acquire(10))
@@ -348,3 +351,96 @@ def test_the_real_time_factor_covers_the_window_only() -> None:
     # The last three jobs: 5.3 s of audio in 0.6 s, the first two forgotten.
     assert times.real_time_factor == pytest.approx(5.3 / 0.6)
     assert times.mean == pytest.approx(0.2)
+
+
+class _Line:
+    """One worker at 10 characters a second, served exactly as predicted, with requests
+    arriving on a fake clock: who was admitted, when each started, who was refused."""
+
+    def __init__(self, clock: Clock, max_wait: float = 5.0) -> None:
+        self.clock = clock
+        self.admission = make(max_wait=max_wait, clock=clock)
+        self.admission.release("w")
+        self.started: list[tuple[str, float, float]] = []  # name, arrived, started
+        self.refused: dict[str, QueueFull] = {}
+        self.requests: list[asyncio.Task[None]] = []
+
+    def arrive(self, name: str, work: float, key: str | None = None) -> None:
+        arrived = self.clock()
+
+        async def request() -> None:
+            try:
+                worker = await self.admission.acquire(work, key)
+            except QueueFull as error:
+                self.refused[name] = error
+                return
+            self.started.append((name, arrived, self.clock()))
+            await asyncio.sleep(work / 10)
+            self.admission.release(worker)
+
+        self.requests.append(asyncio.create_task(request()))
+
+    async def tick(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        await settle()
+
+
+def test_a_retry_at_retry_after_is_admitted_while_fresh_requests_keep_arriving() -> None:
+    clock = Clock()
+
+    async def scenario() -> _Line:
+        line = _Line(clock)
+        line.arrive("a", 40)  # 4 s in service
+        line.arrive("b", 20)  # 2 s queued: starts at 4 s
+        await settle()
+        line.arrive("carol", 30, key="carol")  # would wait 6 s: refused
+        await settle()
+        retry_at = line.refused["carol"].retry_after
+        # A fresh 1 s request every half second: on its own it would keep the queue at
+        # max_wait, so whoever comes back finds the place taken.
+        for step in range(1, 41):
+            await line.tick(0.5)
+            line.arrive(f"fresh {step}", 10, key=f"fresh {step}")
+            if clock() == retry_at:
+                line.arrive("carol again", 30, key="carol")
+            await settle()
+        return line
+
+    line = run_on(clock, scenario)
+    started = {name for name, _, _ in line.started}
+    assert "carol" in line.refused
+    assert "carol again" in started
+    # Fresh requests still got in around the reserved place, and every admitted request
+    # started within max_wait, in the order it arrived.
+    assert len(started - {"a", "b", "carol again"}) >= 10
+    assert all(begun - arrived <= 5.0 for _, arrived, begun in line.started)
+    assert [arrived for _, arrived, _ in line.started] == sorted(
+        arrived for _, arrived, _ in line.started
+    )
+
+
+def test_a_kept_place_is_bounded_and_expires_unless_its_sender_comes_back_when_due() -> None:
+    clock = Clock()
+
+    async def scenario() -> None:
+        admission = make(queue_size=2, max_wait=5.0, clock=clock)
+        admission.release("w")
+        await admission.acquire(40)  # 4 s in service
+        ahead = asyncio.create_task(admission.acquire(20))  # starts at 4 s
+        await settle()
+        refused = [at_once(admission.acquire(10, key)) for key in ("x", "y", "z")]
+        # Whole seconds, each behind the places kept before it.
+        assert [getattr(error, "retry_after", None) for error in refused] == [6.0, 7.0, 8.0]
+        assert admission.reserved == 2  # z's found no room: at most queue_size places
+        # Before its due time, x's key is a new request, not the retry the place is for.
+        clock.advance(1.0)
+        assert isinstance(at_once(admission.acquire(10, "x")), QueueFull)
+        assert admission.reserved == 2  # ...refused with no room for a third place
+        clock.advance(RETRY_GRACE + 6.5)  # past both places' grace: nobody came back
+        admission.release("w")
+        await ahead
+        admission.release("w")
+        assert await admission.acquire(30) == "w"  # a fresh request takes the idle worker
+        assert admission.reserved == 0
+
+    run_on(clock, scenario)

@@ -175,7 +175,14 @@ async def open_answer(
                 request, service.plan_or_pull(speech, request.state.principal.key_id)
             )
             meter.engine = plan.engine
-            stream = await unless_disconnected(request, service.open(plan), SpeechStream.aclose)
+            # What a client keeps across a retry: its key and its address.
+            sender = (
+                request.state.principal.key_id,
+                request.client.host if request.client else None,
+            )
+            stream = await unless_disconnected(
+                request, service.open(plan, sender), SpeechStream.aclose
+            )
             answer = local_answer(service, plan, stream)
     except ClientGone:
         return None

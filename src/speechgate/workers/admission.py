@@ -9,6 +9,13 @@ The prediction deals the work ahead (the rest of the jobs in service, then the q
 to the workers as each frees, at the service rate measured on completed jobs: characters of
 text per second of a worker's time. That is how the FIFO queue will run, so a long text ahead
 makes everyone behind it wait longer, and a request is refused before it waits, not after.
+
+A refused request that says who sends it (`retry_key`: its key, address and body) keeps a
+place for its retry: a reservation of its work, due at its Retry-After. Requests arriving
+meanwhile are admitted only if the retry, joining the queue when it is due, would still wait
+at most half of `max_wait` (the other half absorbs the predictions' error); the retry takes
+its place from its due time on, for `RETRY_GRACE` seconds, and then it expires. Without it,
+fresh requests refill the queue before the retry comes and it is refused again.
 """
 
 from __future__ import annotations
@@ -19,9 +26,9 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NoReturn, TypeVar
 
 from speechgate.errors import QueueFull, QueueStalled
 
@@ -38,6 +45,9 @@ PRIOR_CHARACTERS_PER_SECOND = 15.0
 # Characters of text per second of speech, until measured: what a cloning job's prompt is
 # worth in the work of speaking it (computing a voice state costs no more than speaking it).
 _PRIOR_CHARACTERS_PER_AUDIO_SECOND = 15.0
+# Seconds a reserved place waits past its due time for the retry: a client's timer, a new
+# connection or a proxy make it arrive a little late, never early.
+RETRY_GRACE = 1.0
 
 
 def safety_wait(max_queue_wait: float, job_timeout: float) -> float:
@@ -134,6 +144,13 @@ class _Waiter(Generic[T]):
     work: float
 
 
+@dataclass(eq=False)
+class _Reservation:
+    key: Hashable
+    work: float
+    due: float  # on the admission's clock: when the refused request was told to retry
+
+
 class Admission(Generic[T]):
     """A FIFO of admitted waiters in front of a set of interchangeable resources (free job
     slots of the workers).
@@ -174,7 +191,14 @@ class Admission(Generic[T]):
         self._idle: list[T] = []  # sorted by rank
         self._waiters: deque[_Waiter[T]] = deque()
         self._serving: dict[T, tuple[float, float]] = {}  # resource -> (work, started)
-        self.rejected = {"queue_full": 0, "predicted_wait": 0, "queue_stalled": 0}
+        # Places kept for refused requests' retries, by due time; at most `queue_size`.
+        self._reservations: deque[_Reservation] = deque()
+        self.rejected = {
+            "queue_full": 0,
+            "predicted_wait": 0,
+            "held_for_retry": 0,
+            "queue_stalled": 0,
+        }
 
     @property
     def queued(self) -> int:
@@ -188,6 +212,11 @@ class Admission(Generic[T]):
     def serving(self) -> int:
         """Resources handed out and not yet released."""
         return len(self._serving)
+
+    @property
+    def reserved(self) -> int:
+        """Places kept for retries (expired ones go at the next request)."""
+        return len(self._reservations)
 
     def predicted_wait(self) -> float:
         """Seconds until a request that joins the queue now can expect a worker."""
@@ -207,21 +236,30 @@ class Admission(Generic[T]):
         queued = [duration(w.work) for w in self._waiters if not w.future.done()]
         return predicted_start(remaining, queued, max(self._capacity(), len(remaining)))
 
-    async def acquire(self, work: float = 1.0) -> T:
+    async def acquire(self, work: float = 1.0, retry_key: Hashable | None = None) -> T:
         """Admit a job of `work` characters and wait for its resource. Raises QueueFull at once
         when its predicted wait is beyond `max_wait` or the queue is full; QueueStalled only
-        when nothing is served for `safety_wait` seconds."""
-        if self._idle and not self.queued:
+        when nothing is served for `safety_wait` seconds.
+
+        `retry_key` names the sender (what a client keeps across a retry); a request refused
+        with one keeps a place for the retry at its Retry-After, which a request with the same
+        key takes from then on."""
+        now = self._clock()
+        self._expire(now)
+        retrying = retry_key is not None and self._claim(retry_key, now)
+        # A retry's place was counted in the plans of all who came after it.
+        keeps_places = retrying or self._keeps_reservations(now, work)
+        if self._idle and not self.queued and keeps_places:
             resource = self._idle.pop(0)
-            self._serving[resource] = (work, self._clock())
+            self._serving[resource] = (work, now)
             return resource
-        wait = self.predicted_wait()
-        if self.queued >= self._queue_size:
-            self.rejected["queue_full"] += 1
-            raise QueueFull(wait)
-        if wait > self._max_wait:
-            self.rejected["predicted_wait"] += 1
-            raise QueueFull(wait)
+        waiting = self.queued + (0 if retrying else len(self._reservations))
+        if waiting >= self._queue_size:
+            self._refuse("queue_full", now, work, retry_key)
+        if self.predicted_wait() > self._max_wait:
+            self._refuse("predicted_wait", now, work, retry_key)
+        if not keeps_places:
+            self._refuse("held_for_retry", now, work, retry_key)
         waiter = _Waiter[T](asyncio.get_running_loop().create_future(), work)
         self._waiters.append(waiter)
         granted = False
@@ -240,6 +278,71 @@ class Admission(Generic[T]):
             future = waiter.future
             if not granted and future.done() and not future.cancelled():
                 self.release(future.result())
+
+    def _refuse(self, reason: str, now: float, work: float, retry_key: Hashable | None) -> NoReturn:
+        """Turn the request away with the start it can expect behind the queue and every kept
+        place, keeping one for its retry if it has a key and there is room."""
+        self.rejected[reason] += 1
+        _, start = self._plan(now, None)
+        if retry_key is None or len(self._reservations) >= self._queue_size:
+            raise QueueFull(start)
+        # Whole seconds, as Retry-After is written: both headers then name the instant the
+        # place is kept from, and a retry is never early for it. Never before the places kept
+        # already, so that places arrive in the order the plans assume.
+        last = self._reservations[-1].due - now if self._reservations else 0.0
+        retry_after = float(max(1, math.ceil(max(start, last) - 1e-9)))
+        self._reservations.append(_Reservation(retry_key, work, now + retry_after))
+        raise QueueFull(retry_after)
+
+    def _expire(self, now: float) -> None:
+        reservations = self._reservations
+        while reservations and reservations[0].due + RETRY_GRACE < now:
+            reservations.popleft()
+
+    def _claim(self, retry_key: Hashable, now: float) -> bool:
+        """Take the earliest place due for `retry_key`; one not yet due is not a retry's."""
+        for reservation in self._reservations:
+            if reservation.due > now:
+                return False
+            if reservation.key == retry_key:
+                self._reservations.remove(reservation)
+                return True
+        return False
+
+    def _keeps_reservations(self, now: float, work: float) -> bool:
+        """Whether a job of `work` joining the queue now leaves every kept place within half
+        of `max_wait` of its due time."""
+        if not self._reservations:
+            return True
+        kept, _ = self._plan(now, work)
+        return kept
+
+    def _plan(self, now: float, work: float | None) -> tuple[bool, float]:
+        """Deal the jobs in service, the queue (and `work`, joining it now), then the kept
+        places at their due times to the workers as each frees, as the FIFO queue will.
+        Returns whether every place starts within half of `max_wait` of its due time, and when
+        a job arriving behind them all can expect to start (seconds from now)."""
+        times = self._service_times
+        free = [
+            max(0.0, times.duration(job) - (now - started))
+            for job, started in self._serving.values()
+        ]
+        free += [0.0] * max(0, self._capacity() - len(free))
+        if not free:
+            free = [0.0]
+        heapq.heapify(free)
+        queued = [times.duration(w.work) for w in self._waiters if not w.future.done()]
+        if work is not None:
+            queued.append(times.duration(work))
+        for seconds in queued:
+            heapq.heappush(free, heapq.heappop(free) + seconds)
+        kept = True
+        for reservation in self._reservations:
+            due = reservation.due - now
+            start = max(heapq.heappop(free), due)
+            kept = kept and start - max(due, 0.0) <= self._max_wait / 2
+            heapq.heappush(free, start + times.duration(reservation.work))
+        return kept, free[0]
 
     def release(self, resource: T) -> None:
         """End `resource`'s job, if it had one, and give it to the longest-waiting request,

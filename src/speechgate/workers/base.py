@@ -9,7 +9,7 @@ consumer leaves, and end it with `WorkerLost` if whatever ran it dies.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Hashable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -41,7 +41,8 @@ class PoolStats:
     restarts: int
     crash_looping: bool
     jobs: dict[str, int]  # ended jobs by outcome: completed, cancelled, failed, lost
-    rejected: dict[str, int]  # turned away: queue_full, predicted_wait, queue_stalled
+    rejected: dict[str, int]  # turned away: queue_full, predicted_wait, queue_stalled...
+    reserved: int = 0  # places kept for refused requests' retries
 
 
 class Pool(Protocol):
@@ -59,10 +60,11 @@ class Pool(Protocol):
         """Load the engine everywhere it runs; raises StartupError if it cannot."""
 
     def synthesize(
-        self, request: SynthesisRequest, output: OutputSpec
+        self, request: SynthesisRequest, output: OutputSpec, retry_key: Hashable | None = None
     ) -> AsyncGenerator[EncodedChunk]:
         """Run the request and yield its audio as it is encoded. Closing the generator early
-        (client gone) stops the job at its next chunk."""
+        (client gone) stops the job at its next chunk. `retry_key`: who sends it, the same
+        across a retry; refused, it may keep a place for the retry (see `admission.py`)."""
 
     async def clone(self, prompt: PcmChunk) -> bytes:
         """The voice state the engine computes from `prompt`."""

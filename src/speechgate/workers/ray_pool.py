@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Hashable, Iterator
 from typing import Any
 
 import ray
@@ -226,9 +226,11 @@ class RayPool:
     # --- the operations --------------------------------------------------------------------
 
     async def synthesize(
-        self, request: SynthesisRequest, output: OutputSpec
+        self, request: SynthesisRequest, output: OutputSpec, retry_key: Hashable | None = None
     ) -> AsyncGenerator[EncodedChunk]:
         """Send the request to a replica and yield its audio as the replica encodes it.
+        `retry_key` is not used: Serve's queue, not this gateway, decides who goes next, so no
+        place can be kept for a retry.
 
         Closing the iterator early (client gone) cancels the Ray request, and with it the job.
         """
