@@ -13,7 +13,9 @@ from speechgate.timing import (
     character_alignment,
     estimate_words,
     first_sounds,
+    lead_in,
     trim_ends,
+    word_onsets,
     word_spans,
     words_from_anchors,
 )
@@ -114,6 +116,20 @@ def test_a_word_is_found_among_the_phonemes_of_the_whole_text() -> None:
     firsts = first_sounds(words, spoken)
     assert [spoken[i] if i is not None else None for i in firsts] == ["ð", "w", "k"]
     assert firsts == [0, 3, 18]
+
+
+def test_a_word_is_heard_from_the_space_and_stress_marks_before_its_first_sound() -> None:
+    # Duration models voice a word's onset in the frames of the space (and stress mark) in
+    # front of it; a comma's frames are a pause, so a word after one starts after it.
+    stress = "\u02c8"
+    words = [list("ðə"), list(f"k{stress}æts"), list(f"s{stress}æt"), list(f"{stress}æn")]
+    spoken = list(f"ðə k{stress}æts, s{stress}æt {stress}æn.")
+    assert first_sounds(words, spoken) == [0, 3, 10, 16]
+    assert word_onsets(words, spoken) == [0, 2, 9, 14]
+    assert [spoken[i] for i in (2, 9, 14)] == [" ", " ", " "]
+    # Never past the start, and a word with no space before it keeps its first sound.
+    assert lead_in(list(f" {stress}æ"), 2) == 0
+    assert lead_in(list("a,b"), 2) == 2
 
 
 def test_an_estimate_gives_each_phrase_its_run_of_sound() -> None:
