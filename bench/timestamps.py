@@ -485,7 +485,7 @@ def run_engine(
             pcm, words = speak(engine, voice, text)
             long: dict[str, Any] = {"characters": len(text), "audio_s": round(pcm.duration, 1)}
             for reference, found in references.pairs(text, words, pcm).items():
-                if found and reference != "sibilants":
+                if len(found) > 1:
                     long[reference] = drift(found, pcm.duration)
             result["long_text"] = long
         result["seconds"] = round(time.perf_counter() - started, 1)
