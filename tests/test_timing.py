@@ -81,6 +81,19 @@ def test_words_are_fitted_to_their_sound() -> None:
     assert [round(w.start_s, 2) for w in shifted] == [5.1, 5.7]
 
 
+def test_sound_before_the_first_word_of_a_whole_run_is_that_words() -> None:
+    # An engine placed "Hi" at 0.2 s, but its sound starts at 0.1 s: in the audio of the whole
+    # text nothing but "Hi" can be heard there. In a chunk of a stream it may be the last word
+    # of the chunk before, so only `whole` moves it.
+    pcm = bursts((0.1, 0.4), (0.7, 0.9), seconds=1.0)
+    words = [WordTime(0, 2, 0.2, 0.6), WordTime(3, 6, 0.6, 1.0)]
+    assert [round(w.start_s, 2) for w in trim_ends(words, pcm, whole=True)] == [0.1, 0.7]
+    assert [round(w.start_s, 2) for w in trim_ends(words, pcm)] == [0.2, 0.7]
+    # After a leading silence the first word still starts at its sound, not at 0.
+    late = [WordTime(0, 2, 0.0, 0.6), WordTime(3, 6, 0.6, 1.0)]
+    assert round(trim_ends(late, pcm, whole=True)[0].start_s, 2) == 0.1
+
+
 def test_word_times_follow_their_audio_through_a_time_stretch() -> None:
     pcm = bursts((0.5, 0.8), (1.5, 1.9), seconds=2.0)
     words = (WordTime(0, 1, 0.5, 0.8), WordTime(2, 3, 1.5, 1.9))

@@ -147,15 +147,24 @@ def _interpolate(
 _SILENCE = 180
 
 
-def trim_ends(words: Sequence[WordTime], pcm: PcmChunk, offset: float = 0.0) -> list[WordTime]:
+def trim_ends(
+    words: Sequence[WordTime], pcm: PcmChunk, offset: float = 0.0, *, whole: bool = False
+) -> list[WordTime]:
     """`words` (times from `offset` seconds before `pcm` starts) trimmed to their sound: each
     start moved on past silence to where the sound begins, each end back to where it stops. A
-    pause (after a comma, a stop's closure before its burst) then falls between words."""
+    pause (after a comma, a stop's closure before its burst) then falls between words.
+
+    With `whole` (`pcm` is all the audio of the text the words are from: one model run), the
+    first word starts at the first sound, even before where the engine placed it: nothing else
+    of the text can be heard before it (measured: Kokoro's first sound leads its first phoneme
+    by 50-100 ms, Piper's by about 10).
+    """
     rate = pcm.sample_rate
     loud = np.abs(pcm.samples.astype(np.int32)) > _SILENCE
     trimmed = []
-    for word in words:
-        first = max(round((word.start_s - offset) * rate), 0)
+    for index, word in enumerate(words):
+        leading = whole and index == 0
+        first = 0 if leading else max(round((word.start_s - offset) * rate), 0)
         last = min(round((word.end_s - offset) * rate), pcm.num_samples)
         sounding = np.flatnonzero(loud[first:last])
         if sounding.size:

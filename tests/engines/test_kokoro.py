@@ -230,3 +230,14 @@ def test_a_word_starts_with_its_first_sound_not_after_the_space_before_it(
     # A start 100 ms late can fall past a short /s/ altogether: three are enough to judge.
     assert len(errors) >= 3
     assert abs(float(np.median(errors))) < 0.05
+
+
+def test_the_first_word_starts_with_the_first_sound(engine: KokoroEngine) -> None:
+    # Kokoro's first sound leads its first phoneme by 50-100 ms; before it, the audio of the
+    # segment is silent, so the word can start nowhere else.
+    chunks = list(speak_timed(engine, SynthesisRequest("Yes, of course.", "jf_alpha")))
+    samples = np.concatenate([c.pcm.samples for c in chunks])
+    first = next(w for c in chunks for w in c.words)
+    onset = int(np.flatnonzero(np.abs(samples.astype(np.int32)) > 1000)[0]) / engine.sample_rate
+    assert first.start_s <= onset
+    assert onset - first.start_s < 0.02

@@ -290,7 +290,7 @@ class KokoroEngine:
             if first is not None
         ]
         yield TimedChunk(
-            pcm, tuple(trim_ends(words_from_anchors(text, anchors, pcm.duration), pcm))
+            pcm, tuple(trim_ends(words_from_anchors(text, anchors, pcm.duration), pcm, whole=True))
         )
 
     def _open(self, files: _Files) -> None:

@@ -263,7 +263,7 @@ class PiperEngine:
             words = words_from_anchors(
                 text[lo:hi], [(char - lo, starts[k]) for char, k in anchors[index]], pcm.duration
             )
-            timed = trim_ends(words, pcm)
+            timed = trim_ends(words, pcm, whole=True)
             yield TimedChunk(pcm, tuple(word.shifted(elapsed, lo) for word in timed))
             elapsed += pcm.duration
 
