@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/timestamps.py                      # espeak and piper, ~1-2 min
     .venv/bin/python bench/timestamps.py --engines kokoro --sentences 20
+    .venv/bin/python bench/timestamps.py --references sphinx sibilants   # without whisper
 
 For each engine, 50 varied sentences (numbers, names, money, dates, punctuation, short and long)
 go through `speechgate.pipeline.speak_timed` one by one, and then one ~3,000-character text as a
@@ -12,14 +13,28 @@ local path (offline). Words are matched by aligning the two word sequences after
 minus whisper's. Whisper's own word times are an estimate too (tiny.en, from cross-attention), so
 the figures bound the error of both together.
 
-Prints per engine: matched words, the median and 90th percentile of the absolute error, the
-mean signed error (a bias), and for the long text the error's slope over time (drift) and its
-median in each third. Nothing here is asserted in tests; `--json` writes the figures.
+Two more references, both independent of speechgate's timing code (`--references`):
+
+- `sphinx`: pocketsphinx 5's forced alignment of the known text with the English acoustic model
+  its wheel ships (10 ms frames). Words missing from its dictionary (names, numbers) get
+  pronunciations from espeak-ng's phonemes, mapped to its phone set. It places a word's start
+  by the frames its first phone wins, so it runs early where a word follows silence (its
+  silence model gives up the frames whose 25 ms windows reach into the sound): see its figures
+  against the sibilant onsets, printed as `sphinx_vs_sibilants`.
+- `sibilants`: acoustic landmarks, exact to a few milliseconds: a word whose first sound is
+  /s/ or /sh/ and that follows a vowel or sonorant without punctuation between starts where the
+  audio turns from voicing to high-frequency noise (the first 30 ms run of 10 ms windows with
+  most of their energy above 4 kHz). Few words per sentence qualify, so its count is small.
+
+Prints per engine and reference: matched words, the median and 90th percentile of the absolute
+error, the mean signed error (a bias), and for the long text the error's slope over time (drift)
+and its median in each third. Nothing here is asserted in tests; `--json` writes the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import sys
@@ -29,13 +44,14 @@ from typing import Any
 
 import jiwer
 import numpy as np
+from numpy.typing import NDArray
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.resample import resample
 from speechgate.engines import load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.pipeline import speak_timed
-from speechgate.timing import WordTime
+from speechgate.timing import WordTime, word_spans
 
 _VOICES = {"espeak": "en-us", "piper": "en_US-joe-medium", "kokoro": "jf_alpha"}
 _WHISPER_RATE = 16000
@@ -154,6 +170,160 @@ class Reference:
         ]
 
 
+def _audio_16k(pcm: PcmChunk) -> NDArray[np.int16]:
+    return np.concatenate(
+        [chunk.samples for chunk in resample([pcm], _WHISPER_RATE) if chunk.num_samples]
+    )
+
+
+# espeak-ng's IPA (en-us) to the CMU phone set of pocketsphinx's English model, longest first.
+# IPA letters are meant here, look-alikes of Latin ones or not: hence the noqa on each line.
+_ARPABET = {
+    "aɪ": "AY", "aʊ": "AW", "eɪ": "EY", "oʊ": "OW", "ɔɪ": "OY", "tʃ": "CH", "dʒ": "JH",  # noqa: RUF001
+    "iː": "IY", "i": "IY", "ɪ": "IH", "ᵻ": "IH", "ɛ": "EH", "e": "EH", "æ": "AE", "ʌ": "AH",  # noqa: RUF001
+    "ə": "AH", "ɐ": "AH", "ɚ": "ER", "ɜː": "ER", "ɜ": "ER", "ɑː": "AA", "ɑ": "AA", "ɒ": "AA",  # noqa: RUF001
+    "a": "AA", "ɔː": "AO", "ɔ": "AO", "o": "OW", "uː": "UW", "u": "UW", "ʊ": "UH",  # noqa: RUF001
+    "p": "P", "b": "B", "t": "T", "d": "D", "k": "K", "ɡ": "G", "g": "G", "f": "F", "v": "V",  # noqa: RUF001
+    "θ": "TH", "ð": "DH", "s": "S", "z": "Z", "ʃ": "SH", "ʒ": "ZH", "h": "HH", "m": "M",
+    "n": "N", "ŋ": "NG", "l": "L", "ɹ": "R", "r": "R", "j": "Y", "w": "W", "ɾ": "D",
+    "ʔ": "T", "x": "K", "ç": "HH", "ɬ": "L", "ʍ": "W",  # noqa: RUF001
+}  # fmt: skip
+_SONORANT = set("aeiouɪɛæʌəɐɚɜɑɔʊᵻlɹmnŋjwɾ")  # noqa: RUF001
+
+
+class Phonemes:
+    """espeak-ng's phonemes of a word (through phonemizer, its own copy of the library)."""
+
+    def __init__(self) -> None:
+        import espeakng_loader
+        from phonemizer.backend import EspeakBackend
+        from phonemizer.backend.espeak.wrapper import EspeakWrapper
+
+        EspeakWrapper.set_library(espeakng_loader.get_library_path())
+        EspeakWrapper.set_data_path(espeakng_loader.get_data_path())
+        self._backend = EspeakBackend("en-us")
+        self._cache: dict[str, str] = {}
+
+    def sounds(self, word: str) -> str:
+        """The IPA of `word` without stress or length marks."""
+        if word not in self._cache:
+            ipa = self._backend.phonemize([word], strip=True)[0]
+            self._cache[word] = re.sub("[ˈˌː ]", "", ipa)
+        return self._cache[word]
+
+    def arpabet(self, word: str) -> list[str]:
+        ipa = self._backend.phonemize([word], strip=True)[0]
+        phones, index = [], 0
+        while index < len(ipa):
+            for size in (2, 1):
+                if (piece := ipa[index : index + size]) in _ARPABET:
+                    phones.append(_ARPABET[piece])
+                    index += size
+                    break
+            else:
+                index += 1  # stress, length, spaces
+        return phones
+
+
+class Aligner:
+    """pocketsphinx forced alignment of the known text: (character offset, start) per word."""
+
+    def __init__(self, phonemes: Phonemes) -> None:
+        import pocketsphinx
+
+        self._phonemes = phonemes
+        self._decoder = pocketsphinx.Decoder(samprate=_WHISPER_RATE, loglevel="FATAL")
+        self._added: dict[str, str] = {}
+
+    def _entry(self, token: str) -> str | None:
+        plain = token.lower()
+        if re.fullmatch("[a-z']+", plain) and self._decoder.lookup_word(plain):
+            return plain
+        if token not in self._added:
+            phones = self._phonemes.arpabet(token)
+            if not phones:
+                return None
+            self._added[token] = f"oov{len(self._added)}"
+            self._decoder.add_word(self._added[token], " ".join(phones), True)
+        return self._added[token]
+
+    def words(self, text: str, pcm: PcmChunk) -> list[tuple[int, float]]:
+        entries = [(start, self._entry(text[start:end])) for start, end in word_spans(text)]
+        kept = [(start, entry) for start, entry in entries if entry]
+        decoder = self._decoder
+        decoder.set_align_text(" ".join(entry for _, entry in kept))
+        decoder.start_utt()
+        decoder.process_raw(_audio_16k(pcm).tobytes(), full_utt=True)
+        decoder.end_utt()
+        found: list[tuple[int, float]] = []
+        index = 0
+        # No segmentation at all where the search lost the text (its beam pruned every path).
+        for segment in decoder.seg() or ():
+            word = re.sub(r"\(\d+\)$", "", segment.word)
+            if index < len(kept) and word == kept[index][1]:
+                found.append((kept[index][0], segment.start_frame / 100))
+                index += 1
+        return found
+
+
+def sibilant_onset(pcm: PcmChunk, near: float) -> float | None:
+    """Where a sibilant's noise begins: the run of high-frequency 10 ms windows (2.5 ms apart,
+    30 ms at least) that holds `near`, else the first that starts within 100 ms after it."""
+    rate, width, hop = pcm.sample_rate, round(0.01 * pcm.sample_rate), 0.0025
+    first = max(0, round((near - 0.2) * rate))
+    starts = np.arange(first, min(pcm.num_samples, round((near + 0.2) * rate)) - width, hop * rate)
+    starts = starts.astype(int)
+    if not starts.size:
+        return None
+    frames = pcm.samples[starts[:, None] + np.arange(width)].astype(np.float64) * np.hanning(width)
+    power = np.abs(np.fft.rfft(frames, axis=1)) ** 2
+    high = power[:, np.fft.rfftfreq(width, 1 / rate) > 4000].sum(1)
+    # Above -55 dBFS (the windowed RMS), so a quiet hiss between words never counts.
+    audible = np.sqrt((frames**2).mean(1)) > 60
+    noisy = audible & (high > 0.5 * power.sum(1))
+    centres = (starts + width // 2) / rate
+    runs, begin = [], None
+    for index, flag in enumerate([*noisy, False]):
+        if flag and begin is None:
+            begin = index
+        elif not flag and begin is not None:
+            if (index - begin) * hop >= 0.03:
+                runs.append((centres[begin], centres[index - 1]))
+            begin = None
+    for start, end in runs:
+        if start <= near <= end:
+            return float(start)
+    return next((float(start) for start, _ in runs if near < start <= near + 0.1), None)
+
+
+def match_sibilants(
+    text: str, ours: list[WordTime], pcm: PcmChunk, phonemes: Phonemes
+) -> list[Matched]:
+    pairs = []
+    for before, word in itertools.pairwise(ours):
+        if text[before.end_char : word.start_char].strip():
+            continue
+        last = phonemes.sounds(text[before.start_char : before.end_char])
+        first = phonemes.sounds(text[word.start_char : word.end_char])
+        if not last or not first or first[0] not in "sʃ" or last[-1] not in _SONORANT:
+            continue
+        onset = sibilant_onset(pcm, word.start_s)
+        if onset is not None:
+            pairs.append(Matched(text[word.start_char : word.end_char], word.start_s, onset))
+    return pairs
+
+
+def match_aligned(
+    text: str, ours: list[WordTime], reference: list[tuple[int, float]]
+) -> list[Matched]:
+    starts = dict(reference)
+    return [
+        Matched(text[w.start_char : w.end_char], w.start_s, starts[w.start_char])
+        for w in ours
+        if w.start_char in starts
+    ]
+
+
 def speak(engine: Engine, voice: str, text: str) -> tuple[PcmChunk, list[WordTime]]:
     chunks = list(speak_timed(engine, SynthesisRequest(text, voice)))
     samples = np.concatenate([chunk.pcm.samples for chunk in chunks])
@@ -257,36 +427,100 @@ class Untimed:
         return getattr(self._engine, name)
 
 
+class References:
+    """The references asked for, loaded once."""
+
+    def __init__(self, names: list[str], threads: int) -> None:
+        self.names = names
+        self.whisper = Reference(threads) if "whisper" in names else None
+        needs_phonemes = "sphinx" in names or "sibilants" in names
+        self.phonemes = Phonemes() if needs_phonemes else None
+        self.sphinx = Aligner(self.phonemes) if "sphinx" in names and self.phonemes else None
+
+    def pairs(self, text: str, words: list[WordTime], pcm: PcmChunk) -> dict[str, list[Matched]]:
+        found: dict[str, list[Matched]] = {}
+        if self.whisper is not None:
+            found["whisper"] = match(text, words, self.whisper.words(pcm), pcm)
+        if self.sphinx is not None:
+            found["sphinx"] = match_aligned(text, words, self.sphinx.words(text, pcm))
+        if "sibilants" in self.names and self.phonemes is not None:
+            found["sibilants"] = match_sibilants(text, words, pcm, self.phonemes)
+        return found
+
+
 def run_engine(
-    name: str, reference: Reference, count: int, long_chars: int, estimate: bool = False
+    name: str,
+    references: References,
+    count: int,
+    long_chars: int,
+    estimate: bool = False,
+    log: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """The figures of engine `name`; with `log`, every matched word appended to it too."""
     loaded = load_engine(EngineConfig(name))
     engine: Any = Untimed(loaded) if estimate else loaded
     voice = _VOICES.get(name) or engine.voices()[0].id
     try:
         started = time.perf_counter()
-        pairs: list[Matched] = []
+        pairs: dict[str, list[Matched]] = {reference: [] for reference in references.names}
         total = 0
         for text in sentences(count):
             pcm, words = speak(engine, voice, text)
             total += len(words)
-            pairs += match(text, words, reference.words(pcm), pcm)
+            for reference, found in references.pairs(text, words, pcm).items():
+                pairs[reference] += found
+                if log is not None:
+                    log += [word_record(name, reference, text, pair) for pair in found]
         result: dict[str, Any] = {
             "engine": name + (" (estimated)" if estimate else ""),
             "voice": voice,
         }
-        if pairs:
-            result["sentences"] = summary(pairs, total)
+        for reference, found in pairs.items():
+            if found:
+                result[reference] = summary(found, total)
+        if "sphinx" in pairs and "sibilants" in pairs:
+            result["sphinx_vs_sibilants"] = versus(pairs["sphinx"], pairs["sibilants"])
         if long_chars:
             text = long_text(long_chars)
             pcm, words = speak(engine, voice, text)
-            result["long_text"] = {"characters": len(text)} | drift(
-                match(text, words, reference.words(pcm), pcm), pcm.duration
-            )
+            long: dict[str, Any] = {"characters": len(text), "audio_s": round(pcm.duration, 1)}
+            for reference, found in references.pairs(text, words, pcm).items():
+                if len(found) > 1:
+                    long[reference] = drift(found, pcm.duration)
+            result["long_text"] = long
         result["seconds"] = round(time.perf_counter() - started, 1)
         return result
     finally:
         engine.close()
+
+
+def word_record(engine: str, reference: str, text: str, pair: Matched) -> dict[str, Any]:
+    return {
+        "engine": engine,
+        "reference": reference,
+        "sentence": text,
+        "word": pair.text,
+        "ours_s": round(pair.ours, 4),
+        "reference_s": round(pair.reference, 4),
+        "error_ms": round(pair.error * 1000, 1),
+    }
+
+
+def versus(aligned: list[Matched], landmarks: list[Matched]) -> dict[str, Any]:
+    """The forced aligner's own error where a landmark says exactly when a word starts."""
+    by_time = {round(pair.ours, 6): pair.reference for pair in aligned}
+    errors = [
+        (by_time[key] - pair.reference) * 1000
+        for pair in landmarks
+        if (key := round(pair.ours, 6)) in by_time
+    ]
+    if not errors:
+        return {"words": 0}
+    return {
+        "words": len(errors),
+        "median_signed_ms": round(float(np.median(errors)), 1),
+        "median_abs_ms": round(float(np.median(np.abs(errors))), 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,17 +529,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentences", type=int, default=50)
     parser.add_argument("--long-chars", type=int, default=3000, help="0: no drift text")
     parser.add_argument(
+        "--references",
+        nargs="+",
+        choices=["whisper", "sphinx", "sibilants"],
+        default=["whisper", "sphinx", "sibilants"],
+    )
+    parser.add_argument(
         "--estimate", action="store_true", help="hide the engines' word times: test the estimate"
     )
     parser.add_argument("--threads", type=int, default=1, help="whisper's CPU threads")
     parser.add_argument("--json", help="write the figures here too")
+    parser.add_argument("--words", help="write every matched word of the sentences here (JSONL)")
     args = parser.parse_args(argv)
-    reference = Reference(args.threads)
+    references = References(args.references, args.threads)
     results = []
+    log: list[dict[str, Any]] = []
     for name in args.engines:
-        result = run_engine(name, reference, args.sentences, args.long_chars, args.estimate)
+        result = run_engine(name, references, args.sentences, args.long_chars, args.estimate, log)
         results.append(result)
         print(json.dumps(result), flush=True)
+        if args.words:
+            with open(args.words, "w", encoding="utf-8") as file:
+                file.writelines(json.dumps(record) + "\n" for record in log)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as file:
             json.dump(results, file, indent=2)

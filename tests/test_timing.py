@@ -17,7 +17,9 @@ from speechgate.timing import (
     character_alignment,
     estimate_words,
     first_sounds,
+    lead_in,
     trim_ends,
+    word_onsets,
     word_spans,
     words_from_anchors,
 )
@@ -81,6 +83,19 @@ def test_words_are_fitted_to_their_sound() -> None:
     # The same words in a later chunk, given as times from the start of the stream.
     shifted = trim_ends([w.shifted(5.0) for w in words], pcm, offset=5.0)
     assert [round(w.start_s, 2) for w in shifted] == [5.1, 5.7]
+
+
+def test_sound_before_the_first_word_of_a_whole_run_is_that_words() -> None:
+    # An engine placed "Hi" at 0.2 s, but its sound starts at 0.1 s: in the audio of the whole
+    # text nothing but "Hi" can be heard there. In a chunk of a stream it may be the last word
+    # of the chunk before, so only `whole` moves it.
+    pcm = bursts((0.1, 0.4), (0.7, 0.9), seconds=1.0)
+    words = [WordTime(0, 2, 0.2, 0.6), WordTime(3, 6, 0.6, 1.0)]
+    assert [round(w.start_s, 2) for w in trim_ends(words, pcm, whole=True)] == [0.1, 0.7]
+    assert [round(w.start_s, 2) for w in trim_ends(words, pcm)] == [0.2, 0.7]
+    # After a leading silence the first word still starts at its sound, not at 0.
+    late = [WordTime(0, 2, 0.0, 0.6), WordTime(3, 6, 0.6, 1.0)]
+    assert round(trim_ends(late, pcm, whole=True)[0].start_s, 2) == 0.1
 
 
 def test_word_times_follow_their_audio_through_a_time_stretch() -> None:
@@ -172,6 +187,20 @@ def test_a_word_is_found_among_the_phonemes_of_the_whole_text() -> None:
     firsts = first_sounds(words, spoken)
     assert [spoken[i] if i is not None else None for i in firsts] == ["ð", "w", "k"]
     assert firsts == [0, 3, 18]
+
+
+def test_a_word_is_heard_from_the_space_and_stress_marks_before_its_first_sound() -> None:
+    # Duration models voice a word's onset in the frames of the space (and stress mark) in
+    # front of it; a comma's frames are a pause, so a word after one starts after it.
+    stress = "\u02c8"
+    words = [list("ðə"), list(f"k{stress}æts"), list(f"s{stress}æt"), list(f"{stress}æn")]
+    spoken = list(f"ðə k{stress}æts, s{stress}æt {stress}æn.")
+    assert first_sounds(words, spoken) == [0, 3, 10, 16]
+    assert word_onsets(words, spoken) == [0, 2, 9, 14]
+    assert [spoken[i] for i in (2, 9, 14)] == [" ", " ", " "]
+    # Never past the start, and a word with no space before it keeps its first sound.
+    assert lead_in(list(f" {stress}æ"), 2) == 0
+    assert lead_in(list("a,b"), 2) == 2
 
 
 def test_an_estimate_gives_each_phrase_its_run_of_sound() -> None:

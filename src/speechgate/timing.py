@@ -155,15 +155,24 @@ def _interpolate(
 _SILENCE = 180
 
 
-def trim_ends(words: Sequence[WordTime], pcm: PcmChunk, offset: float = 0.0) -> list[WordTime]:
+def trim_ends(
+    words: Sequence[WordTime], pcm: PcmChunk, offset: float = 0.0, *, whole: bool = False
+) -> list[WordTime]:
     """`words` (times from `offset` seconds before `pcm` starts) trimmed to their sound: each
     start moved on past silence to where the sound begins, each end back to where it stops. A
-    pause (after a comma, a stop's closure before its burst) then falls between words."""
+    pause (after a comma, a stop's closure before its burst) then falls between words.
+
+    With `whole` (`pcm` is all the audio of the text the words are from: one model run), the
+    first word starts at the first sound, even before where the engine placed it: nothing else
+    of the text can be heard before it (measured: Kokoro's first sound leads its first phoneme
+    by 50-100 ms, Piper's by about 10).
+    """
     rate = pcm.sample_rate
     loud = np.abs(pcm.samples.astype(np.int32)) > _SILENCE
     trimmed = []
-    for word in words:
-        first = max(round((word.start_s - offset) * rate), 0)
+    for index, word in enumerate(words):
+        leading = whole and index == 0
+        first = 0 if leading else max(round((word.start_s - offset) * rate), 0)
         last = min(round((word.end_s - offset) * rate), pcm.num_samples)
         sounding = np.flatnonzero(loud[first:last])
         if sounding.size:
@@ -340,8 +349,34 @@ def first_sounds(words: Sequence[Sequence[str]], spoken: Sequence[str]) -> list[
     return firsts
 
 
+def word_onsets(words: Sequence[Sequence[str]], spoken: Sequence[str]) -> list[int | None]:
+    """For each word's phonemes in `words`, the index in `spoken` at which it begins to be heard:
+    its first sound (`first_sounds`), or before it the run of word separators and stress marks
+    that lead to it.
+
+    Duration models give a space or a stress mark frames of its own, and what they voice there
+    is the next sound's onset: measured on Piper (joe), a word-initial sibilant's noise starts
+    within a few milliseconds of the preceding space, about 50 ms before the sibilant's own
+    token; on Kokoro, up to a frame (25 ms) before the space, some 100 ms before the token.
+    Punctuation stops the run: a comma's frames are a pause, which belongs to no word.
+    """
+    return [
+        None if first is None else lead_in(spoken, first) for first in first_sounds(words, spoken)
+    ]
+
+
+def lead_in(spoken: Sequence[str], first: int) -> int:
+    """The index of the run of word separators and stress marks right before `spoken[first]`
+    (`first` itself when there is none): see `word_onsets`."""
+    while first > 0 and spoken[first - 1] in _LEADS:
+        first -= 1
+    return first
+
+
 # Primary and secondary stress, length: modifier letters, but no sound of their own.
 _MARKS = "\u02c8\u02cc\u02d0"
+# What leads into a word without being a sound or a pause: the separator, stress marks.
+_LEADS = frozenset(" \u02c8\u02cc")
 
 
 def _is_sound(phoneme: str) -> bool:

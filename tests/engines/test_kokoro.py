@@ -22,6 +22,7 @@ from speechgate.engines.kokoro import KokoroEngine, _embedded_files
 from speechgate.pipeline import speak_timed
 from speechgate.timing import WordTime
 from speechgate.voices.installed import InstalledVoice, Manifest, install
+from tests.helpers.audio import sibilant_onset
 
 pytestmark = pytest.mark.slow
 
@@ -207,3 +208,36 @@ def test_word_times_come_from_the_models_durations(engine: KokoroEngine) -> None
     # Kokoro repeats itself exactly, so at speed 2 (a time stretch) every word comes at half time.
     _, fast = timed(2.0)
     assert np.allclose([w.start_s for w in fast], starts / 2, atol=0.02)
+
+
+def test_a_word_starts_with_its_first_sound_not_after_the_space_before_it(
+    engine: KokoroEngine,
+) -> None:
+    # After a vowel or a nasal, a word-initial /s/ starts exactly where the audio turns to
+    # high-frequency noise. Kokoro voices that onset in the frames of the space token (three
+    # 25 ms frames here) before the /s/ token, about 100 ms before the /s/ token starts. Its
+    # sound leads the space by about a frame more, which nothing here accounts for: a bound of
+    # 50 ms, not of a few.
+    text = "We saw you sing so slowly, and Sam seemed happy."
+    chunks = list(speak_timed(engine, SynthesisRequest(text, "jf_alpha")))
+    audio = PcmChunk(np.concatenate([c.pcm.samples for c in chunks]), engine.sample_rate)
+    starts = {text[w.start_char : w.end_char]: w.start_s for c in chunks for w in c.words}
+    errors = [
+        starts[word] - onset
+        for word in ("saw", "sing", "so", "slowly", "Sam", "seemed")
+        if (onset := sibilant_onset(audio, starts[word])) is not None
+    ]
+    # A start 100 ms late can fall past a short /s/ altogether: three are enough to judge.
+    assert len(errors) >= 3
+    assert abs(float(np.median(errors))) < 0.05
+
+
+def test_the_first_word_starts_with_the_first_sound(engine: KokoroEngine) -> None:
+    # Kokoro's first sound leads its first phoneme by 50-100 ms; before it, the audio of the
+    # segment is silent, so the word can start nowhere else.
+    chunks = list(speak_timed(engine, SynthesisRequest("Yes, of course.", "jf_alpha")))
+    samples = np.concatenate([c.pcm.samples for c in chunks])
+    first = next(w for c in chunks for w in c.words)
+    onset = int(np.flatnonzero(np.abs(samples.astype(np.int32)) > 1000)[0]) / engine.sample_rate
+    assert first.start_s <= onset
+    assert onset - first.start_s < 0.02

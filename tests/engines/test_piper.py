@@ -16,7 +16,7 @@ from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.engines.piper import PiperEngine
 from speechgate.pipeline import SEGMENT_PAUSE, OutputSpec, speak_timed
 from speechgate.workers.pool import WorkerPool
-from tests.helpers.audio import decode_audio
+from tests.helpers.audio import decode_audio, sibilant_onset
 from tests.helpers.piper import install_piper_voice, joe_config
 
 JOE = "en_US-joe-medium"
@@ -235,3 +235,20 @@ def test_word_starts_agree_with_whisper() -> None:
     assert len(errors) >= 10
     # Whisper tiny's own word times are coarse (20 ms steps, often late): a loose bound.
     assert float(np.median(errors)) < 0.1
+
+
+def test_a_word_starts_with_its_first_sound_not_after_the_space_before_it() -> None:
+    # After a vowel or a nasal, a word-initial /s/ starts exactly where the audio turns to
+    # high-frequency noise. Piper voices that onset in the frames of the space token before the
+    # /s/ token: a word placed at its first phoneme's token is heard some 50 ms earlier.
+    engine = PiperEngine.from_config(EngineConfig("piper"))
+    text = "We saw you sing so slowly, and Sam seemed happy."
+    audio, words = timed(engine, JOE, text)
+    starts = {text[w.start_char : w.end_char]: w.start_s for w in words}
+    errors = [
+        starts[word] - onset
+        for word in ("saw", "sing", "so", "slowly", "seemed")
+        if (onset := sibilant_onset(audio, starts[word])) is not None
+    ]
+    assert len(errors) >= 4
+    assert abs(float(np.median(errors))) < 0.02

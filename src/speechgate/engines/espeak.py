@@ -272,7 +272,9 @@ class EspeakEngine:
             if not self._blocks:
                 continue
             pcm = PcmChunk(np.concatenate(self._blocks), self._sample_rate)
-            words = trim_ends(words_from_anchors(sentence, self._words, pcm.duration), pcm)
+            words = trim_ends(
+                words_from_anchors(sentence, self._words, pcm.duration), pcm, whole=True
+            )
             yield TimedChunk(pcm, tuple(word.shifted(elapsed, start) for word in words))
             elapsed += pcm.duration
 

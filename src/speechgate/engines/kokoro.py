@@ -55,8 +55,8 @@ from speechgate.engines.onnx_session import OnnxOptions, WidthSessions, onnx_opt
 from speechgate.timing import (
     TimedChunk,
     carry_words,
-    first_sounds,
     trim_ends,
+    word_onsets,
     word_spans,
     words_from_anchors,
 )
@@ -280,7 +280,7 @@ class KokoroEngine:
             known = tokenizer.known(phonemes)
             step = pcm.duration / max(1, len(known))
             spoken = [Timing(p, k * step, (k + 1) * step) for k, p in enumerate(known)]
-        firsts = first_sounds(
+        firsts = word_onsets(
             [tokenizer.phonemize(text[start:end], lang) for start, end in word_spans(text)],
             [timing.phoneme for timing in spoken],
         )
@@ -290,7 +290,7 @@ class KokoroEngine:
             if first is not None
         ]
         yield TimedChunk(
-            pcm, tuple(trim_ends(words_from_anchors(text, anchors, pcm.duration), pcm))
+            pcm, tuple(trim_ends(words_from_anchors(text, anchors, pcm.duration), pcm, whole=True))
         )
 
     def _open(self, files: _Files) -> None:

@@ -49,6 +49,7 @@ from speechgate.timing import (
     TimedChunk,
     carry_words,
     first_sounds,
+    lead_in,
     trim_ends,
     word_spans,
     words_from_anchors,
@@ -208,7 +209,8 @@ class PiperEngine:
 
     def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
         """`synthesize` with word times from the model's own phoneme durations (see
-        `_with_durations`), each word found among the phonemes by phonemizing it alone."""
+        `_with_durations`), each word found among the phonemes by phonemizing it alone, and
+        heard from the space before its first sound (see `speechgate.timing.word_onsets`)."""
         loaded, config = self._prepare(request)
         sentences = self._timed_sentences(loaded.voice, request.text, config)
         resampled = carry_words(lambda pcm: resample(pcm, self.sample_rate), sentences)
@@ -245,7 +247,8 @@ class PiperEngine:
         for (start, _), first in zip(spans, firsts, strict=True):
             if first is not None:
                 index, k = flat[first]
-                anchors[index].append((start, k))
+                # Within its own sentence: each sentence is a model run of its own.
+                anchors[index].append((start, lead_in(spoken[index], k)))
         bounds = [found[0][0] if found else None for found in anchors]
         elapsed = 0.0
         chunks = voice.synthesize(text, config, include_alignments=True)
@@ -260,7 +263,7 @@ class PiperEngine:
             words = words_from_anchors(
                 text[lo:hi], [(char - lo, starts[k]) for char, k in anchors[index]], pcm.duration
             )
-            timed = trim_ends(words, pcm)
+            timed = trim_ends(words, pcm, whole=True)
             yield TimedChunk(pcm, tuple(word.shifted(elapsed, lo) for word in timed))
             elapsed += pcm.duration
 
