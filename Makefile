@@ -38,10 +38,15 @@ lint: setup
 system-packages:
 	bash scripts/system-packages.sh
 
+# One test process per core (pytest-xdist), each given whole modules, so a module's shared server
+# starts once; TEST_WORKERS=0 runs in this process alone.
+TEST_WORKERS ?= auto
+PYTEST := $(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist loadscope
+
 test: lint system-packages
-	$(BIN)/pytest
+	$(PYTEST)
 
 # The inner loop: no real engine, no browser (the fake engine stands in where the engine is not
 # the subject); `make test` runs everything, these included.
 test-fast: setup
-	$(BIN)/pytest -m "not slow and not browser"
+	$(PYTEST) -m "not slow and not browser"

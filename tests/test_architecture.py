@@ -140,3 +140,31 @@ def test_the_app_state_is_read_only_through_its_typed_getters() -> None:
         "Read the running server's parts with speechgate.api.state.app_state (or CurrentState), "
         "not from untyped app.state attributes"
     )
+
+
+TESTS = Path(__file__).parent
+
+
+def _is_test_module(name: str) -> bool:
+    return name.rpartition(".")[2].startswith("test_")
+
+
+def test_no_test_module_imports_another() -> None:
+    offenders: dict[str, list[str]] = {}
+    for path in sorted(TESTS.rglob("test_*.py")):
+        module = _module_name_under(path, TESTS.parent)
+        for name, line in _imports(module, path):
+            if _within(name, "tests") and any(map(_is_test_module, _prefixes(name))):
+                offenders.setdefault(module, []).append(f"{line}: {name}")
+    assert offenders == {}, "What test modules share belongs in tests/helpers"
+
+
+def _module_name_under(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _prefixes(name: str) -> list[str]:
+    """`a.b.c` -> [`a`, `a.b`, `a.b.c`]: an import of `tests.x.test_y.Z` names a test module."""
+    parts = name.split(".")
+    return [".".join(parts[: n + 1]) for n in range(len(parts))]

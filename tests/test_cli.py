@@ -1,4 +1,6 @@
-"""The `speechgate` command, run as users run it."""
+"""The `speechgate` command: as users run it (a process of its own) where the entry point is the
+subject, in this process (typer's runner, the same commands) where what a command does is: a
+process of its own imports the engines anew each time."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import wave
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from speechgate.cli import app, common
 from tests.helpers.audio import decode_audio, flac_total_samples
@@ -20,6 +22,11 @@ from tests.helpers.captions import read_captions
 pytestmark = pytest.mark.slow
 
 SPEECHGATE = [sys.executable, "-m", "speechgate.cli"]
+
+
+def speechgate(*args: str, env: dict[str, str] | None = None) -> Result:
+    """Run the command in this process; `env` is set in the environment while it runs."""
+    return CliRunner().invoke(app, list(args), env=env)
 
 
 @pytest.mark.parametrize(("name", "args"), [("out.mp3", []), ("out.wav", ["--model", "espeak"])])
@@ -42,12 +49,8 @@ def test_say_writes_files_with_complete_headers(tmp_path: Path) -> None:
     # espeak-ng is deterministic: the same text gives the same samples in every file.
     text = "Headers that tell the truth."
     for name in ("out.wav", "out.flac", "out.mp3"):
-        subprocess.run(
-            [*SPEECHGATE, "say", text, "-o", str(tmp_path / name), "--model", "espeak"],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+        result = speechgate("say", text, "-o", str(tmp_path / name), "--model", "espeak")
+        assert result.exit_code == 0, result.output
     with wave.open(str(tmp_path / "out.wav")) as reader:
         frames = reader.getnframes()
     assert frames == (len((tmp_path / "out.wav").read_bytes()) - 44) // 2 > 24000
@@ -67,13 +70,8 @@ def test_say_writes_files_with_complete_headers(tmp_path: Path) -> None:
 def test_say_writes_a_named_format(tmp_path: Path, fmt: str, codec: str, rate: int) -> None:
     output = tmp_path / "out.raw"
     args = ["-o", str(output), "--model", "espeak", "--format", fmt]
-    result = subprocess.run(
-        [*SPEECHGATE, "say", "Telephone speech.", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    result = speechgate("say", "Telephone speech.", *args)
+    assert result.exit_code == 0, result.output
     assert fmt in result.stdout
     audio = decode_audio(output.read_bytes(), codec, pcm_rate=rate)
     assert audio.sample_rate == rate
@@ -82,13 +80,8 @@ def test_say_writes_a_named_format(tmp_path: Path, fmt: str, codec: str, rate: i
 
 
 def test_say_rejects_an_unknown_format(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [*SPEECHGATE, "say", "Hi.", "-o", str(tmp_path / "x.raw"), "--format", "pcm_12345"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 2
+    result = speechgate("say", "Hi.", "-o", str(tmp_path / "x.raw"), "--format", "pcm_12345")
+    assert result.exit_code == 2
     assert "pcm_12345" in result.stderr and "ulaw_8000" in result.stderr
     assert not (tmp_path / "x.raw").exists()
 
@@ -133,20 +126,15 @@ def test_say_refuses_captions_of_another_kind(tmp_path: Path) -> None:
 
 
 def test_say_rejects_an_unknown_voice(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [*SPEECHGATE, "say", "Hi.", "-o", str(tmp_path / "x.wav"), "--voice", "nobody"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode != 0
+    result = speechgate("say", "Hi.", "-o", str(tmp_path / "x.wav"), "--voice", "nobody")
+    assert result.exit_code != 0
     assert "nobody" in result.stderr + result.stdout
     assert not (tmp_path / "x.wav").exists()
 
 
 def test_voices_lists_the_embedded_voice() -> None:
-    result = subprocess.run([*SPEECHGATE, "voices"], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    result = speechgate("voices")
+    assert result.exit_code == 0, result.output
     assert "en_US-joe-medium" in result.stdout
     assert "alloy" in result.stdout
 
@@ -167,18 +155,15 @@ def test_say_and_voices_use_stored_voices_and_seeds(tmp_path: Path) -> None:
         engine.close()
     VoiceLibrary(tmp_path / "data" / "voices").add("keeper", "pocket", state, 3.0)
     env = {
-        **os.environ,
         "SPEECHGATE_ENGINES": "pocket",
         "SPEECHGATE_DEFAULT_ENGINE": "pocket",
         "SPEECHGATE_ENGINE_OPTIONS": json.dumps({"pocket": options}),
         "SPEECHGATE_DATA_DIR": str(tmp_path / "data"),
     }
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [*SPEECHGATE, *args], capture_output=True, text=True, timeout=120, env=env
-        )
-        assert result.returncode == 0, result.stderr
+    def run(*args: str) -> Result:
+        result = speechgate(*args, env=env)
+        assert result.exit_code == 0, result.output
         return result
 
     assert "keeper" in run("voices", "--model", "pocket").stdout

@@ -15,8 +15,9 @@ from speechgate.api.speech import AnswerResponse, unless_disconnected
 from speechgate.routing.breaker import BreakerState
 from speechgate.routing.providers import Answer
 from speechgate.service import SpeechStream
+from tests.helpers.clock import Clock
+from tests.helpers.routing import BODY, FakeProvider, config, make_router
 from tests.helpers.waiting import until
-from tests.routing.test_router import BODY, Clock, FakeProvider, config, make_router
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ from speechgate.bench.comparison import (
 )
 from speechgate.bench.report import BenchReport, render_report, write_json
 from speechgate.bench.stats import RunStats, Sample, summarize
-from tests.bench.test_report import make_report
+from tests.helpers.bench import make_report
 
 
 def stats(concurrency: int, throughput: float, first_byte_ms: float) -> RunStats:

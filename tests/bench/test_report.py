@@ -10,46 +10,11 @@ from rich.console import Console
 
 from speechgate.bench.report import (
     BenchReport,
-    InProcessResult,
     render_report,
     write_json,
     write_plot,
 )
-from speechgate.bench.stats import Sample, compare, summarize
-
-
-def make_report(*, in_process: bool = True) -> BenchReport:
-    samples = [
-        [Sample("short", 200, 0.4, 0.12, 1.5), Sample("medium", 200, 1.2, 0.2, 6.0)],
-        [
-            Sample("short", 200, 0.6, 0.3, 1.5),
-            Sample("medium", 429, 0.01),
-            Sample("short", 503, 0.1),
-        ],
-    ]
-    levels = [summarize(c, s, 2.0, 90.0) for c, s in zip((1, 2), samples, strict=True)]
-    result = None
-    if in_process:
-        single = summarize(1, [Sample("short", 200, 0.3, 0.1, 1.5)], 1.0, None)
-        ceiling = summarize(2, [Sample("short", 200, 0.3, 0.1, 1.5)] * 3, 1.0, None)
-        result = InProcessResult(
-            single=single,
-            single_threads=1,
-            ceiling=ceiling,
-            ceiling_before=4.4,
-            ceiling_after=4.6,
-            comparison=compare(levels, single, ceiling),
-        )
-    return BenchReport(
-        url="http://127.0.0.1:1",
-        model="piper",
-        voice="alloy",
-        format="wav",
-        cpu_source="whole machine",
-        levels=levels,
-        samples=samples,
-        in_process=result,
-    )
+from tests.helpers.bench import make_report
 
 
 def rendered(report: BenchReport) -> str:

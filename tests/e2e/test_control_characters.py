@@ -7,9 +7,9 @@ import json
 import openai
 import pytest
 
-from tests.e2e.test_streaming import _events, speech_session
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer
+from tests.helpers.streaming import session_events, speech_session
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def test_control_characters_in_a_streaming_session_are_dropped(
         for part in DIRTY[1].split(" "):
             ws.send(json.dumps({"type": "input_text.delta", "delta": part + " "}))
         ws.send(json.dumps({"type": "input_text.done"}))
-        events, audio = _events(ws)
+        events, audio = session_events(ws)
     assert events[-1]["type"] == "session.done"
     assert all("\u0000" not in e.get("text", "") for e in events)
     assert decode_audio(audio, "pcm").duration == pytest.approx(clean, rel=0.02)

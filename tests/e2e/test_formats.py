@@ -14,8 +14,8 @@ import openai
 import pytest
 from websockets.sync.client import connect
 
-from tests.audio.test_formats import ELEVENLABS
 from tests.helpers.audio import DecodedAudio, decode_audio
+from tests.helpers.formats import ELEVENLABS
 from tests.helpers.server import RunningServer
 
 pytestmark = pytest.mark.slow

@@ -345,15 +345,25 @@ def test_names_are_unique_and_cloning_needs_a_cloning_model(
 # --- the library outlives the server ------------------------------------------------------
 
 
-def test_the_library_survives_a_restart(model_dir: Path, tmp_path: Path) -> None:
-    settings = pocket_settings(model_dir, tmp_path, engines=["pocket"])
-    with running_server(settings) as first, sdk_client(first) as sdk:
+def test_the_library_survives_a_restart(pocket_server: RunningServer, model_dir: Path) -> None:
+    # The module's server is the first; a second one started on its data directory (its own
+    # process pool, the library read from disk alone) is the first after a restart, one start
+    # instead of two.
+    with sdk_client(pocket_server) as sdk:
         created = clone(sdk, "keeper", speech())
-        before = speak(first, voice="keeper", seed=9).content
-    with running_server(settings) as second:
-        listed = httpx.get(f"{second.url}/v1/audio/voices").json()["voices"]
-        assert [(card["id"], card["name"]) for card in listed] == [(created.id, "keeper")]
-        assert speak(second, voice={"id": created.id}, seed=9).content == before
+        before = speak(pocket_server, voice="keeper", seed=9).content
+        library = cloned_cards(pocket_server)
+        assert (created.id, "keeper") in [(card["id"], card["name"]) for card in library]
+        data_dir = pocket_server.state.settings.data_dir
+        with running_server(pocket_settings(model_dir, data_dir, engines=["pocket"])) as second:
+            assert cloned_cards(second) == library
+            assert speak(second, voice={"id": created.id}, seed=9).content == before
+        sdk.audio.voices.delete(created.id)
+
+
+def cloned_cards(server: RunningServer) -> list[dict[str, Any]]:
+    voices = httpx.get(f"{server.url}/v1/audio/voices").json()["voices"]
+    return [card for card in voices if card["type"] == "audio_sample"]
 
 
 def test_a_model_without_cloning_weights_says_so(

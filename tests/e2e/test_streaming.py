@@ -5,8 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -14,12 +12,13 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
 
 from speechgate.audio.formats import OPENAI_FORMATS, AudioFormat
 from speechgate.text.segment import segment
 from tests.helpers.audio import DecodedAudio, decode_audio
 from tests.helpers.server import RunningServer
+from tests.helpers.streaming import session_events, speech_session
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -82,30 +81,6 @@ def test_first_audio_arrives_long_before_the_whole_text_is_done(server: RunningS
     assert first < 0.25 * total
 
 
-def _events(ws: ClientConnection) -> tuple[list[dict[str, Any]], bytes]:
-    events: list[dict[str, Any]] = []
-    audio = bytearray()
-    while True:
-        message = ws.recv(timeout=120)
-        if isinstance(message, bytes):
-            audio += message
-            continue
-        event = json.loads(message)
-        events.append(event)
-        if event["type"] in ("session.done", "error"):
-            return events, bytes(audio)
-
-
-@contextmanager
-def speech_session(server: RunningServer, **session: Any) -> Iterator[ClientConnection]:
-    options = {"model": "espeak", "voice": "alloy", "response_format": "wav", **session}
-    with connect(server.url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps({"type": "session.update", "session": options}))
-        created = json.loads(ws.recv(timeout=30))
-        assert created["type"] == "session.created"
-        yield ws
-
-
 def test_text_sent_one_character_at_a_time_is_spoken_sentence_by_sentence(
     server: RunningServer,
 ) -> None:
@@ -114,7 +89,7 @@ def test_text_sent_one_character_at_a_time_is_spoken_sentence_by_sentence(
         for char in text:
             ws.send(json.dumps({"type": "input_text.delta", "delta": char}))
         ws.send(json.dumps({"type": "input_text.done"}))
-        events, audio = _events(ws)
+        events, audio = session_events(ws)
     started = [e for e in events if e["type"] == "segment.started"]
     done = [e for e in events if e["type"] == "segment.done"]
     assert [e["text"] for e in started] == segment(text)
@@ -182,7 +157,7 @@ def test_segment_times_point_into_the_decoded_stream(server: RunningServer, fmt:
         with speech_session(server, response_format=response_format) as ws:
             ws.send(json.dumps({"type": "input_text.delta", "delta": text}))
             ws.send(json.dumps({"type": "input_text.done"}))
-            events, audio = _events(ws)
+            events, audio = session_events(ws)
         done = [e for e in events if e["type"] == "segment.done"]
         return done, decode_audio(audio, response_format)
 

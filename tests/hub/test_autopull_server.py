@@ -22,12 +22,17 @@ pytestmark = pytest.mark.slow
 
 # The piper alias table's `en_us_female`.
 LESSAC = "en_US-lessac-medium"
+# One voice per test that pulls (a generic name of piper's table, and its key), so the tests
+# share one server and each still starts from a voice that is not installed.
+BY_SDK = ("de_de_male", "de_DE-thorsten-medium")
+BY_SESSION = ("fr_fr_male", "fr_FR-tom-medium")
+CORRUPT = ("en_gb_female", "en_GB-jenny_dioco-medium")
 
 
 @pytest.fixture(scope="module")
 def hub() -> Iterator[FakeHub]:
     with fake_hub() as running:
-        publish_piper_voices(running, [LESSAC, "de_DE-thorsten-medium"])
+        publish_piper_voices(running, [LESSAC, BY_SDK[1], BY_SESSION[1], CORRUPT[1]])
         yield running
 
 
@@ -45,9 +50,8 @@ def _server(
         yield running
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def pulling(hub: FakeHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """A fresh server per test: each starts with nothing installed."""
     yield from _server(hub, tmp_path_factory, auto_pull=True)
 
 
@@ -92,11 +96,12 @@ def test_auto_pull_installs_the_voice_and_the_catalog_knows_it(
 
 
 def test_auto_pull_then_speaks_with_the_openai_sdk(pulling: RunningServer) -> None:
+    assert find(pulling.runtime.settings.models_dir, "piper", BY_SDK[1]) is None
     with sdk_client(pulling) as client:
         response = client.audio.speech.with_raw_response.create(
-            model="piper", voice="en_us_female", input="Pulled on first use.", response_format="wav"
+            model="piper", voice=BY_SDK[0], input="Pulled on first use.", response_format="wav"
         )
-    assert response.headers["x-speechgate-voice"] == LESSAC
+    assert response.headers["x-speechgate-voice"] == BY_SDK[1]
     audio = decode_audio(response.content, "wav")
     assert audio.duration > 0.5 and audio.rms > 0.01
 
@@ -115,26 +120,27 @@ def test_auto_pull_of_a_voice_the_hub_lacks_is_an_openai_error(
 
 
 def test_auto_pull_reports_a_checksum_failure(pulling: RunningServer, hub: FakeHub) -> None:
-    path = f"en/en_US/lessac/medium/{LESSAC}.onnx.json"
+    path = f"en/en_GB/jenny_dioco/medium/{CORRUPT[1]}.onnx.json"
     hub.corrupt.add(("rhasspy/piper-voices", path))
     try:
-        response = _speak(pulling, "en_us_female")
+        response = _speak(pulling, CORRUPT[0])
     finally:
         hub.corrupt.clear()
     assert response.status_code == 502
     assert response.json()["error"]["code"] == "checksum_mismatch"
-    assert find(pulling.runtime.settings.models_dir, "piper", LESSAC) is None
+    assert find(pulling.runtime.settings.models_dir, "piper", CORRUPT[1]) is None
 
 
 def test_auto_pull_for_a_websocket_session(pulling: RunningServer) -> None:
+    assert find(pulling.runtime.settings.models_dir, "piper", BY_SESSION[1]) is None
     ws_url = pulling.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
     with connect(ws_url) as ws:
         ws.send(
             json.dumps(
-                {"type": "session.update", "session": {"model": "piper", "voice": "en_us_female"}}
+                {"type": "session.update", "session": {"model": "piper", "voice": BY_SESSION[0]}}
             )
         )
         created = json.loads(ws.recv(timeout=120))
     assert created["type"] == "session.created", created
-    assert created["session"]["voice"] == LESSAC
-    assert find(pulling.runtime.settings.models_dir, "piper", LESSAC) is not None
+    assert created["session"]["voice"] == BY_SESSION[1]
+    assert find(pulling.runtime.settings.models_dir, "piper", BY_SESSION[1]) is not None

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import pytest
 
-from speechgate.audio.formats import parse_format
 from speechgate.errors import (
     EngineFailed,
     InvalidRequest,
@@ -19,13 +17,10 @@ from speechgate.errors import (
     UpstreamUnavailable,
 )
 from speechgate.routing.breaker import BreakerState
-from speechgate.routing.config import ProviderConfig, RoutesConfig
-from speechgate.routing.providers import Answer, Relayed
 from speechgate.routing.router import Router
-from speechgate.speech import SpeechRequest
+from tests.helpers.clock import Clock
+from tests.helpers.routing import AUDIO, BODY, FakeProvider, config, make_router
 from tests.helpers.waiting import until
-
-AUDIO = bytes(range(256)) * 40
 
 pytestmark = pytest.mark.anyio
 
@@ -35,69 +30,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class FakeProvider:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.error: Exception | None = None
-        self.break_midway = False
-        self.audio = AUDIO
-        self.opened = 0
-        self.answered = 0
-        self.owners: list[str | None] = []
-        self.answers_closed = 0
-        self.closed = False
-
-    async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
-        self.opened += 1
-        self.owners.append(owner)
-        if self.error is not None:
-            raise self.error
-        self.answered += 1
-        return Answer("audio/pcm", self._body(), Relayed(0.01), {}, on_close=self._answer_closed)
-
-    async def _answer_closed(self) -> None:
-        self.answers_closed += 1
-
-    async def _body(self) -> AsyncGenerator[bytes]:
-        yield self.audio[:100]
-        if self.break_midway:
-            raise UpstreamUnavailable("dropped")
-        yield self.audio[100:]
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-
-def config(**route: object) -> RoutesConfig:
-    return RoutesConfig.model_validate(
-        {
-            "providers": {name: {"kind": "local"} for name in ("a", "b", "c")},
-            "breaker": {"min_requests": 2, "error_rate": 0.4, "open_for": 30},
-            "routes": {"tts-1": {"providers": {"a": 100}, "fallback": ["b"], **route}},
-        }
-    )
-
-
-class Clock:
-    now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def fakes() -> dict[str, FakeProvider]:
     return {name: FakeProvider(name) for name in ("a", "b", "c")}
-
-
-def make_router(fakes: dict[str, FakeProvider], routes: RoutesConfig, **kwargs: object) -> Router:
-    def make(name: str, _: ProviderConfig) -> FakeProvider:
-        return fakes[name]
-
-    return Router(routes, make, **kwargs)  # type: ignore[arg-type]
-
-
-BODY = SpeechRequest(model="TTS-1", voice="alloy", format=parse_format("pcm"), text="Hi.")
 
 
 async def read(router: Router, key: str = "k") -> tuple[str, bytes]:

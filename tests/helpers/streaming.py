@@ -1,0 +1,38 @@
+"""The streaming speech endpoint (`/v1/audio/speech/stream`) over a real websocket."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from websockets.sync.client import ClientConnection, connect
+
+from tests.helpers.server import RunningServer
+
+
+def session_events(ws: ClientConnection) -> tuple[list[dict[str, Any]], bytes]:
+    """The session's events up to its end (done or error), and the audio sent meanwhile."""
+    events: list[dict[str, Any]] = []
+    audio = bytearray()
+    while True:
+        message = ws.recv(timeout=120)
+        if isinstance(message, bytes):
+            audio += message
+            continue
+        event = json.loads(message)
+        events.append(event)
+        if event["type"] in ("session.done", "error"):
+            return events, bytes(audio)
+
+
+@contextmanager
+def speech_session(server: RunningServer, **session: Any) -> Iterator[ClientConnection]:
+    """A session opened with `session` (espeak, alloy, wav unless it says otherwise)."""
+    options = {"model": "espeak", "voice": "alloy", "response_format": "wav", **session}
+    with connect(server.url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
+        ws.send(json.dumps({"type": "session.update", "session": options}))
+        created = json.loads(ws.recv(timeout=30))
+        assert created["type"] == "session.created"
+        yield ws
