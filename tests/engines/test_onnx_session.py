@@ -26,7 +26,7 @@ DEFAULT = OnnxOptions(memory_pattern=False, arena="shared")
         ({"cpu_arena": "true"}, OnnxOptions(False, "session")),
         ({"cpu_arena": "FALSE"}, OnnxOptions(False, "off")),
         ({"cpu_arena": "shared", "memory_pattern": "true"}, OnnxOptions(True, "shared")),
-        ({"wide_spinning": "False"}, OnnxOptions(False, "shared", wide_spinning=False)),
+        ({"wide_spinning": "True"}, OnnxOptions(False, "shared", wide_spinning=True)),
     ],
 )
 def test_engine_options_choose_the_memory_pattern_and_the_arena(

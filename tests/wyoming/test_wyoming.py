@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,7 +11,7 @@ import pytest
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
-from wyoming.event import Event, async_read_event, async_write_event
+from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.ping import Ping, Pong
 from wyoming.tts import (
@@ -271,47 +269,36 @@ def test_bad_requests_get_an_error_and_the_connection_stays_usable(wyoming: Wyom
     assert audio.duration > 0.2 and audio.rms > 0.02
 
 
-@asynccontextmanager
-async def unread_synthesis(port: int) -> AsyncIterator[None]:
-    """A long synthesis asked for on a socket with a tiny receive window, its audio-start
-    read, then nothing: the audio backs up into the worker, which pauses holding its slot."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
-    reader, writer = await asyncio.open_connection(sock=sock)
-    try:
-        text = "Speak slowly. " * 290
-        await async_write_event(Synthesize(text=text, voice=ESPEAK).event(), writer)
-        event = await asyncio.wait_for(async_read_event(reader), _TIMEOUT)
-        assert event is not None and AudioStart.is_type(event.type)
-        yield
-    finally:
-        writer.close()
-
-
 def test_a_full_queue_answers_an_error_at_once_and_the_connection_stays_usable() -> None:
     port = free_port()
     settings = make_settings(
-        engines=["espeak"],
-        default_engine="espeak",
+        engines=["fake"],
+        default_engine="fake",
+        # Each segment takes 3 s: the one job that holds the only worker stays running while
+        # the second request is answered.
+        engine_options={"fake": {"chunk_delay": "3"}},
         workers=1,
         jobs_per_worker=1,
         queue_size=0,  # nobody may wait: a busy worker means a full queue
         wyoming_uri=f"tcp://127.0.0.1:{port}",
     )
+    fake = SynthesizeVoice(name="en-high")
 
     async def go(server: RunningServer) -> tuple[Error, int, Audio]:
-        pool = server.runtime.pools["espeak"]
-        async with AsyncTcpClient("127.0.0.1", port) as connection:
-            async with unread_synthesis(port):
-                await until(lambda: pool.stats().in_flight == 1)
-                await connection.write_event(Synthesize(text="Me too.", voice=ESPEAK).event())
-                full = Error.from_event(await read(connection))
-                # Answered while the worker is still held, not once it came free.
-                busy = pool.stats().in_flight
-            await until(lambda: pool.stats().in_flight == 0)
-            await connection.write_event(Synthesize(text="Now me.", voice=ESPEAK).event())
+        pool = server.runtime.pools["fake"]
+        async with (
+            AsyncTcpClient("127.0.0.1", port) as holder,
+            AsyncTcpClient("127.0.0.1", port) as connection,
+        ):
+            # One segment, one job: no gap between sentences' jobs for the second to slip in.
+            await holder.write_event(Synthesize(text="A held worker", voice=fake).event())
+            await until(lambda: pool.stats().in_flight == 1)
+            await connection.write_event(Synthesize(text="Me too.", voice=fake).event())
+            full = Error.from_event(await read(connection))
+            # Answered while the worker is still held, not once it came free.
+            busy = pool.stats().in_flight
+            await read_audio(holder)
+            await connection.write_event(Synthesize(text="Now me.", voice=fake).event())
             return full, busy, await read_audio(connection)
 
     with running_server(settings) as server:
