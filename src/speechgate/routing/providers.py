@@ -270,9 +270,17 @@ class _Relay:
         return {}
 
     def _pieces(self, request: SpeechRequest, response: httpx.Response) -> AsyncIterator[Piece]:
-        """The upstream's body as audio and the words first known with it (for a request
-        with `word_times`)."""
-        return _untimed(response)
+        """The upstream's body as audio, and the words first known with it for a request with
+        word times beside its audio."""
+        if not request.words_beside_audio:
+            return _untimed(response)
+        return self._timed_pieces(request, response)
+
+    def _timed_pieces(
+        self, request: SpeechRequest, response: httpx.Response
+    ) -> AsyncIterator[Piece]:
+        """`_pieces` with each piece's words, as this upstream's API can tell them."""
+        raise NotImplementedError
 
     async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
         # The upstream's own keys decide what its voices are; `owner` means nothing there.
@@ -363,12 +371,7 @@ class RemoteProvider(_Relay):
     def _raise_for_error(self, response: httpx.Response) -> None:
         raise_for_error(response, self._what)
 
-    def _pieces(self, request: SpeechRequest, response: httpx.Response) -> AsyncIterator[Piece]:
-        if not request.words_beside_audio:
-            return _untimed(response)
-        return self._estimated(request, response)
-
-    async def _estimated(
+    async def _timed_pieces(
         self, request: SpeechRequest, response: httpx.Response
     ) -> AsyncGenerator[Piece]:
         """The whole body with its words, estimated from its sound: OpenAI's API cannot say
@@ -413,12 +416,7 @@ class ElevenLabsProvider(_Relay):
     def _raise_for_error(self, response: httpx.Response) -> None:
         raise_for_elevenlabs_error(response, self._what)
 
-    def _pieces(self, request: SpeechRequest, response: httpx.Response) -> AsyncIterator[Piece]:
-        if not request.words_beside_audio:
-            return _untimed(response)
-        return self._timed_lines(request, response)
-
-    async def _timed_lines(
+    async def _timed_pieces(
         self, request: SpeechRequest, response: httpx.Response
     ) -> AsyncGenerator[Piece]:
         """The upstream's with-timestamps lines, its characters turned back into words of the
