@@ -156,6 +156,22 @@ def test_concurrency_cap(keyed: RunningServer) -> None:
         speak(client)
 
 
+def test_a_slot_is_free_before_the_answer_ends(keyed: RunningServer) -> None:
+    # A client that sends its next request as the last answer arrives is never refused.
+    key_id, secret = new_key(keyed, max_concurrent=1)
+    with sdk(keyed, secret) as client:
+        for response_format in ("wav", "mp3", "pcm"):
+            client.audio.speech.create(
+                model="fake", voice="alloy", input=SHORT, response_format=response_format
+            )
+            assert tenancy(keyed).in_flight(key_id) == 0
+        with client.audio.speech.with_streaming_response.create(
+            model="fake", voice="alloy", input=SHORT, stream_format="sse"
+        ) as streamed:
+            assert b"speech.audio.done" in streamed.read()
+        assert tenancy(keyed).in_flight(key_id) == 0
+
+
 def test_quota_exhaustion(keyed: RunningServer) -> None:
     _, secret = new_key(keyed, monthly_characters=2 * len(SHORT) + 1)
     with sdk(keyed, secret) as client:

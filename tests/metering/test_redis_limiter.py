@@ -189,6 +189,23 @@ def test_concurrency_cap_across_gateways_and_release(redis_server: str) -> None:
     run(scenario)
 
 
+def test_settled_waits_until_every_gateway_sees_the_slot_free(redis_server: str) -> None:
+    key, limits = new_key(), KeyLimits(max_concurrent=1)
+
+    async def scenario() -> None:
+        async with gateways(redis_server) as [first, second]:
+            hold = held(await first.admit(key, limits, 1, NOW))
+            assert (await second.admit(key, limits, 1, NOW)).concurrency_refused
+            first.release(hold, 0)
+            await first.settled(hold)
+            assert first.in_flight(key) == 0
+            # No waiting here: the other gateway's very next admission gets the slot.
+            held(await second.admit(key, limits, 1, NOW))
+            await first.settled(hold)  # once settled, at once
+
+    run(scenario)
+
+
 def test_a_dead_gateways_slots_expire_with_their_leases(redis_server: str) -> None:
     clock = Clock()
     key, limits = new_key(), KeyLimits(max_concurrent=1)

@@ -131,6 +131,27 @@ def test_a_long_text_queued_ahead_makes_a_later_request_wait_longer() -> None:
     assert prediction_behind(4000) == pytest.approx(1.0 + 400.0)
 
 
+def test_a_cancelled_job_holds_its_resource_but_no_work_in_the_predictions() -> None:
+    # A client that abandons a long stream and asks again at once is admitted: the worker is
+    # still ending the job, but only for a step.
+    async def scenario() -> tuple[float, float, str]:
+        admission = make(max_wait=5.0)
+        admission.release("w")
+        await admission.acquire(400)  # 40 s of work
+        before = admission.predicted_wait()
+        admission.ending("w")
+        after = admission.predicted_wait()
+        again = asyncio.create_task(admission.acquire(400))
+        await settle()
+        admission.release("w")  # the worker's Done(cancelled)
+        return before, after, await again
+
+    before, after, granted = run_on(Clock(), scenario)
+    assert before == pytest.approx(40.0)
+    assert after == 0.0
+    assert granted == "w"
+
+
 def test_a_request_predicted_to_wait_too_long_is_refused_at_once_with_the_prediction() -> None:
     async def scenario() -> tuple[BaseException, int, dict[str, int]]:
         admission = make(max_wait=5.0)

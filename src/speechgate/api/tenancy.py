@@ -21,7 +21,7 @@ from speechgate.api.state import app_state, started
 from speechgate.errors import AuthenticationFailed, NotConfigured, PermissionDenied, SpeechgateError
 from speechgate.metering.keys import bearer_token
 from speechgate.metering.meter import Meter, finish
-from speechgate.metering.records import CLIENT_CLOSED
+from speechgate.metering.records import CLIENT_CLOSED, is_billable
 from speechgate.metering.tenancy import Principal, Tenancy
 
 # Cloning is metered like speech: it takes a worker (a usage record with no audio out).
@@ -129,6 +129,8 @@ class UsageMiddleware:
                 headers = MutableHeaders(scope=message)
                 for name, value in meter.headers.items():
                     headers.setdefault(name, value)
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                await _free_before_last_byte(scope, meter, status, client_left)
             await send(message)
 
         failed = False
@@ -142,6 +144,18 @@ class UsageMiddleware:
             if (state := started(scope["app"])) is not None:
                 recorded = recorded_status(meter, status, failed, client_left)
                 finish(state.tenancy, meter, recorded)
+
+
+async def _free_before_last_byte(
+    scope: Scope, meter: Meter, status: int | None, client_left: bool
+) -> None:
+    """Free the key's slot before the client can know that the answer is complete, on every
+    gateway sharing the limits: a client that sends its next request then is not refused."""
+    state = started(scope["app"])
+    if meter.admission is None or status is None or state is None or client_left:
+        return  # a client that left is not waiting: its slot is freed once its job has ended
+    billable = is_billable(recorded_status(meter, status, False, client_left))
+    await state.tenancy.release_before_answering(meter.admission, billable)
 
 
 def recorded_status(meter: Meter, status: int | None, failed: bool, client_left: bool) -> int:

@@ -77,6 +77,11 @@ class Limiter(Protocol):
         Returns at once and never raises: it runs as a request ends, however it ends."""
         ...
 
+    async def settled(self, hold: Hold) -> None:
+        """Wait until the release of `hold` has reached the state the limiter shares (at once
+        when it has, or when nothing is shared). Never raises."""
+        ...
+
     def in_flight(self, key_id: str) -> int:
         """This process's requests of the key that hold a slot (until their release is done)."""
         ...
@@ -135,6 +140,9 @@ class MemoryLimiter:
         state.in_flight = max(0, state.in_flight - 1)
         if refund and state.quota is not None:
             state.quota.refund(refund, hold.month_start)
+
+    async def settled(self, hold: Hold) -> None:
+        return  # released in this process's own state, at once
 
     def in_flight(self, key_id: str) -> int:
         known = self._states.get(key_id)

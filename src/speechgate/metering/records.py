@@ -28,8 +28,13 @@ class UsageRecord:
 
     @property
     def billable(self) -> bool:
-        """Did the request use an engine? Successes and client aborts did; errors did not."""
-        return self.status < 400 or self.status == CLIENT_CLOSED
+        return is_billable(self.status)
+
+
+def is_billable(status: int) -> bool:
+    """Did a request that ended with `status` use an engine? Successes and client aborts did;
+    errors did not."""
+    return status < 400 or status == CLIENT_CLOSED
 
 
 def naive_utc(moment: datetime) -> datetime:

@@ -216,9 +216,8 @@ class RedisLimiter:
         self._renew: AsyncScript = client.register_script(_RENEW)
         self._live: dict[str, Hold] = {}
         """Admitted here and not yet released: the leases to renew."""
-        self._ending: dict[str, Hold] = {}
+        self._ending: dict[str, tuple[Hold, asyncio.Task[None]]] = {}
         """Released here, their release in Redis still under way."""
-        self._tasks: set[asyncio.Task[None]] = set()
         self._renewer: asyncio.Task[None] | None = None
 
     @classmethod
@@ -258,7 +257,7 @@ class RedisLimiter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
         # Releases under way finish (or fail, and their leases expire) before the client goes.
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(task for _, task in self._ending.values()), return_exceptions=True)
         await self.client.aclose()
 
     # --- the Limiter protocol -------------------------------------------------------------
@@ -325,13 +324,16 @@ class RedisLimiter:
     def release(self, hold: Hold, refund: int) -> None:
         if self._live.pop(hold.id, None) is None:
             return  # never leased (a key without limits), or released already
-        self._ending[hold.id] = hold
         task = asyncio.create_task(self._free(hold, refund))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._ending[hold.id] = hold, task
+
+    async def settled(self, hold: Hold) -> None:
+        if (ending := self._ending.get(hold.id)) is not None:
+            # Shielded: a request cancelled while it waits still frees its slot.
+            await asyncio.shield(ending[1])
 
     def in_flight(self, key_id: str) -> int:
-        holds = [*self._live.values(), *self._ending.values()]
+        holds = [*self._live.values(), *(hold for hold, _ in self._ending.values())]
         return sum(hold.key_id == key_id for hold in holds)
 
     # --- leases ---------------------------------------------------------------------------

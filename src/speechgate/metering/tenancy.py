@@ -226,6 +226,14 @@ class Tenancy:
         admission.released = True
         self.limiter.release(admission.hold, 0 if billable else admission.characters)
 
+    async def release_before_answering(self, admission: Admission, billable: bool) -> None:
+        """`release`, and wait until every gateway sharing the limits sees the slot free: a
+        client that sends its next request as this one's answer arrives is not refused for it."""
+        hold = admission.hold
+        self.release(admission, billable)
+        if hold is not None:
+            await self.limiter.settled(hold)
+
     def in_flight(self, key_id: str) -> int:
         """Requests of this key running now (in this process)."""
         return self.limiter.in_flight(key_id)

@@ -356,6 +356,12 @@ class Admission(Generic[T]):
                 return
         bisect.insort_right(self._idle, resource, key=self._rank)
 
+    def ending(self, resource: T) -> None:
+        """`resource`'s job was cancelled: it ends at its worker's next step, so the work it
+        had left is no longer in anyone's prediction."""
+        if (serving := self._serving.get(resource)) is not None:
+            self._serving[resource] = (0.0, serving[1])
+
     def discard(self, resource: T) -> None:
         """Forget a resource that is going away (a worker that died or is being restarted)."""
         self._serving.pop(resource, None)

@@ -323,8 +323,7 @@ class WorkerPool:
         finally:
             job.abandon()
             if not job.ended and worker.jobs.get(job.job_id) is job:
-                # The worker answers with Done(cancelled) and is released then.
-                worker.send(Cancel(job.job_id))
+                self._cancel(worker, job)
 
     # --- observation ---------------------------------------------------------------------------
 
@@ -563,7 +562,13 @@ class WorkerPool:
             )
         )
         job.abandon()
+        self._cancel(worker, job)
+
+    def _cancel(self, worker: _Worker, job: _Job) -> None:
+        # The worker answers with Done(cancelled), and the slot is released then; until then
+        # it is taken, but by a job with no work left for the predictions.
         worker.send(Cancel(job.job_id))
+        self._admission.ending(job.slot)
 
     def _on_death(self, worker: _Worker) -> None:
         was_starting = worker.state is WorkerState.STARTING
