@@ -14,7 +14,6 @@ import contextlib
 import logging
 import os
 import signal
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -107,19 +106,22 @@ def test_every_format_is_spoken_through_ray(
     assert audio.rms > 0.01
 
 
-def test_audio_streams_while_the_replica_is_still_speaking(client: openai.OpenAI) -> None:
-    sent = time.monotonic()
-    arrivals: list[float] = []
+def test_audio_streams_while_the_replica_is_still_speaking(
+    client: openai.OpenAI, ray_server: RunningServer
+) -> None:
     parts: list[bytes] = []
+    speaking_at_first_audio = False
     with client.audio.speech.with_streaming_response.create(
         model="piper", voice="alloy", input=MEDIUM, response_format="mp3"
     ) as response:
         for part in response.iter_bytes():
-            arrivals.append(time.monotonic() - sent)
+            if not parts:
+                # In order, not in seconds (a loaded machine stretches both): the first
+                # audio is here while the replica still has the rest of the text to speak.
+                speaking_at_first_audio = pool_of(ray_server, "piper").stats().in_flight == 1
             parts.append(part)
     assert len(parts) > 3
-    # The first audio comes after the first, short segment, not after the whole text.
-    assert arrivals[0] < 0.25 * arrivals[-1]
+    assert speaking_at_first_audio
     assert decode_audio(b"".join(parts), "mp3").duration > 20
 
 
