@@ -37,7 +37,8 @@ class SegmentStarted:
 @dataclass(frozen=True)
 class SegmentWords:
     """Words of segment `index` whose audio follows (with `OutputSpec.word_times`): characters
-    of the session's text (`SpeechSession.text`), seconds of its decoded stream."""
+    of all the text the session was sent (see `SpeechSession.recent_text`), seconds of its
+    decoded stream."""
 
     index: int
     words: tuple[WordTime, ...]
@@ -76,12 +77,14 @@ class SpeechSession:
         self._segmenter = Segmenter()
         # Each segment and where it starts in `text`.
         self._pending: asyncio.Queue[tuple[str, int] | None] = asyncio.Queue()
-        self.text = ""
-        """All the text the client has sent, as it sent it (what word offsets count in)."""
-        # The text as the segmenter sees it (control characters made spaces, one for one, so
-        # its offsets are the client's): where the segments are found.
+        # The client's text as it sent it (what word offsets count in) and as the segmenter
+        # sees it (control characters made spaces, one for one, so offsets are the same), both
+        # from character `_base` on: the start of the segment being spoken. What is before is
+        # spoken and forgotten, so a session of any length holds about `max_pending_chars`.
+        self._text = ""
         self._cleaned = ""
-        self._found = 0
+        self._base = 0
+        self._found = 0  # where the last segment found ends, in all the text
         self._pending_chars = 0
         self._max_pending_chars = max_pending_chars
         # Workers send raw PCM at the engine's rate; one encoder here keeps the container
@@ -115,7 +118,7 @@ class SpeechSession:
                 param="delta",
                 code="too_much_pending_text",
             )
-        self.text += delta
+        self._text += delta
         self._cleaned += clean_text(delta)
         self._queue(self._segmenter.feed(delta))
 
@@ -126,7 +129,7 @@ class SpeechSession:
     def _queue(self, segments: Iterable[str]) -> None:
         for segment in segments:
             # A segment is a stripped slice of the cleaned text, after the one before it.
-            start = self._cleaned.find(segment, self._found)
+            start = self._base + self._cleaned.find(segment, self._found - self._base)
             self._found = start + len(segment)
             self._pending.put_nowait((segment, start))
 
@@ -145,6 +148,7 @@ class SpeechSession:
             while (pending := await self._pending.get()) is not None:
                 text, offset = pending
                 self._pending_chars -= len(text)
+                self._forget_before(offset)
                 if index and (silence := self._encode(pause)):
                     yield silence
                 if self._before_segment is not None:
@@ -174,6 +178,17 @@ class SpeechSession:
             self.completed = True
         finally:
             self._encoder.close()
+
+    @property
+    def recent_text(self) -> tuple[str, int]:
+        """The client's text from character `base` on, and `base`: every word still to come
+        (in `SegmentWords`) is in it."""
+        return self._text, self._base
+
+    def _forget_before(self, offset: int) -> None:
+        cut = offset - self._base
+        self._text, self._cleaned = self._text[cut:], self._cleaned[cut:]
+        self._base = offset
 
     def _encode(self, pcm: PcmChunk) -> bytes:
         self.audio_seconds += pcm.duration

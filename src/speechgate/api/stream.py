@@ -205,8 +205,11 @@ async def _speak(websocket: WebSocket, session: SpeechSession) -> None:
                 }
             )
         elif isinstance(item, SegmentWords):
-            text = session.text
-            words = [SpeechWord.of(word, text).model_dump() for word in item.words]
+            text, base = session.recent_text
+            words = [
+                SpeechWord.of(word.shifted(chars=-base), text, chars=base).model_dump()
+                for word in item.words
+            ]
             await websocket.send_json(
                 {"type": "segment.words", "segment": item.index, "words": words}
             )
