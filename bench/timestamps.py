@@ -16,8 +16,10 @@ the figures bound the error of both together.
 Two more references, both independent of speechgate's timing code (`--references`):
 
 - `sphinx`: pocketsphinx 5's forced alignment of the known text with the English acoustic model
-  its wheel ships (10 ms frames). Words missing from its dictionary (names, numbers) get
-  pronunciations from espeak-ng's phonemes, mapped to its phone set. It places a word's start
+  its wheel ships (10 ms frames). Every word may also take espeak-ng's pronunciation, mapped
+  to its phone set; words missing from its dictionary (names, numbers) have only that one. A
+  sentence whose alignment does not reach the end of its text counts none of its words, and
+  the figures say how many sentences aligned. It places a word's start
   by the frames its first phone wins, so it runs early where a word follows silence (its
   silence model gives up the frames whose 25 ms windows reach into the sound): see its figures
   against the sibilant onsets, printed as `sphinx_vs_sibilants`.
@@ -226,26 +228,69 @@ class Phonemes:
 
 
 class Aligner:
-    """pocketsphinx forced alignment of the known text: (character offset, start) per word."""
+    """pocketsphinx forced alignment of the known text: (character offset, start) per word.
+
+    Each word may take its CMU dictionary pronunciations or espeak-ng's (all the engines here
+    speak espeak-ng's phonemes, and the dictionary reads "Dr." as "drive"); a word the
+    dictionary lacks (names, numbers, money) has espeak-ng's only. A sentence counts only when
+    the search reaches the end of its text: then every word has its place, else none does.
+    """
+
+    # The audio is padded with this much silence at each end: the acoustic model was trained on
+    # utterances with silence around them, and speech from the first frame can lose the first
+    # word to the silence model and the alignment with it.
+    _PAD_S = 0.3
 
     def __init__(self, phonemes: Phonemes) -> None:
         import pocketsphinx
 
         self._phonemes = phonemes
-        self._decoder = pocketsphinx.Decoder(samprate=_WHISPER_RATE, loglevel="FATAL")
-        self._added: dict[str, str] = {}
+        # The stock word beam (7e-29) is narrower than the frame and phone beams (1e-48): a
+        # forced alignment then loses its last words to pruning and fails ("final result does
+        # not match the grammar"); equal, wider beams keep the path through the whole text.
+        # bestpath (a lattice rescoring for free recognition) only adds a spurious final
+        # </s> to an alignment.
+        self._decoder = pocketsphinx.Decoder(
+            samprate=_WHISPER_RATE,
+            loglevel="FATAL",
+            beam=1e-80,
+            pbeam=1e-80,
+            wbeam=1e-80,
+            bestpath=False,
+        )
+        self._entries: dict[str, str | None] = {}
 
     def _entry(self, token: str) -> str | None:
+        """The dictionary word to align `token` with, its espeak-ng pronunciation added."""
+        if token not in self._entries:
+            self._entries[token] = self._add(token)
+        return self._entries[token]
+
+    def _add(self, token: str) -> str | None:
+        phones = " ".join(self._phonemes.arpabet(token))
         plain = token.lower()
-        if re.fullmatch("[a-z']+", plain) and self._decoder.lookup_word(plain):
-            return plain
-        if token not in self._added:
-            phones = self._phonemes.arpabet(token)
+        if not re.fullmatch("[a-z']+", plain) or not self._decoder.lookup_word(plain):
             if not phones:
                 return None
-            self._added[token] = f"oov{len(self._added)}"
-            self._decoder.add_word(self._added[token], " ".join(phones), True)
-        return self._added[token]
+            plain = f"oov{len(self._entries)}"
+            self._decoder.add_word(plain, phones, True)
+            return plain
+        variants = [plain, *(f"{plain}({n})" for n in range(2, 10))]
+        known = [self._decoder.lookup_word(variant) for variant in variants]
+        if phones and phones not in known:
+            # "word(N)" joins the word's alternatives, which the alignment may choose from.
+            free = next(v for v, pron in zip(variants, known, strict=True) if pron is None)
+            self._decoder.add_word(free, phones, True)
+        return plain
+
+    def _audio(self, pcm: PcmChunk) -> bytes:
+        pad = np.zeros(round(self._PAD_S * _WHISPER_RATE), np.int16)
+        audio = np.concatenate([pad, _audio_16k(pcm), pad])
+        # Digital silence (all zeros) has no spectrum: its frames' log energies are minus
+        # infinity clipped, which the silence model was never trained on. A least-significant
+        # bit of noise (seeded: the same audio aligns the same way) makes it a quiet room.
+        noise = np.random.default_rng(0).integers(-1, 2, audio.size, dtype=np.int16)
+        return (audio + noise).astype(np.int16).tobytes()
 
     def words(self, text: str, pcm: PcmChunk) -> list[tuple[int, float]]:
         entries = [(start, self._entry(text[start:end])) for start, end in word_spans(text)]
@@ -253,17 +298,16 @@ class Aligner:
         decoder = self._decoder
         decoder.set_align_text(" ".join(entry for _, entry in kept))
         decoder.start_utt()
-        decoder.process_raw(_audio_16k(pcm).tobytes(), full_utt=True)
+        decoder.process_raw(self._audio(pcm), full_utt=True)
         decoder.end_utt()
-        found: list[tuple[int, float]] = []
-        index = 0
-        # No segmentation at all where the search lost the text (its beam pruned every path).
-        for segment in decoder.seg() or ():
-            word = re.sub(r"\(\d+\)$", "", segment.word)
-            if index < len(kept) and word == kept[index][1]:
-                found.append((kept[index][0], segment.start_frame / 100))
-                index += 1
-        return found
+        spoken = [
+            (re.sub(r"\(\d+\)$", "", segment.word), segment.start_frame / 100 - self._PAD_S)
+            for segment in decoder.seg() or ()
+            if not segment.word.startswith(("<", "["))
+        ]
+        if [word for word, _ in spoken] != [entry for _, entry in kept]:
+            return []  # the search lost the text somewhere: no word's place is certain
+        return [(start, at) for (start, _), (_, at) in zip(kept, spoken, strict=True)]
 
 
 def sibilant_onset(pcm: PcmChunk, near: float) -> float | None:
