@@ -19,18 +19,20 @@ Two more references, both independent of speechgate's timing code (`--references
   its wheel ships (10 ms frames). Every word may also take espeak-ng's pronunciation, mapped
   to its phone set; words missing from its dictionary (names, numbers) have only that one. A
   sentence whose alignment does not reach the end of its text counts none of its words, and
-  the figures say how many sentences aligned. It places a word's start
-  by the frames its first phone wins, so it runs early where a word follows silence (its
+  the figures say how many sentences aligned. It places a word's start by the frames its
+  first phone wins, so it runs early where a word follows silence (its
   silence model gives up the frames whose 25 ms windows reach into the sound): see its figures
-  against the sibilant onsets, printed as `sphinx_vs_sibilants`.
+  against the sibilant onsets, printed as `sphinx_vs_sibilants` (and whisper's as
+  `whisper_vs_sibilants`).
 - `sibilants`: acoustic landmarks, exact to a few milliseconds: a word whose first sound is
   /s/ or /sh/ and that follows a vowel or sonorant without punctuation between starts where the
   audio turns from voicing to high-frequency noise (the first 30 ms run of 10 ms windows with
   most of their energy above 4 kHz). Few words per sentence qualify, so its count is small.
 
-Prints per engine and reference: matched words, the median and 90th percentile of the absolute
-error, the mean signed error (a bias), and for the long text the error's slope over time (drift)
-and its median in each third. Nothing here is asserted in tests; `--json` writes the figures.
+Prints per engine and reference: matched words and sentences (those with a word matched), the
+median and 90th percentile of the absolute error, the mean signed error (a bias), and for the
+long text the error's slope over time (drift) and its median in each third. Nothing here is
+asserted in tests; `--json` writes the figures.
 """
 
 from __future__ import annotations
@@ -403,7 +405,8 @@ def match(
     return pairs
 
 
-def summary(pairs: list[Matched], total: int) -> dict[str, Any]:
+def summary(pairs: list[Matched], total: int, sentences: tuple[int, int]) -> dict[str, Any]:
+    """The figures of one reference; `sentences`: (those with a matched word, all of them)."""
     signed = np.array([pair.error for pair in pairs]) * 1000
     errors = np.abs(signed)
     # Spread around the typical offset: what is left once a constant lag (the reference's own,
@@ -412,6 +415,7 @@ def summary(pairs: list[Matched], total: int) -> dict[str, Any]:
     return {
         "words": total,
         "matched": len(pairs),
+        "sentences": f"{sentences[0]}/{sentences[1]}",
         "median_abs_ms": round(float(np.median(errors)), 1),
         "p90_abs_ms": round(float(np.percentile(errors, 90)), 1),
         "mean_signed_ms": round(float(np.mean(signed)), 1),
@@ -507,12 +511,14 @@ def run_engine(
     try:
         started = time.perf_counter()
         pairs: dict[str, list[Matched]] = {reference: [] for reference in references.names}
+        matched_sentences = dict.fromkeys(references.names, 0)
         total = 0
         for text in sentences(count):
             pcm, words = speak(engine, voice, text)
             total += len(words)
             for reference, found in references.pairs(text, words, pcm).items():
                 pairs[reference] += found
+                matched_sentences[reference] += bool(found)
                 if log is not None:
                     log += [word_record(name, reference, text, pair) for pair in found]
         result: dict[str, Any] = {
@@ -521,9 +527,10 @@ def run_engine(
         }
         for reference, found in pairs.items():
             if found:
-                result[reference] = summary(found, total)
-        if "sphinx" in pairs and "sibilants" in pairs:
-            result["sphinx_vs_sibilants"] = versus(pairs["sphinx"], pairs["sibilants"])
+                result[reference] = summary(found, total, (matched_sentences[reference], count))
+        for reference in ("whisper", "sphinx"):
+            if reference in pairs and "sibilants" in pairs:
+                result[f"{reference}_vs_sibilants"] = versus(pairs[reference], pairs["sibilants"])
         if long_chars:
             text = long_text(long_chars)
             pcm, words = speak(engine, voice, text)
@@ -551,7 +558,7 @@ def word_record(engine: str, reference: str, text: str, pair: Matched) -> dict[s
 
 
 def versus(aligned: list[Matched], landmarks: list[Matched]) -> dict[str, Any]:
-    """The forced aligner's own error where a landmark says exactly when a word starts."""
+    """A reference's own error where a landmark says exactly when a word starts."""
     by_time = {round(pair.ours, 6): pair.reference for pair in aligned}
     errors = [
         (by_time[key] - pair.reference) * 1000
@@ -564,6 +571,7 @@ def versus(aligned: list[Matched], landmarks: list[Matched]) -> dict[str, Any]:
         "words": len(errors),
         "median_signed_ms": round(float(np.median(errors)), 1),
         "median_abs_ms": round(float(np.median(np.abs(errors))), 1),
+        "p90_abs_ms": round(float(np.percentile(np.abs(errors), 90)), 1),
     }
 
 
