@@ -360,14 +360,27 @@ def match_sibilants(
 
 
 def match_aligned(
-    text: str, ours: list[WordTime], reference: list[tuple[int, float]]
+    text: str, ours: list[WordTime], reference: list[tuple[int, float]], pcm: PcmChunk
 ) -> list[Matched]:
     starts = dict(reference)
     return [
-        Matched(text[w.start_char : w.end_char], w.start_s, starts[w.start_char])
+        Matched(
+            text[w.start_char : w.end_char],
+            w.start_s,
+            starts[w.start_char],
+            follows_silence(pcm, w.start_s),
+        )
         for w in ours
         if w.start_char in starts
     ]
+
+
+def follows_silence(pcm: PcmChunk, start: float) -> bool:
+    """Whether the 60 ms before `start` are digital silence (within -45 dBFS peaks)."""
+    before = pcm.samples[
+        max(0, round((start - 0.06) * pcm.sample_rate)) : round(start * pcm.sample_rate)
+    ]
+    return start >= 0.06 and bool(before.size) and int(np.abs(before.astype(np.int32)).max()) <= 180
 
 
 def speak(engine: Engine, voice: str, text: str) -> tuple[PcmChunk, list[WordTime]]:
@@ -393,15 +406,8 @@ def match(
             continue
         for offset in range(chunk.ref_end_idx - chunk.ref_start_idx):
             word, start = mine[chunk.ref_start_idx + offset]
-            before = pcm.samples[
-                max(0, round((start - 0.06) * pcm.sample_rate)) : round(start * pcm.sample_rate)
-            ]
-            silent = (
-                start >= 0.06
-                and bool(before.size)
-                and int(np.abs(before.astype(np.int32)).max()) <= 180
-            )
-            pairs.append(Matched(word, start, theirs[chunk.hyp_start_idx + offset][1], silent))
+            at = theirs[chunk.hyp_start_idx + offset][1]
+            pairs.append(Matched(word, start, at, follows_silence(pcm, start)))
     return pairs
 
 
@@ -490,7 +496,7 @@ class References:
         if self.whisper is not None:
             found["whisper"] = match(text, words, self.whisper.words(pcm), pcm)
         if self.sphinx is not None:
-            found["sphinx"] = match_aligned(text, words, self.sphinx.words(text, pcm))
+            found["sphinx"] = match_aligned(text, words, self.sphinx.words(text, pcm), pcm)
         if "sibilants" in self.names and self.phonemes is not None:
             found["sibilants"] = match_sibilants(text, words, pcm, self.phonemes)
         return found
