@@ -1,7 +1,7 @@
 """Word-time accuracy: speechgate's word start times against faster-whisper's, per engine.
 
-    .venv/bin/python bench/timestamps.py                      # espeak and piper, ~1-2 min
-    .venv/bin/python bench/timestamps.py --engines kokoro --sentences 20
+    .venv/bin/python bench/timestamps.py                                 # espeak, piper: ~2.5 min
+    .venv/bin/python bench/timestamps.py --engines kokoro                # ~7 min
     .venv/bin/python bench/timestamps.py --references sphinx sibilants   # without whisper
 
 For each engine, 50 varied sentences (numbers, names, money, dates, punctuation, short and long)
