@@ -20,10 +20,9 @@ Two more references, both independent of speechgate's timing code (`--references
   to its phone set; words missing from its dictionary (names, numbers) have only that one. A
   sentence whose alignment does not reach the end of its text counts none of its words, and
   the figures say how many sentences aligned. It places a word's start by the frames its
-  first phone wins, so it runs early where a word follows silence (its
-  silence model gives up the frames whose 25 ms windows reach into the sound): see its figures
-  against the sibilant onsets, printed as `sphinx_vs_sibilants` (and whisper's as
-  `whisper_vs_sibilants`).
+  first phone wins, so it runs early where a word follows silence (its silence model gives up
+  the frames whose 25 ms windows reach into the sound): see its figures against the sibilant
+  onsets, printed as `sphinx_vs_sibilants` (and whisper's as `whisper_vs_sibilants`).
 - `sibilants`: acoustic landmarks, exact to a few milliseconds: a word whose first sound is
   /s/ or /sh/ and that follows a vowel or sonorant without punctuation between starts where the
   audio turns from voicing to high-frequency noise (the first 30 ms run of 10 ms windows with
