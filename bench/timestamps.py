@@ -1,7 +1,7 @@
 """Word-time accuracy: speechgate's word start times against faster-whisper's, per engine.
 
-    .venv/bin/python bench/timestamps.py                      # espeak and piper, ~1-2 min
-    .venv/bin/python bench/timestamps.py --engines kokoro --sentences 20
+    .venv/bin/python bench/timestamps.py                                 # espeak, piper: ~2.5 min
+    .venv/bin/python bench/timestamps.py --engines kokoro                # ~7 min
     .venv/bin/python bench/timestamps.py --references sphinx sibilants   # without whisper
 
 For each engine, 50 varied sentences (numbers, names, money, dates, punctuation, short and long)
@@ -16,19 +16,22 @@ the figures bound the error of both together.
 Two more references, both independent of speechgate's timing code (`--references`):
 
 - `sphinx`: pocketsphinx 5's forced alignment of the known text with the English acoustic model
-  its wheel ships (10 ms frames). Words missing from its dictionary (names, numbers) get
-  pronunciations from espeak-ng's phonemes, mapped to its phone set. It places a word's start
-  by the frames its first phone wins, so it runs early where a word follows silence (its
-  silence model gives up the frames whose 25 ms windows reach into the sound): see its figures
-  against the sibilant onsets, printed as `sphinx_vs_sibilants`.
+  its wheel ships (10 ms frames). Every word may also take espeak-ng's pronunciation, mapped
+  to its phone set; words missing from its dictionary (names, numbers) have only that one. A
+  sentence whose alignment does not reach the end of its text counts none of its words, and
+  the figures say how many sentences aligned. It places a word's start by the frames its
+  first phone wins, so it runs early where a word follows silence (its silence model gives up
+  the frames whose 25 ms windows reach into the sound): see its figures against the sibilant
+  onsets, printed as `sphinx_vs_sibilants` (and whisper's as `whisper_vs_sibilants`).
 - `sibilants`: acoustic landmarks, exact to a few milliseconds: a word whose first sound is
   /s/ or /sh/ and that follows a vowel or sonorant without punctuation between starts where the
   audio turns from voicing to high-frequency noise (the first 30 ms run of 10 ms windows with
   most of their energy above 4 kHz). Few words per sentence qualify, so its count is small.
 
-Prints per engine and reference: matched words, the median and 90th percentile of the absolute
-error, the mean signed error (a bias), and for the long text the error's slope over time (drift)
-and its median in each third. Nothing here is asserted in tests; `--json` writes the figures.
+Prints per engine and reference: matched words and sentences (those with a word matched), the
+median and 90th percentile of the absolute error, the mean signed error (a bias), and for the
+long text the error's slope over time (drift) and its median in each third. Nothing here is
+asserted in tests; `--json` writes the figures.
 """
 
 from __future__ import annotations
@@ -226,26 +229,68 @@ class Phonemes:
 
 
 class Aligner:
-    """pocketsphinx forced alignment of the known text: (character offset, start) per word."""
+    """pocketsphinx forced alignment of the known text: (character offset, start) per word.
+
+    Each word may take its CMU dictionary pronunciations or espeak-ng's (all the engines here
+    speak espeak-ng's phonemes, and the dictionary reads "Dr." as "drive"); a word the
+    dictionary lacks (names, numbers, money) has espeak-ng's only. A sentence counts only when
+    the search reaches the end of its text: then every word has its place, else none does.
+    """
+
+    # The audio is padded with this much silence at each end, so that the first word's start is
+    # measured like any other word's after silence: without it, the first word of every
+    # sentence starts at frame 0, where our trimmed audio starts too (a free match).
+    _PAD_S = 0.3
 
     def __init__(self, phonemes: Phonemes) -> None:
         import pocketsphinx
 
         self._phonemes = phonemes
-        self._decoder = pocketsphinx.Decoder(samprate=_WHISPER_RATE, loglevel="FATAL")
-        self._added: dict[str, str] = {}
+        # Measured on espeak's 50 sentences (each change left out in turn): with bestpath on
+        # (a lattice rescoring meant for free recognition, which pocketsphinx's own `align`
+        # command turns off) 24 aligned; with the stock beams, whose word beam (7e-29) is
+        # narrower than the others (1e-48), 46 ("final result does not match the grammar").
+        self._decoder = pocketsphinx.Decoder(
+            samprate=_WHISPER_RATE,
+            loglevel="FATAL",
+            beam=1e-80,
+            pbeam=1e-80,
+            wbeam=1e-80,
+            bestpath=False,
+        )
+        self._entries: dict[str, str | None] = {}
 
     def _entry(self, token: str) -> str | None:
+        """The dictionary word to align `token` with, its espeak-ng pronunciation added."""
+        if token not in self._entries:
+            self._entries[token] = self._add(token)
+        return self._entries[token]
+
+    def _add(self, token: str) -> str | None:
+        phones = " ".join(self._phonemes.arpabet(token))
         plain = token.lower()
-        if re.fullmatch("[a-z']+", plain) and self._decoder.lookup_word(plain):
-            return plain
-        if token not in self._added:
-            phones = self._phonemes.arpabet(token)
+        if not re.fullmatch("[a-z']+", plain) or not self._decoder.lookup_word(plain):
             if not phones:
                 return None
-            self._added[token] = f"oov{len(self._added)}"
-            self._decoder.add_word(self._added[token], " ".join(phones), True)
-        return self._added[token]
+            plain = f"oov{len(self._entries)}"
+            self._decoder.add_word(plain, phones, True)
+            return plain
+        variants = [plain, *(f"{plain}({n})" for n in range(2, 10))]
+        known = [self._decoder.lookup_word(variant) for variant in variants]
+        if phones and phones not in known and None in known:
+            # "word(N)" joins the word's alternatives, which the alignment may choose from.
+            free = variants[known.index(None)]
+            self._decoder.add_word(free, phones, True)
+        return plain
+
+    def _audio(self, pcm: PcmChunk) -> bytes:
+        pad = np.zeros(round(self._PAD_S * _WHISPER_RATE), np.int16)
+        audio = np.concatenate([pad, _audio_16k(pcm), pad])
+        # Digital silence (espeak-ng's pauses are exact zeros) has no spectrum, unlike any
+        # recording the silence model was trained on: without a least-significant bit of noise
+        # (seeded: the same audio aligns the same way), 42 of espeak's 50 sentences aligned.
+        noise = np.random.default_rng(0).integers(-1, 2, audio.size)
+        return np.clip(audio + noise, -32768, 32767).astype(np.int16).tobytes()
 
     def words(self, text: str, pcm: PcmChunk) -> list[tuple[int, float]]:
         entries = [(start, self._entry(text[start:end])) for start, end in word_spans(text)]
@@ -253,17 +298,16 @@ class Aligner:
         decoder = self._decoder
         decoder.set_align_text(" ".join(entry for _, entry in kept))
         decoder.start_utt()
-        decoder.process_raw(_audio_16k(pcm).tobytes(), full_utt=True)
+        decoder.process_raw(self._audio(pcm), full_utt=True)
         decoder.end_utt()
-        found: list[tuple[int, float]] = []
-        index = 0
-        # No segmentation at all where the search lost the text (its beam pruned every path).
-        for segment in decoder.seg() or ():
-            word = re.sub(r"\(\d+\)$", "", segment.word)
-            if index < len(kept) and word == kept[index][1]:
-                found.append((kept[index][0], segment.start_frame / 100))
-                index += 1
-        return found
+        spoken = [
+            (re.sub(r"\(\d+\)$", "", segment.word), segment.start_frame / 100 - self._PAD_S)
+            for segment in decoder.seg() or ()
+            if not segment.word.startswith(("<", "["))
+        ]
+        if [word for word, _ in spoken] != [entry for _, entry in kept]:
+            return []  # the search lost the text somewhere: no word's place is certain
+        return [(start, at) for (start, _), (_, at) in zip(kept, spoken, strict=True)]
 
 
 def sibilant_onset(pcm: PcmChunk, near: float) -> float | None:
@@ -314,14 +358,27 @@ def match_sibilants(
 
 
 def match_aligned(
-    text: str, ours: list[WordTime], reference: list[tuple[int, float]]
+    text: str, ours: list[WordTime], reference: list[tuple[int, float]], pcm: PcmChunk
 ) -> list[Matched]:
     starts = dict(reference)
     return [
-        Matched(text[w.start_char : w.end_char], w.start_s, starts[w.start_char])
+        Matched(
+            text[w.start_char : w.end_char],
+            w.start_s,
+            starts[w.start_char],
+            follows_silence(pcm, w.start_s),
+        )
         for w in ours
         if w.start_char in starts
     ]
+
+
+def follows_silence(pcm: PcmChunk, start: float) -> bool:
+    """Whether the 60 ms before `start` are digital silence (within -45 dBFS peaks)."""
+    before = pcm.samples[
+        max(0, round((start - 0.06) * pcm.sample_rate)) : round(start * pcm.sample_rate)
+    ]
+    return start >= 0.06 and bool(before.size) and int(np.abs(before.astype(np.int32)).max()) <= 180
 
 
 def speak(engine: Engine, voice: str, text: str) -> tuple[PcmChunk, list[WordTime]]:
@@ -347,19 +404,13 @@ def match(
             continue
         for offset in range(chunk.ref_end_idx - chunk.ref_start_idx):
             word, start = mine[chunk.ref_start_idx + offset]
-            before = pcm.samples[
-                max(0, round((start - 0.06) * pcm.sample_rate)) : round(start * pcm.sample_rate)
-            ]
-            silent = (
-                start >= 0.06
-                and bool(before.size)
-                and int(np.abs(before.astype(np.int32)).max()) <= 180
-            )
-            pairs.append(Matched(word, start, theirs[chunk.hyp_start_idx + offset][1], silent))
+            at = theirs[chunk.hyp_start_idx + offset][1]
+            pairs.append(Matched(word, start, at, follows_silence(pcm, start)))
     return pairs
 
 
-def summary(pairs: list[Matched], total: int) -> dict[str, Any]:
+def summary(pairs: list[Matched], total: int, sentences: tuple[int, int]) -> dict[str, Any]:
+    """The figures of one reference; `sentences`: (those with a matched word, all of them)."""
     signed = np.array([pair.error for pair in pairs]) * 1000
     errors = np.abs(signed)
     # Spread around the typical offset: what is left once a constant lag (the reference's own,
@@ -368,6 +419,7 @@ def summary(pairs: list[Matched], total: int) -> dict[str, Any]:
     return {
         "words": total,
         "matched": len(pairs),
+        "sentences": f"{sentences[0]}/{sentences[1]}",
         "median_abs_ms": round(float(np.median(errors)), 1),
         "p90_abs_ms": round(float(np.percentile(errors, 90)), 1),
         "mean_signed_ms": round(float(np.mean(signed)), 1),
@@ -442,7 +494,7 @@ class References:
         if self.whisper is not None:
             found["whisper"] = match(text, words, self.whisper.words(pcm), pcm)
         if self.sphinx is not None:
-            found["sphinx"] = match_aligned(text, words, self.sphinx.words(text, pcm))
+            found["sphinx"] = match_aligned(text, words, self.sphinx.words(text, pcm), pcm)
         if "sibilants" in self.names and self.phonemes is not None:
             found["sibilants"] = match_sibilants(text, words, pcm, self.phonemes)
         return found
@@ -463,12 +515,14 @@ def run_engine(
     try:
         started = time.perf_counter()
         pairs: dict[str, list[Matched]] = {reference: [] for reference in references.names}
+        matched_sentences = dict.fromkeys(references.names, 0)
         total = 0
         for text in sentences(count):
             pcm, words = speak(engine, voice, text)
             total += len(words)
             for reference, found in references.pairs(text, words, pcm).items():
                 pairs[reference] += found
+                matched_sentences[reference] += bool(found)
                 if log is not None:
                     log += [word_record(name, reference, text, pair) for pair in found]
         result: dict[str, Any] = {
@@ -477,9 +531,10 @@ def run_engine(
         }
         for reference, found in pairs.items():
             if found:
-                result[reference] = summary(found, total)
-        if "sphinx" in pairs and "sibilants" in pairs:
-            result["sphinx_vs_sibilants"] = versus(pairs["sphinx"], pairs["sibilants"])
+                result[reference] = summary(found, total, (matched_sentences[reference], count))
+        for reference in ("whisper", "sphinx"):
+            if reference in pairs and "sibilants" in pairs:
+                result[f"{reference}_vs_sibilants"] = versus(pairs[reference], pairs["sibilants"])
         if long_chars:
             text = long_text(long_chars)
             pcm, words = speak(engine, voice, text)
@@ -507,7 +562,7 @@ def word_record(engine: str, reference: str, text: str, pair: Matched) -> dict[s
 
 
 def versus(aligned: list[Matched], landmarks: list[Matched]) -> dict[str, Any]:
-    """The forced aligner's own error where a landmark says exactly when a word starts."""
+    """A reference's own error where a landmark says exactly when a word starts."""
     by_time = {round(pair.ours, 6): pair.reference for pair in aligned}
     errors = [
         (by_time[key] - pair.reference) * 1000
@@ -520,6 +575,7 @@ def versus(aligned: list[Matched], landmarks: list[Matched]) -> dict[str, Any]:
         "words": len(errors),
         "median_signed_ms": round(float(np.median(errors)), 1),
         "median_abs_ms": round(float(np.median(np.abs(errors))), 1),
+        "p90_abs_ms": round(float(np.percentile(np.abs(errors), 90)), 1),
     }
 
 
