@@ -53,6 +53,9 @@ class SegmentDone:
 
 SessionOutput = SegmentStarted | SegmentWords | SegmentDone | bytes
 
+MAX_PENDING_CHARS = 65536
+"""Text a session holds unspoken at most, by default."""
+
 
 class SpeechSession:
     """Use from one event loop: one task feeds text (`add_text`, `flush`, `finish`), another
@@ -66,7 +69,7 @@ class SpeechSession:
         self,
         service: SpeechService,
         plan: SpeechPlan,
-        max_pending_chars: int = 65536,
+        max_pending_chars: int = MAX_PENDING_CHARS,
         before_segment: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         """`before_segment(text)` runs before each segment is synthesized; what it raises ends

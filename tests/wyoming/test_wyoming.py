@@ -24,6 +24,8 @@ from wyoming.tts import (
 )
 
 from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
+from speechgate.streaming_sessions import MAX_PENDING_CHARS
+from speechgate.text.segment import segment
 from tests.conftest import make_settings
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.waiting import until, wait_for
@@ -122,6 +124,8 @@ def test_one_synthesize_is_spoken_at_the_engines_rate(
 ) -> None:
     text = "Hello from speechgate. This is a short test of the Wyoming server."
     records = spy_usage(wyoming, monkeypatch)
+    pool = wyoming.server.runtime.pools["espeak"]
+    jobs_before = pool.stats().jobs["completed"]
 
     async def go() -> Audio:
         async with client(wyoming) as connection:
@@ -138,6 +142,9 @@ def test_one_synthesize_is_spoken_at_the_engines_rate(
     assert (record.engine, record.voice, record.status) == ("espeak", "en-us", 200)
     assert record.characters == len(text)
     assert record.audio_seconds == pytest.approx(audio.duration, abs=0.01)
+    # Its segments follow each other in one job, with no round trip between them.
+    assert len(segment(text)) > 1
+    assert pool.stats().jobs["completed"] == jobs_before + 1
 
 
 def test_piper_by_voice_name(wyoming: Wyoming) -> None:
@@ -250,21 +257,25 @@ def test_a_client_closing_mid_audio_frees_its_worker(
 
 
 def test_bad_requests_get_an_error_and_the_connection_stays_usable(wyoming: Wyoming) -> None:
-    async def go() -> tuple[Error, Error, Pong, Audio]:
+    async def go() -> tuple[Error, Error, Error, Pong, Audio]:
         async with client(wyoming) as connection:
             nobody = SynthesizeVoice(name="nobody-at-all")
             await connection.write_event(Synthesize(text="Hello.", voice=nobody).event())
             unknown = Error.from_event(await read(connection))
             await connection.write_event(Synthesize(text="  ", voice=ESPEAK).event())
             empty = Error.from_event(await read(connection))
+            huge = "Words. " * (MAX_PENDING_CHARS // 7 + 1)
+            await connection.write_event(Synthesize(text=huge, voice=ESPEAK).event())
+            too_long = Error.from_event(await read(connection))
             await connection.write_event(Ping(text="still there?").event())
             pong = Pong.from_event(await read(connection))
             await connection.write_event(Synthesize(text="Yes.", voice=ESPEAK).event())
-            return unknown, empty, pong, await read_audio(connection)
+            return unknown, empty, too_long, pong, await read_audio(connection)
 
-    unknown, empty, pong, audio = asyncio.run(go())
+    unknown, empty, too_long, pong, audio = asyncio.run(go())
     assert "nobody-at-all" in unknown.text and unknown.code == "voice_not_found"
     assert empty.code == "empty_text"
+    assert too_long.code == "string_above_max_length" and str(MAX_PENDING_CHARS) in too_long.text
     assert pong.text == "still there?"
     assert audio.duration > 0.2 and audio.rms > 0.02
 

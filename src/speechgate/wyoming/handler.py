@@ -88,14 +88,11 @@ class WyomingHandler(AsyncEventHandler):
     async def _synthesize(self, request: Synthesize) -> None:
         try:
             wy.check_text(request.text)
-            plan = wy.plan(self._runtime, request.voice)
-            session = SpeechSession(self._runtime.service, plan)
-            session.add_text(request.text)
+            plan = wy.plan(self._runtime, request.voice, request.text)
         except SpeechgateError as error:
             await self._send_error(error)
             return
-        session.finish()
-        self._queue(plan, session, stopped=False)
+        self._queue(plan, wy.WholeText(self._runtime.service, plan), stopped=False)
 
     async def _start_stream(self, start: SynthesizeStart) -> None:
         try:
@@ -105,9 +102,9 @@ class WyomingHandler(AsyncEventHandler):
             return
         self._stream = SpeechSession(self._runtime.service, plan)
         self._streamed = []
-        self._queue(plan, self._stream, stopped=True)
+        self._queue(plan, wy.StreamedText(self._stream), stopped=True)
 
-    def _queue(self, plan: SpeechPlan, session: SpeechSession, stopped: bool) -> None:
+    def _queue(self, plan: SpeechPlan, utterance: wy.Utterance, stopped: bool) -> None:
         """Run after the connection's previous job, so audio never interleaves."""
         previous = self._jobs[-1] if self._jobs else None
 
@@ -115,7 +112,8 @@ class WyomingHandler(AsyncEventHandler):
             if previous is not None:
                 await asyncio.wait([previous])
             try:
-                await wy.speak(self._tenancy, plan, session, self.write_event, wy.new_meter(plan))
+                meter = wy.new_meter(plan)
+                await wy.speak(self._tenancy, plan, utterance, self.write_event, meter)
                 if stopped:
                     await self.write_event(SynthesizeStopped().event())
             except SpeechgateError as error:

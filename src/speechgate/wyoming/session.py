@@ -1,11 +1,13 @@
-"""One Wyoming synthesis (a `synthesize`, or a `synthesize-start` ... `synthesize-stop`
-stream): a `SpeechSession` at the engine's rate, sent as audio events, metered like a request."""
+"""One Wyoming synthesis, sent as audio events at the engine's rate and metered like a
+request: a `synthesize` is one job, as an HTTP request is (`WholeText`); a `synthesize-start`
+... `synthesize-stop` stream is a `SpeechSession`, a job per segment as its text arrives."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
@@ -14,13 +16,13 @@ from wyoming.tts import SynthesizeVoice
 from speechgate.audio.formats import parse_format
 from speechgate.catalog import normalize
 from speechgate.errors import InvalidRequest, SpeechgateError
-from speechgate.metering.meter import Meter, finish
+from speechgate.metering.meter import Meter, Metered, finish
 from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import ANYONE, Tenancy
 from speechgate.runtime import Runtime
-from speechgate.service import SpeechPlan
+from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 from speechgate.speech import SpeechRequest
-from speechgate.streaming_sessions import SpeechSession
+from speechgate.streaming_sessions import MAX_PENDING_CHARS, SpeechSession
 
 # Wyoming has no keys: its usage is recorded under this client name (usage records' `model`
 # says which engine, `request_id` starts with it).
@@ -46,8 +48,9 @@ def _engine_for(runtime: Runtime, voice: str | None) -> str:
     return default if default in catalog.engines else next(iter(catalog.engines))
 
 
-def plan(runtime: Runtime, voice: SynthesizeVoice | None) -> SpeechPlan:
-    """Raw 16-bit PCM at the engine's own rate: Wyoming clients resample themselves."""
+def plan(runtime: Runtime, voice: SynthesizeVoice | None, text: str = "") -> SpeechPlan:
+    """Raw 16-bit PCM at the engine's own rate: Wyoming clients resample themselves. `text`
+    for a whole one; none for a stream's (its session is given it as it comes)."""
     name = voice.name if voice is not None else None
     language = voice.language if voice is not None else None
     engine = _engine_for(runtime, name)
@@ -56,6 +59,7 @@ def plan(runtime: Runtime, voice: SynthesizeVoice | None) -> SpeechPlan:
         model=engine,
         voice=name or _FALLBACK_VOICE,
         format=parse_format("pcm"),
+        text=text,
         sample_rate=rate,
         language=language or None,
     )
@@ -65,22 +69,90 @@ def plan(runtime: Runtime, voice: SynthesizeVoice | None) -> SpeechPlan:
 Send = Callable[[Event], Awaitable[None]]
 
 
+class Utterance(Metered, Protocol):
+    """What one synthesis says: its PCM, as it is made, and what the meter reads off it."""
+
+    @property
+    def characters(self) -> int: ...
+
+    def pcm(self) -> AsyncIterator[bytes]: ...
+
+
+class WholeText:
+    """A text known whole at once: one job, whose segments follow each other in one worker
+    with no round trip to the gateway between them (a session's are a job each)."""
+
+    def __init__(self, service: SpeechService, plan: SpeechPlan) -> None:
+        self._service = service
+        self._plan = plan
+        self._stream: SpeechStream | None = None
+
+    @property
+    def characters(self) -> int:
+        return self._plan.characters
+
+    @property
+    def audio_seconds(self) -> float:
+        return self._stream.audio_seconds if self._stream else 0.0
+
+    @property
+    def time_to_first_audio(self) -> float | None:
+        return self._stream.time_to_first_audio if self._stream else None
+
+    @property
+    def completed(self) -> bool:
+        return self._stream is not None and self._stream.completed
+
+    async def pcm(self) -> AsyncIterator[bytes]:
+        self._stream = await self._service.open(self._plan)
+        async for data in self._stream.chunks():
+            yield data
+
+
+class StreamedText:
+    """A stream's text, spoken segment by segment as its `session` is given it."""
+
+    def __init__(self, session: SpeechSession) -> None:
+        self.session = session
+
+    @property
+    def characters(self) -> int:
+        return self.session.characters
+
+    @property
+    def audio_seconds(self) -> float:
+        return self.session.audio_seconds
+
+    @property
+    def time_to_first_audio(self) -> float | None:
+        return self.session.time_to_first_audio
+
+    @property
+    def completed(self) -> bool:
+        return self.session.completed
+
+    async def pcm(self) -> AsyncIterator[bytes]:
+        async for item in self.session.speak():
+            if isinstance(item, bytes):
+                yield item
+
+
 async def speak(
     tenancy: Tenancy,
     plan: SpeechPlan,
-    session: SpeechSession,
+    utterance: Utterance,
     send: Send,
     meter: Meter,
 ) -> None:
-    """Send the session's audio as it is made (audio-start, chunks, audio-stop); record its
+    """Send the utterance's audio as it is made (audio-start, chunks, audio-stop); record its
     usage however it ends. Errors the client should hear are raised for the caller to send."""
     status = CLIENT_CLOSED
-    meter.stream = session
+    meter.stream = utterance
     rate = plan.engine_rate
     started = False
     try:
-        async for item in session.speak():
-            if not isinstance(item, bytes) or not item:
+        async for item in utterance.pcm():
+            if not item:
                 continue
             if not started:
                 await send(AudioStart(rate=rate, width=_WIDTH, channels=1).event())
@@ -95,7 +167,7 @@ async def speak(
         status = error.status_code
         raise
     finally:
-        meter.characters = session.characters
+        meter.characters = utterance.characters
         finish(tenancy, meter, status)
 
 
@@ -106,5 +178,12 @@ def new_meter(plan: SpeechPlan) -> Meter:
 
 
 def check_text(text: str) -> None:
+    """A whole text is spoken at once if it is no longer than a stream may hold unspoken."""
     if not text.strip():
         raise InvalidRequest("There is no text to speak.", param="text", code="empty_text")
+    if len(text) > MAX_PENDING_CHARS:
+        raise InvalidRequest(
+            f"The text is {len(text)} characters long; the most is {MAX_PENDING_CHARS}.",
+            param="text",
+            code="string_above_max_length",
+        )
