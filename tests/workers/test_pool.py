@@ -128,7 +128,7 @@ def test_a_stuck_job_is_killed_after_the_job_timeout() -> None:
         await until(lambda: pool.stats().workers[WorkerState.IDLE] == 1)
         assert (pool.stats().restarts, pool.stats().in_flight) == (1, 0)
 
-    # espeak speaks LONG in a tenth of a second or so; a millisecond is far too short.
+    # espeak speaks LONG in well under a second; a millisecond is far too short.
     run_with_pool(scenario, workers=1, job_timeout=0.001)
 
 
