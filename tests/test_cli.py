@@ -187,26 +187,41 @@ def test_serve_takes_the_zeroconf_flag_into_its_settings(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(
-    ("args", "variable", "value", "says"),
+    ("args", "variable", "value", "says", "process"),
     [
-        (["say", "Hi.", "-o", "out.wav"], "SPEECHGATE_ENGINES", "nosuch", "unknown engines"),
-        (["keys", "list"], "SPEECHGATE_PORT", "eighty", "SPEECHGATE_PORT: Input should be"),
+        (["say", "Hi.", "-o", "out.wav"], "SPEECHGATE_ENGINES", "nosuch", "unknown engines", True),
+        (["keys", "list"], "SPEECHGATE_PORT", "eighty", "SPEECHGATE_PORT: Input should be", False),
     ],
 )
 def test_invalid_settings_end_a_command_with_what_is_wrong(
-    tmp_path: Path, args: list[str], variable: str, value: str, says: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    variable: str,
+    value: str,
+    says: str,
+    process: bool,
 ) -> None:
-    result = subprocess.run(
-        [*SPEECHGATE, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env={**os.environ, "SPEECHGATE_DATA_DIR": str(tmp_path), variable: value, "COLUMNS": "200"},
-    )
-    assert result.returncode == 2
-    assert says in result.stderr and value in result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
+    env = {"SPEECHGATE_DATA_DIR": str(tmp_path), variable: value, "COLUMNS": "200"}
+    if process:  # as users see it: the exit status and stderr of a process of its own
+        ran = subprocess.run(
+            [*SPEECHGATE, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env={**os.environ, **env},
+        )
+        code, stdout, stderr = ran.returncode, ran.stdout, ran.stderr
+    else:
+        monkeypatch.chdir(tmp_path)
+        result = speechgate(*args, env=env)
+        # Status 2 is the command's own exit; an exception escaping it would end with 1.
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        code, stdout, stderr = result.exit_code, result.stdout, result.stderr
+    assert code == 2
+    assert says in stderr and value in stderr
+    assert "Traceback" not in stderr + stdout
 
 
 @pytest.mark.parametrize(
