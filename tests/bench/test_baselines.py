@@ -80,7 +80,8 @@ class Recorder:
                 pass
 
         with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) as server:
-            thread = threading.Thread(target=server.serve_forever, daemon=True)
+            # shutdown() waits for serve_forever's next poll: 0.5 s by default, per test.
+            thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
             thread.start()
 
             async def go() -> tuple[Sample, float]:
