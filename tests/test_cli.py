@@ -29,16 +29,21 @@ def speechgate(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(app, list(args), env=env)
 
 
-@pytest.mark.parametrize(("name", "args"), [("out.mp3", []), ("out.wav", ["--model", "espeak"])])
-def test_say_writes_a_playable_file(tmp_path: Path, name: str, args: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("name", "args", "process"),
+    [("out.mp3", [], True), ("out.wav", ["--model", "espeak"], False)],
+)
+def test_say_writes_a_playable_file(
+    tmp_path: Path, name: str, args: list[str], process: bool
+) -> None:
     output = tmp_path / name
-    result = subprocess.run(
-        [*SPEECHGATE, "say", "Hello from the command line.", "-o", str(output), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    say = ["say", "Hello from the command line.", "-o", str(output), *args]
+    if process:  # once as users run it: the entry point
+        ran = subprocess.run([*SPEECHGATE, *say], capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr
+    else:
+        result = speechgate(*say)
+        assert result.exit_code == 0, result.output
     audio = decode_audio(output.read_bytes(), output.suffix.lstrip("."))
     assert audio.sample_rate == 24000
     assert audio.duration > 0.8
@@ -97,13 +102,8 @@ def test_say_writes_captions_that_end_with_the_audio(
     tmp_path: Path, audio: str, captions: str
 ) -> None:
     options = ["--model", "espeak", "--captions", str(tmp_path / captions)]
-    result = subprocess.run(
-        [*SPEECHGATE, "say", CAPTIONED, "-o", str(tmp_path / audio), *options],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    result = speechgate("say", CAPTIONED, "-o", str(tmp_path / audio), *options)
+    assert result.exit_code == 0, result.output
     cues = read_captions(tmp_path / captions)
     decoded = decode_audio((tmp_path / audio).read_bytes(), audio.rsplit(".", 1)[1])
     # Every word, in order, on screen: the text as written, a few words a cue.
@@ -187,26 +187,41 @@ def test_serve_takes_the_zeroconf_flag_into_its_settings(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(
-    ("args", "variable", "value", "says"),
+    ("args", "variable", "value", "says", "process"),
     [
-        (["say", "Hi.", "-o", "out.wav"], "SPEECHGATE_ENGINES", "nosuch", "unknown engines"),
-        (["keys", "list"], "SPEECHGATE_PORT", "eighty", "SPEECHGATE_PORT: Input should be"),
+        (["say", "Hi.", "-o", "out.wav"], "SPEECHGATE_ENGINES", "nosuch", "unknown engines", True),
+        (["keys", "list"], "SPEECHGATE_PORT", "eighty", "SPEECHGATE_PORT: Input should be", False),
     ],
 )
 def test_invalid_settings_end_a_command_with_what_is_wrong(
-    tmp_path: Path, args: list[str], variable: str, value: str, says: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    variable: str,
+    value: str,
+    says: str,
+    process: bool,
 ) -> None:
-    result = subprocess.run(
-        [*SPEECHGATE, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env={**os.environ, "SPEECHGATE_DATA_DIR": str(tmp_path), variable: value, "COLUMNS": "200"},
-    )
-    assert result.returncode == 2
-    assert says in result.stderr and value in result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
+    env = {"SPEECHGATE_DATA_DIR": str(tmp_path), variable: value, "COLUMNS": "200"}
+    if process:  # as users see it: the exit status and stderr of a process of its own
+        ran = subprocess.run(
+            [*SPEECHGATE, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env={**os.environ, **env},
+        )
+        code, stdout, stderr = ran.returncode, ran.stdout, ran.stderr
+    else:
+        monkeypatch.chdir(tmp_path)
+        result = speechgate(*args, env=env)
+        # Status 2 is the command's own exit; an exception escaping it would end with 1.
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        code, stdout, stderr = result.exit_code, result.stdout, result.stderr
+    assert code == 2
+    assert says in stderr and value in stderr
+    assert "Traceback" not in stderr + stdout
 
 
 @pytest.mark.parametrize(

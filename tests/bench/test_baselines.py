@@ -80,7 +80,8 @@ class Recorder:
                 pass
 
         with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) as server:
-            thread = threading.Thread(target=server.serve_forever, daemon=True)
+            # shutdown() waits for serve_forever's next poll: 0.5 s by default, per test.
+            thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
             thread.start()
 
             async def go() -> tuple[Sample, float]:
@@ -150,8 +151,11 @@ def test_a_refused_connection_is_a_failed_sample() -> None:
     assert (sample.status, sample.error) == (0, "ConnectError")
 
 
-def load_real(baseline: Baseline, tmp_path: Path) -> None:
-    """Serve `baseline` as the bench does, load it at two levels, check audio and memory."""
+def load_real(baseline: Baseline, tmp_path: Path, *others: Baseline) -> None:
+    """Serve `baseline` as the bench does, load it at two levels, check audio and memory; then
+    the same for each of `others`, baselines that differ from it only in how they send (one
+    server start for all)."""
+    assert all(other.command == baseline.command for other in others)
     ready = baseline.url + baseline.ready_path
     env = child.clean_env(**baseline.env)
     with child.child_server(baseline.command, env, ready, tmp_path / "log", 120) as pid:
@@ -164,7 +168,12 @@ def load_real(baseline: Baseline, tmp_path: Path) -> None:
             warmup=1,
             server_pid=pid,
         )
-        runs = asyncio.run(run_load(config, send=baseline.send))
+        runs = [
+            run
+            for sender in (baseline, *others)
+            for run in asyncio.run(run_load(config, send=sender.send))
+        ]
+    assert len(runs) == 2 * (1 + len(others))
     for run in runs:
         assert run.stats.completed == 2, run.stats.errors
         assert all(s.audio_seconds > 0.5 and s.ttfa is not None for s in run.samples)
@@ -184,13 +193,15 @@ def test_piper_http_server_for_real(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("upload", [False, True])
-def test_pocket_tts_serve_for_real(tmp_path: Path, upload: bool) -> None:
+def test_pocket_tts_serve_for_real(tmp_path: Path) -> None:
+    """Its default voice, then the voice uploaded with every request, on one server."""
     pytest.importorskip("pocket_tts")
     from tests.helpers.pocket import build_tiny_model
 
     model = build_tiny_model(tmp_path)
-    baseline = pocket_serve(
-        model / "config.yaml", model / "low.wav", child.free_port(), upload=upload
+    port = child.free_port()
+    default, uploaded = (
+        pocket_serve(model / "config.yaml", model / "low.wav", port, upload=upload)
+        for upload in (False, True)
     )
-    load_real(baseline, tmp_path)
+    load_real(default, tmp_path, uploaded)

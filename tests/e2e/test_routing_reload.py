@@ -13,7 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from speechgate.cli import app
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import free_port
 from tests.helpers.waiting import wait_for
@@ -42,13 +44,10 @@ def routes(path: Path, port: int, timeout: int, local: int, canary: int) -> None
 
 
 def cli(*args: str, url: str) -> dict[str, object]:
-    result = subprocess.run(
-        [*SPEECHGATE, "routing", *args, "--url", url, "--admin-key", ADMIN_KEY],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    """In this process (typer's runner): a process of its own would import speechgate anew on
+    every call, polls included; the last test runs the entry point as users do."""
+    result = CliRunner().invoke(app, ["routing", *args, "--url", url, "--admin-key", ADMIN_KEY])
+    assert result.exit_code == 0, result.output
     answer: dict[str, object] = json.loads(result.stdout)
     return answer
 
@@ -140,6 +139,7 @@ def test_the_cli_changes_weights_promotes_and_disables(
     )
     cli("reload", url=url)
     assert weights(url) == {"local": 100, "self": 0}
+    # As users run it, a process of its own: the entry point and its exit status.
     failed = subprocess.run(
         [*SPEECHGATE, "routing", "show", "--url", url, "--admin-key", "wrong"],
         capture_output=True,

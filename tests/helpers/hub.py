@@ -165,7 +165,10 @@ def fake_hub() -> Iterator[FakeHub]:
     hub = FakeHub()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="fake-hub", daemon=True)
+    # shutdown() waits for serve_forever's next poll: 0.5 s by default.
+    thread = threading.Thread(
+        target=server.serve_forever, args=(0.01,), name="fake-hub", daemon=True
+    )
     thread.start()
     hub.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:

@@ -23,13 +23,25 @@ pytestmark = pytest.mark.slow
 SPEECHGATE = [sys.executable, "-m", "speechgate.cli"]
 
 
-def run(store_url: str, *args: str, ok: bool = True) -> str:
+def run(store_url: str, *args: str, ok: bool = True, process: bool = False) -> str:
+    """The command's output; in this process (typer's runner) unless `process`: a process of
+    its own imports speechgate anew each time, so each command group runs once that way, as
+    users run it, to prove the entry point (on SQLite: the entry point is the same for every
+    store)."""
     env = {**os.environ, "SPEECHGATE_DATABASE_URL": store_url, "COLUMNS": "200"}
-    result = subprocess.run(
-        [*SPEECHGATE, *args], capture_output=True, text=True, timeout=120, env=env
-    )
-    assert (result.returncode == 0) == ok, result.stdout + result.stderr
-    return result.stdout + result.stderr
+    if process:
+        result = subprocess.run(
+            [*SPEECHGATE, *args], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert (result.returncode == 0) == ok, result.stdout + result.stderr
+        return result.stdout + result.stderr
+    ran = CliRunner().invoke(app, list(args), env=env)
+    assert (ran.exit_code == 0) == ok, ran.output
+    return ran.output
+
+
+def as_users_run_it(store_url: str) -> bool:
+    return store_url.startswith("sqlite")
 
 
 def test_keys_create_list_update_revoke(store_url: str) -> None:
@@ -46,6 +58,7 @@ def test_keys_create_list_update_revoke(store_url: str) -> None:
         "4",
         "--monthly-chars",
         "5000",
+        process=as_users_run_it(store_url),
     )
     secret = created.strip().splitlines()[-1]
     assert secret.startswith("sk-sg-")
@@ -98,7 +111,7 @@ def test_usage_prints_a_priced_table(store_url: str) -> None:
         ]
     )
     store.close()
-    table = run(store_url, "usage", "--period", "2026-01")
+    table = run(store_url, "usage", "--period", "2026-01", process=as_users_run_it(store_url))
     assert "tts-1" in table and "1000000" in table
     # A million characters at OpenAI tts-1's $15 per million.
     assert "15.0000" in table
