@@ -15,7 +15,8 @@ and is started as `python -m wyoming_piper --voice en_US-joe-medium --data-dir <
 data dir> --uri tcp://127.0.0.1:PORT` (its bundled voices.json; nothing is downloaded).
 speechgate is `speechgate serve --engine piper --wyoming tcp://127.0.0.1:PORT` with its
 default workers (one per usable core; `--workers` to change). Both are child processes on
-127.0.0.1, up at once, measured one after the other at each level so drift hits both alike.
+127.0.0.1, up at once, measured one after the other at each level so drift hits both alike;
+with `--rounds N`, N rounds per level in A-B, B-A order, and the median of the rounds' ratios.
 
 Clients use the `wyoming` package's async client, one connection per synthesis as Home
 Assistant opens them:
@@ -231,6 +232,17 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.0f}"
 
 
+def _rate(level: Level) -> float:
+    return level.audio_seconds / level.wall
+
+
+def _p50(level: Level) -> float:
+    found = percentile(level.ttfa, 50)
+    if found is None:
+        raise ServerError("no synthesis completed at this level")
+    return float(found)
+
+
 def _ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or not b else f"{a / b:.2f}"
 
@@ -244,31 +256,39 @@ class Pairs:
 async def bench(servers: Sequence[Server], args: argparse.Namespace) -> None:
     for server in servers:
         await warm_up(server, max(args.levels))
-    print("| server | clients | syntheses | errors | first audio p50 ms | p95 ms | audio s / s |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    results: dict[tuple[str, int], Level] = {}
+    print(
+        "| server | clients | round | syntheses | errors | first audio p50 ms | p95 ms "
+        "| audio s / s |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    results: dict[tuple[str, int], list[Level]] = {}
     for clients in args.levels:
-        for server in servers:
-            level = results[server.name, clients] = await closed_loop(
-                server, clients, args.duration
-            )
-            print(
-                f"| {server.name} | {clients} | {len(level.ttfa)} | {level.errors} "
-                f"| {_ms(percentile(level.ttfa, 50))} | {_ms(percentile(level.ttfa, 95))} "
-                f"| {level.audio_seconds / level.wall:.2f} |",
-                flush=True,
-            )
+        for round_ in range(args.rounds):
+            # A, B then B, A: a slow spell of the machine falls on both alike.
+            for server in servers if round_ % 2 == 0 else servers[::-1]:
+                level = await closed_loop(server, clients, args.duration)
+                results.setdefault((server.name, clients), []).append(level)
+                print(
+                    f"| {server.name} | {clients} | {round_ + 1} | {len(level.ttfa)} "
+                    f"| {level.errors} | {_ms(percentile(level.ttfa, 50))} "
+                    f"| {_ms(percentile(level.ttfa, 95))} | {_rate(level):.2f} |",
+                    flush=True,
+                )
     if len(servers) == 2:
         ours, theirs = (server.name for server in servers)
         print(
-            f"\n| clients | first audio p50, {ours} / {theirs} | audio s / s, {ours} / {theirs} |"
+            f"\nRatios {ours} / {theirs}, each round's pair, then their median:\n\n"
+            "| clients | first audio p50 | median | audio s / s | median |"
         )
-        print("|---:|---:|---:|")
+        print("|---:|---|---:|---|---:|")
         for clients in args.levels:
-            a, b = results[ours, clients], results[theirs, clients]
+            rounds = list(zip(results[ours, clients], results[theirs, clients], strict=True))
+            first = [_p50(a) / _p50(b) for a, b in rounds]
+            rate = [_rate(a) / _rate(b) for a, b in rounds]
             print(
-                f"| {clients} | {_ratio(percentile(a.ttfa, 50), percentile(b.ttfa, 50))} "
-                f"| {_ratio(a.audio_seconds / a.wall, b.audio_seconds / b.wall)} |"
+                f"| {clients} | {', '.join(f'{r:.2f}' for r in first)} "
+                f"| {statistics.median(first):.2f} | {', '.join(f'{r:.2f}' for r in rate)} "
+                f"| {statistics.median(rate):.2f} |"
             )
 
     pairs = {server.name: Pairs() for server in servers}
@@ -296,7 +316,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds per level")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per round")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds per level, servers alternating"
+    )
     parser.add_argument("--levels", type=_levels, default=[1, 2, 4], help="e.g. 1,2,4")
     parser.add_argument("--runs", type=int, default=10, help="streamed/one-shot pairs")
     parser.add_argument("--token-delay", type=float, default=0.03, help="seconds per word")
