@@ -154,7 +154,7 @@ async def _free_before_last_byte(
     state = started(scope["app"])
     if meter.admission is None or status is None or state is None or client_left:
         return  # a client that left is not waiting: its slot is freed once its job has ended
-    billable = is_billable(recorded_status(meter, status, False, client_left))
+    billable = is_billable(recorded_status(meter, status, failed=False, client_left=False))
     await state.tenancy.release_before_answering(meter.admission, billable)
 
 
