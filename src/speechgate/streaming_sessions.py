@@ -9,8 +9,9 @@ only while it has something to say, never while it waits for text.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -141,7 +142,7 @@ class SpeechSession:
         self.flush()
         self._pending.put_nowait(None)
 
-    async def speak(self) -> AsyncIterator[SessionOutput]:
+    async def speak(self) -> AsyncGenerator[SessionOutput]:
         """Alignment events and encoded audio, in order. Leaving early cancels the segment
         being synthesized inside its worker."""
         pause = segment_pause(self._plan.request.speed, self._plan.engine_rate)
@@ -181,6 +182,13 @@ class SpeechSession:
             self.completed = True
         finally:
             self._encoder.close()
+
+    async def audio(self) -> AsyncGenerator[bytes]:
+        """`speak()`'s encoded audio alone, for a client that takes no events."""
+        async with contextlib.aclosing(self.speak()) as spoken:
+            async for item in spoken:
+                if isinstance(item, bytes):
+                    yield item
 
     @property
     def recent_text(self) -> tuple[str, int]:

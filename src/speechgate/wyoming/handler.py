@@ -102,7 +102,7 @@ class WyomingHandler(AsyncEventHandler):
             return
         self._stream = SpeechSession(self._runtime.service, plan)
         self._streamed = []
-        self._queue(plan, wy.StreamedText(self._stream), stopped=True)
+        self._queue(plan, self._stream, stopped=True)
 
     def _queue(self, plan: SpeechPlan, utterance: wy.Utterance, stopped: bool) -> None:
         """Run after the connection's previous job, so audio never interleaves."""

@@ -4,9 +4,10 @@ request: a `synthesize` is one job, as an HTTP request is (`WholeText`); a `synt
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Protocol
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -22,7 +23,7 @@ from speechgate.metering.tenancy import ANYONE, Tenancy
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 from speechgate.speech import SpeechRequest
-from speechgate.streaming_sessions import MAX_PENDING_CHARS, SpeechSession
+from speechgate.streaming_sessions import MAX_PENDING_CHARS
 
 # Wyoming has no keys: its usage is recorded under this client name (usage records' `model`
 # says which engine, `request_id` starts with it).
@@ -70,12 +71,13 @@ Send = Callable[[Event], Awaitable[None]]
 
 
 class Utterance(Metered, Protocol):
-    """What one synthesis says: its PCM, as it is made, and what the meter reads off it."""
+    """What one synthesis says: its PCM, as it is made, and what the meter reads off it (a
+    `SpeechSession` is one, for a stream)."""
 
     @property
     def characters(self) -> int: ...
 
-    def pcm(self) -> AsyncIterator[bytes]: ...
+    def audio(self) -> AsyncGenerator[bytes]: ...
 
 
 class WholeText:
@@ -103,38 +105,11 @@ class WholeText:
     def completed(self) -> bool:
         return self._stream is not None and self._stream.completed
 
-    async def pcm(self) -> AsyncIterator[bytes]:
+    async def audio(self) -> AsyncGenerator[bytes]:
         self._stream = await self._service.open(self._plan)
-        async for data in self._stream.chunks():
-            yield data
-
-
-class StreamedText:
-    """A stream's text, spoken segment by segment as its `session` is given it."""
-
-    def __init__(self, session: SpeechSession) -> None:
-        self.session = session
-
-    @property
-    def characters(self) -> int:
-        return self.session.characters
-
-    @property
-    def audio_seconds(self) -> float:
-        return self.session.audio_seconds
-
-    @property
-    def time_to_first_audio(self) -> float | None:
-        return self.session.time_to_first_audio
-
-    @property
-    def completed(self) -> bool:
-        return self.session.completed
-
-    async def pcm(self) -> AsyncIterator[bytes]:
-        async for item in self.session.speak():
-            if isinstance(item, bytes):
-                yield item
+        async with contextlib.aclosing(self._stream.chunks()) as chunks:
+            async for data in chunks:
+                yield data
 
 
 async def speak(
@@ -151,13 +126,14 @@ async def speak(
     rate = plan.engine_rate
     started = False
     try:
-        async for item in utterance.pcm():
-            if not item:
-                continue
-            if not started:
-                await send(AudioStart(rate=rate, width=_WIDTH, channels=1).event())
-                started = True
-            await send(AudioChunk(rate=rate, width=_WIDTH, channels=1, audio=item).event())
+        async with contextlib.aclosing(utterance.audio()) as audio:
+            async for item in audio:
+                if not item:
+                    continue
+                if not started:
+                    await send(AudioStart(rate=rate, width=_WIDTH, channels=1).event())
+                    started = True
+                await send(AudioChunk(rate=rate, width=_WIDTH, channels=1, audio=item).event())
         if not started:
             # Text with nothing to say (punctuation only): still a well-formed, empty answer.
             await send(AudioStart(rate=rate, width=_WIDTH, channels=1).event())
