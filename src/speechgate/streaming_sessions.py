@@ -79,7 +79,7 @@ class SpeechSession:
         self._pool = service.pool(plan.engine)
         self._plan = plan
         self._segmenter = Segmenter()
-        # Each segment and where it starts in `text`.
+        # Each segment and where it starts in all the text the client has sent.
         self._pending: asyncio.Queue[tuple[str, int] | None] = asyncio.Queue()
         # The client's text as it sent it (what word offsets count in) and as the segmenter
         # sees it (control characters made spaces, one for one, so offsets are the same), both
