@@ -7,7 +7,6 @@ import http.server
 import io
 import json
 import os
-import threading
 import wave
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from speechgate.bench.baselines import (
 )
 from speechgate.bench.load import LoadConfig, Send, run_load
 from speechgate.bench.stats import Sample
+from tests.helpers.stub_http import stub_server
 
 CONFIG = LoadConfig(url="http://baseline")
 TEXT = TEXTS[0]
@@ -79,20 +79,13 @@ class Recorder:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) as server:
-            # shutdown() waits for serve_forever's next poll: 0.5 s by default, per test.
-            thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-            thread.start()
+        with stub_server(Handler) as url:
 
             async def go() -> tuple[Sample, float]:
-                url = f"http://127.0.0.1:{server.server_address[1]}"
                 async with httpx.AsyncClient(base_url=url) as client:
                     return await send(client, CONFIG, TEXT)
 
-            try:
-                return asyncio.run(go())
-            finally:
-                server.shutdown()
+            return asyncio.run(go())
 
 
 def test_piper_http_posts_the_text_as_json_and_counts_the_whole_wav() -> None:

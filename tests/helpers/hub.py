@@ -13,12 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import unquote, urlsplit
+
+from tests.helpers.stub_http import stub_server
 
 _RESOLVE = re.compile(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)")
 _TREE = re.compile(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?")
@@ -163,20 +164,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def fake_hub() -> Iterator[FakeHub]:
     hub = FakeHub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
-    server.daemon_threads = True
-    # shutdown() waits for serve_forever's next poll: 0.5 s by default.
-    thread = threading.Thread(
-        target=server.serve_forever, args=(0.01,), name="fake-hub", daemon=True
-    )
-    thread.start()
-    hub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with stub_server(_handler(hub)) as hub.url:
         yield hub
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 # --- repositories assembled from files that ship in PyPI packages ---------------------------
