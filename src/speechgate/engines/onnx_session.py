@@ -22,8 +22,9 @@ class OnnxOptions:
 
     memory_pattern: bool = True
     arena: Arena = "session"
-    # Off: measured with Piper joe at one client (2 cores, alternating servers), spinning gave
-    # 17.7x and 21.5x real time against 21.2x and 21.4x without, for 196 % CPU against 176 %.
+    # Off: measured with Piper joe at one client (2 cores, alternating servers, five rounds
+    # over two days), spinning gave 17.7-22.9x real time against 19.9-21.4x without and no
+    # earlier first audio, for 196 % CPU against 176 %.
     wide_spinning: bool = False
 
 
