@@ -28,6 +28,7 @@ from tests.conftest import make_settings, sdk_client
 from tests.helpers.audio import decode_audio
 from tests.helpers.postgres import fresh_database
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.streaming import read_streamed
 from tests.helpers.tenancy import ADMIN_KEY, attempt, new_key
 from tests.helpers.waiting import until, wait_for
 
@@ -109,17 +110,14 @@ def test_every_format_is_spoken_through_ray(
 def test_audio_streams_while_the_replica_is_still_speaking(
     client: openai.OpenAI, ray_server: RunningServer
 ) -> None:
-    parts: list[bytes] = []
-    speaking_at_first_audio = False
+    pool = pool_of(ray_server, "piper")
     with client.audio.speech.with_streaming_response.create(
         model="piper", voice="alloy", input=MEDIUM, response_format="mp3"
     ) as response:
-        for part in response.iter_bytes():
-            if not parts:
-                # In order, not in seconds (a loaded machine stretches both): the first
-                # audio is here while the replica still has the rest of the text to speak.
-                speaking_at_first_audio = pool_of(ray_server, "piper").stats().in_flight == 1
-            parts.append(part)
+        # The first audio is here while the replica still has the rest of the text to speak.
+        parts, speaking_at_first_audio = read_streamed(
+            response.iter_bytes(), lambda: pool.stats().in_flight == 1
+        )
     assert len(parts) > 3
     assert speaking_at_first_audio
     assert decode_audio(b"".join(parts), "mp3").duration > 20

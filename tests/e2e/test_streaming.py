@@ -17,7 +17,7 @@ from speechgate.audio.formats import OPENAI_FORMATS, AudioFormat
 from speechgate.text.segment import segment
 from tests.helpers.audio import DecodedAudio, decode_audio
 from tests.helpers.server import RunningServer
-from tests.helpers.streaming import session_events, speech_session
+from tests.helpers.streaming import read_streamed, session_events, speech_session
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -71,13 +71,10 @@ def test_first_audio_arrives_long_before_the_whole_text_is_done(server: RunningS
     text = " ".join(SENTENCES[:6])
     body = {"model": "piper", "voice": "alloy", "input": text, "response_format": "mp3"}
     pool = server.runtime.pools["piper"]
-    parts: list[bytes] = []
-    speaking_at_first_audio = False
     with httpx.stream("POST", f"{server.url}/v1/audio/speech", json=body, timeout=300) as response:
-        for part in response.iter_bytes():
-            if not parts:
-                speaking_at_first_audio = pool.stats().in_flight == 1
-            parts.append(part)
+        parts, speaking_at_first_audio = read_streamed(
+            response.iter_bytes(), lambda: pool.stats().in_flight == 1
+        )
     assert len(parts) > 3
     assert speaking_at_first_audio
 

@@ -1,15 +1,31 @@
-"""The streaming speech endpoint (`/v1/audio/speech/stream`) over a real websocket."""
+"""Streamed speech: how first audio is checked against the work still to do, and the streaming
+endpoint (`/v1/audio/speech/stream`) over a real websocket."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
 from tests.helpers.server import RunningServer
+
+
+def read_streamed(
+    chunks: Iterable[bytes], speaking: Callable[[], bool]
+) -> tuple[list[bytes], bool]:
+    """Every part of a streamed answer, and whether `speaking()` (its job still running) held
+    when the first part arrived: an order a loaded machine cannot reverse, where it can stretch
+    any wall-clock fraction."""
+    parts: list[bytes] = []
+    speaking_at_first = False
+    for part in chunks:
+        if not parts:
+            speaking_at_first = speaking()
+        parts.append(part)
+    return parts, speaking_at_first
 
 
 def session_events(ws: ClientConnection) -> tuple[list[dict[str, Any]], bytes]:
