@@ -3,7 +3,9 @@
 Text arrives in pieces of any size (an LLM's tokens, even single characters). Each segment is
 spoken as soon as it is complete, in order, and all of them are encoded into one continuous
 audio stream. Every segment is a job of its own through admission, so a session holds a worker
-only while it has something to say, never while it waits for text.
+only while it has something to say. A sentence whose end waits only on the next word ("fine."
+before "This" or "and") is synthesized ahead while that word is written; the audio is sent if
+the word starts a new sentence, and the job is cancelled if it goes on with this one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from speechgate.audio.encoders import StreamEncoder
 from speechgate.audio.formats import AudioFormat
 from speechgate.audio.pcm import PcmChunk
 from speechgate.errors import InvalidRequest
-from speechgate.pipeline import OutputSpec, segment_pause
+from speechgate.pipeline import EncodedChunk, OutputSpec, segment_pause
 from speechgate.service import SpeechPlan, SpeechService
 from speechgate.text.segment import Segmenter, clean_text
 from speechgate.timing import WordTime
@@ -58,6 +60,26 @@ MAX_PENDING_CHARS = 65536
 """Text a session holds unspoken at most, by default."""
 
 
+@dataclass
+class _Segment:
+    """A segment to speak, `offset` characters into all the text. A guess (`decided` set) is
+    text that is a segment if the next word starts a sentence: its job starts at once and its
+    audio waits for the word, which `decided` gets."""
+
+    text: str
+    offset: int
+    decided: asyncio.Future[bool] | None = None
+
+    @property
+    def dropped(self) -> bool:
+        decided = self.decided
+        return decided is not None and decided.done() and not decided.result()
+
+    def decide(self, right: bool) -> None:
+        if self.decided is not None and not self.decided.done():
+            self.decided.set_result(right)
+
+
 class SpeechSession:
     """Use from one event loop: one task feeds text (`add_text`, `flush`, `finish`), another
     iterates `speak()`.
@@ -71,16 +93,17 @@ class SpeechSession:
         service: SpeechService,
         plan: SpeechPlan,
         max_pending_chars: int = MAX_PENDING_CHARS,
-        before_segment: Callable[[str], Awaitable[None]] | None = None,
+        before_segment: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
-        """`before_segment(text)` runs before each segment is synthesized; what it raises ends
-        the session (a key's quota running out, say)."""
+        """`before_segment(characters)` runs before a segment is synthesized with the characters
+        it adds to those counted so far (a wrong guess's count the next segment's); what it
+        raises ends the session (a key's quota running out, say)."""
         self._service = service
         self._pool = service.pool(plan.engine)
         self._plan = plan
         self._segmenter = Segmenter()
-        # Each segment and where it starts in all the text the client has sent.
-        self._pending: asyncio.Queue[tuple[str, int] | None] = asyncio.Queue()
+        self._pending: asyncio.Queue[_Segment | None] = asyncio.Queue()
+        self._guess: _Segment | None = None  # queued, waiting for the next word
         # The client's text as it sent it (what word offsets count in) and as the segmenter
         # sees it (control characters made spaces, one for one, so offsets are the same), both
         # from character `_base` on: the start of the segment being spoken. What is before is
@@ -90,6 +113,8 @@ class SpeechSession:
         self._base = 0
         self._found = 0  # where the last segment found ends, in all the text
         self._pending_chars = 0
+        self._reserved = 0  # characters `before_segment` was called for
+        self._spoken = 0  # characters of the segments spoken (or being spoken)
         self._max_pending_chars = max_pending_chars
         # Workers send raw PCM at the engine's rate; one encoder here keeps the container
         # continuous across segments (one MP3 stream, one Ogg stream...).
@@ -131,11 +156,31 @@ class SpeechSession:
         self._queue(self._segmenter.flush())
 
     def _queue(self, segments: Iterable[str]) -> None:
-        for segment in segments:
-            # A segment is a stripped slice of the cleaned text, after the one before it.
-            start = self._base + self._cleaned.find(segment, self._found - self._base)
-            self._found = start + len(segment)
-            self._pending.put_nowait((segment, start))
+        for text in segments:
+            segment = self._find(text)
+            self._found = segment.offset + len(text)
+            guess, self._guess = self._guess, None
+            if guess is not None:
+                right = (guess.text, guess.offset) == (segment.text, segment.offset)
+                guess.decide(right)
+                if right:
+                    continue
+            self._pending.put_nowait(segment)
+        # The word that would complete a sentence is still being written: speak the sentence
+        # ahead, in case it does (saving an LLM's token of waiting before the first audio).
+        tentative = self._segmenter.tentative()
+        if self._guess is not None and self._guess.text != tentative:
+            self._guess.decide(False)
+            self._guess = None
+        if self._guess is None and tentative:
+            self._guess = replace(self._find(tentative), decided=asyncio.Future())
+            self._pending.put_nowait(self._guess)
+
+    def _find(self, text: str) -> _Segment:
+        # A segment is a stripped slice of the cleaned text, after the one before it (which a
+        # guess being spoken may have forgotten already, up to the guess's own start).
+        after = max(0, self._found - self._base)
+        return _Segment(text, self._base + self._cleaned.find(text, after))
 
     def finish(self) -> None:
         """No more text: speak the rest, then end the stream."""
@@ -149,21 +194,26 @@ class SpeechSession:
         try:
             request = await self._service.prepare(self._plan)
             index = 0
-            while (pending := await self._pending.get()) is not None:
-                text, offset = pending
-                self._pending_chars -= len(text)
+            while (segment := await self._pending.get()) is not None:
+                if segment.dropped:
+                    continue
+                text, offset = segment.text, segment.offset
                 self._forget_before(offset)
-                if index and (silence := self._encode(pause)):
-                    yield silence
-                if self._before_segment is not None:
-                    await self._before_segment(text)
-                # Times in the decoded stream, which begins with the codec's priming.
-                start = self.audio_seconds + self._encoder.priming
-                yield SegmentStarted(index, text, start)
+                await self._reserve(len(text))
                 asked = time.perf_counter()
                 chunks = self._pool.synthesize(replace(request, text=text), self._raw)
                 try:
-                    async for chunk in chunks:
+                    first = await _ahead(chunks, segment.decided)
+                    if first is None:
+                        continue  # a wrong guess: the next word went on with the sentence
+                    self._spoken += len(text)
+                    self._pending_chars -= len(text)
+                    if index and (silence := self._encode(pause)):
+                        yield silence
+                    # Times in the decoded stream, which begins with the codec's priming.
+                    start = self.audio_seconds + self._encoder.priming
+                    yield SegmentStarted(index, text, start)
+                    async for chunk in _chain(first, chunks):
                         if self.time_to_first_audio is None:
                             self.time_to_first_audio = time.perf_counter() - asked
                         if chunk.words:
@@ -196,6 +246,14 @@ class SpeechSession:
         (in `SegmentWords`) is in it."""
         return self._text, self._base
 
+    async def _reserve(self, characters: int) -> None:
+        """Count a segment about to be synthesized: past what is spoken, what a wrong guess
+        counted already is not counted again."""
+        more = self._spoken + characters - self._reserved
+        if more > 0 and self._before_segment is not None:
+            await self._before_segment(more)
+        self._reserved = max(self._reserved, self._spoken + characters)
+
     def _forget_before(self, offset: int) -> None:
         cut = offset - self._base
         self._text, self._cleaned = self._text[cut:], self._cleaned[cut:]
@@ -204,3 +262,37 @@ class SpeechSession:
     def _encode(self, pcm: PcmChunk) -> bytes:
         self.audio_seconds += pcm.duration
         return self._encoder.encode(pcm)
+
+
+async def _ahead(
+    chunks: AsyncGenerator[EncodedChunk], decided: asyncio.Future[bool] | None
+) -> list[EncodedChunk] | None:
+    """Start the job behind `chunks`; for a guess, wait for its verdict while the job runs.
+    The chunks read so far (the first, or none for a job that ended silent), or None for a
+    wrong guess, whose job is cancelled."""
+    if decided is None:
+        chunk = await anext(chunks, None)
+        return [] if chunk is None else [chunk]
+    first = asyncio.ensure_future(anext(chunks, None))
+    right = False
+    try:
+        right = await decided
+    finally:
+        if not right:
+            first.cancel()
+            await asyncio.wait([first])  # the job's cancel runs before `chunks` is closed
+            if not first.cancelled():
+                first.exception()  # a refusal of text that was no segment is no error
+    if not right:
+        return None
+    chunk = await first
+    return [] if chunk is None else [chunk]
+
+
+async def _chain(
+    first: list[EncodedChunk], rest: AsyncGenerator[EncodedChunk]
+) -> AsyncGenerator[EncodedChunk]:
+    for chunk in first:
+        yield chunk
+    async for chunk in rest:
+        yield chunk

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from speechgate.text.segment import (
@@ -101,6 +103,53 @@ def test_a_sentence_is_released_as_soon_as_the_next_one_starts() -> None:
     assert list(segmenter.feed("ow are you")) == []
     assert list(segmenter.flush()) == ["How are you"]
     assert list(segmenter.flush()) == []
+
+
+@pytest.mark.parametrize(
+    ("written", "guess"),
+    [
+        ("Hello there.", "Hello there."),
+        ("Hello there. ", "Hello there."),
+        ("\u201cHello there.\u201d", "\u201cHello there.\u201d"),
+        ("Is it? ", "Is it?"),
+        ("It costs 3.", "It costs 3."),  # "14" may follow: a guess, not a certainty
+        ("Hello there", None),
+        ("Ask Dr.", None),  # an abbreviation never ends a sentence before a capital
+        ("By J.", None),
+        ("", None),
+    ],
+)
+def test_tentative_is_the_segment_a_capital_would_complete(written: str, guess: str | None) -> None:
+    segmenter = Segmenter()
+    assert list(segmenter.feed(written)) == []
+    assert segmenter.tentative() == guess
+
+
+def test_tentative_is_right_whenever_a_sentence_follows_and_only_then() -> None:
+    """At every point of every text: a guess is what the next capitalised word releases, and
+    nothing the segmenter would release is ever missing its guess."""
+    text = " ".join(sentence for _, sentences in CORPUS for sentence in sentences)
+    segmenter = Segmenter()
+    guessed = 0
+    for char in text:
+        guess = segmenter.tentative()
+        if guess is not None:
+            guessed += 1
+            assert list(copy.deepcopy(segmenter).feed(" This")) == [guess]
+        released = list(segmenter.feed(char))
+        if released and char.isupper() and released[0] != guess:
+            pytest.fail(f"{released[0]!r} came with no guess ({guess!r})")
+    assert guessed
+
+
+def test_a_wrong_guess_is_dropped_when_the_next_word_continues() -> None:
+    segmenter = Segmenter()
+    assert list(segmenter.feed("It costs 3.")) == []
+    assert segmenter.tentative() == "It costs 3."
+    assert list(segmenter.feed("14 today")) == []
+    assert segmenter.tentative() is None
+    assert list(segmenter.feed(", fine. and")) == []
+    assert segmenter.tentative() is None
 
 
 def test_whitespace_only_yields_nothing() -> None:

@@ -152,7 +152,7 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
     except WebSocketDisconnect:
         return CLIENT_CLOSED
     session = SpeechSession(
-        service, plan, before_segment=lambda text: tenancy.reserve(admission, len(text))
+        service, plan, before_segment=lambda characters: tenancy.reserve(admission, characters)
     )
     meter.stream = session
     await websocket.send_json(

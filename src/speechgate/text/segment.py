@@ -91,8 +91,19 @@ class Segmenter:
         """The text so far is complete (or must be spoken now): yield what is left."""
         yield from self._release(final=True)
 
+    def tentative(self) -> str | None:
+        """The segment the next word would complete if it starts a sentence ("fine." before
+        "This", where "and" would continue it), or None if no next word can complete one: what
+        may be synthesized ahead while that word is still being written."""
+        text = self._buffer.rstrip()
+        # The probe is a capital, which is never the reason to go on ("fine. A" ends a sentence
+        # if any next word does), so a cut exactly at the end is the only one it can cause.
+        if self._next_cut(f"{text} A", final=False) == len(text):
+            return text.strip()
+        return None
+
     def _release(self, final: bool) -> Iterator[str]:
-        while (cut := self._next_cut(final)) is not None:
+        while (cut := self._next_cut(self._buffer, final)) is not None:
             segment, self._buffer = self._buffer[:cut].strip(), self._buffer[cut:]
             if segment:
                 self._released += 1
@@ -100,8 +111,7 @@ class Segmenter:
         if final:
             self._buffer = ""
 
-    def _next_cut(self, final: bool) -> int | None:
-        text = self._buffer
+    def _next_cut(self, text: str, final: bool) -> int | None:
         limit = self._limits.first if self._released == 0 else self._limits.longest
         for end in _END.finditer(text):
             if end.end() > limit:

@@ -1,0 +1,92 @@
+"""A streaming session speaks a sentence ahead while the word after it is still being written,
+and sends that audio only if the word starts a new sentence. Driven over the WebSocket route of
+a real server on the fake engine, whose pool says which jobs ran and how they ended."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from websockets.sync.client import ClientConnection
+
+from speechgate.metering.records import UsageRecord
+from tests.helpers.server import RunningServer
+from tests.helpers.streaming import session_events, speech_session
+from tests.helpers.waiting import wait_for
+
+
+def spy_sessions(server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> list[UsageRecord]:
+    """The usage records of streaming sessions from now on (not the HTTP requests' that a test
+    before may still be recording)."""
+    records: list[UsageRecord] = []
+
+    def record(usage: UsageRecord) -> None:
+        if usage.request_id.startswith("ws_"):
+            records.append(usage)
+
+    monkeypatch.setattr(server.state.tenancy, "record", record)
+    return records
+
+
+def send(ws: ClientConnection, delta: str) -> None:
+    ws.send(json.dumps({"type": "input_text.delta", "delta": delta}))
+
+
+def one_shot_length(server: RunningServer, text: str) -> int:
+    """Bytes of raw PCM the fake engine says `text` in, asked whole over HTTP."""
+    answer = httpx.post(
+        f"{server.url}/v1/audio/speech",
+        json={"model": "fake", "voice": "alloy", "input": text, "response_format": "pcm"},
+        timeout=60,
+    )
+    answer.raise_for_status()
+    return len(answer.content)
+
+
+def speak_with_a_pause(
+    server: RunningServer, written: str, then: str
+) -> tuple[list[str], bytes, dict[str, int]]:
+    """Send `written`, wait until its job runs (only a guess can start it), then send `then`
+    and end the text: the segments spoken, the audio, the pool's job outcomes meanwhile."""
+    pool = server.runtime.pools["fake"]
+    before = dict(pool.stats().jobs)
+    with speech_session(server, model="fake", response_format="pcm") as ws:
+        send(ws, written)
+        wait_for(lambda: pool.stats().in_flight == 1 or pool.stats().jobs != before)
+        send(ws, then)
+        ws.send(json.dumps({"type": "input_text.done"}))
+        events, audio = session_events(ws)
+    assert events[-1]["type"] == "session.done", events[-1]
+    wait_for(lambda: pool.stats().in_flight == 0)
+    after = pool.stats().jobs
+    outcomes = {outcome: after.get(outcome, 0) - before.get(outcome, 0) for outcome in after}
+    segments = [event["text"] for event in events if event["type"] == "segment.started"]
+    return segments, audio, outcomes
+
+
+def test_a_sentence_is_spoken_ahead_and_sent_when_the_next_one_starts(
+    fake_server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = spy_sessions(fake_server, monkeypatch)
+    segments, audio, jobs = speak_with_a_pause(fake_server, "Hello there.", " This is next.")
+    assert segments == ["Hello there.", "This is next."]
+    assert jobs["completed"] == 2 and not jobs["cancelled"]
+    wait_for(lambda: len(records) == 1)
+    assert records[0].characters == len("Hello there. This is next.") - 1
+    assert len(audio) == one_shot_length(fake_server, "Hello there. This is next.")
+
+
+def test_a_wrong_guess_is_cancelled_and_never_heard(
+    fake_server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = spy_sessions(fake_server, monkeypatch)
+    segments, audio, jobs = speak_with_a_pause(fake_server, "It costs 3.", "14 today.")
+    # "3." was spoken ahead as a sentence; "14" went on with it: one segment heard, of two jobs
+    # (the guess's is cancelled, unless the fake engine, quick as it is, finished it first).
+    assert segments == ["It costs 3.14 today."]
+    assert jobs["cancelled"] + jobs["completed"] == 2 and not jobs["failed"]
+    # The guess's characters are counted once, not again with the segment that held them.
+    wait_for(lambda: len(records) == 1)
+    assert records[0].characters == len("It costs 3.14 today.")
+    assert len(audio) == one_shot_length(fake_server, "It costs 3.14 today.")
