@@ -1,6 +1,7 @@
-"""A streaming session speaks a sentence ahead while the word after it is still being written,
-and sends that audio only if the word starts a new sentence. Driven over the WebSocket route of
-a real server on the fake engine, whose pool says which jobs ran and how they ended."""
+"""Streaming sessions through the WebSocket route of a real server on the fake engine, whose
+pool says which jobs ran and how they ended: a sentence is spoken ahead while the word after it
+is still being written (its audio sent only if that word starts a new sentence), and text
+written too far ahead of the audio is refused."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import json
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 
 from speechgate.metering.records import UsageRecord
+from speechgate.streaming_sessions import MAX_PENDING_CHARS
 from tests.helpers.server import RunningServer
 from tests.helpers.streaming import session_events, speech_session
 from tests.helpers.waiting import wait_for
@@ -90,3 +93,14 @@ def test_a_wrong_guess_is_cancelled_and_never_heard(
     wait_for(lambda: len(records) == 1)
     assert records[0].characters == len("It costs 3.14 today.")
     assert len(audio) == one_shot_length(fake_server, "It costs 3.14 today.")
+
+
+def test_text_written_too_far_ahead_of_the_audio_is_refused(fake_server: RunningServer) -> None:
+    with speech_session(fake_server, model="fake", response_format="pcm") as ws:
+        send(ws, "Hello. " * (MAX_PENDING_CHARS // 7 + 1))
+        events, _ = session_events(ws)
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=30)
+    assert events[-1]["type"] == "error"
+    assert events[-1]["error"]["code"] == "too_much_pending_text"
+    assert ws.close_code == 1008
