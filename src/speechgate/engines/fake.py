@@ -9,13 +9,16 @@ on its voices so the catalog's generic names resolve. Never chosen by default: o
 
 Options (`engine_options.fake`): `fail_on`, a word whose presence in a sentence makes the job
 fail at that sentence (an engine error mid-stream); `chunk_delay`, seconds each sentence takes
-to "synthesize" (a job that stays busy long enough to be queued behind or cancelled).
+to "synthesize" (a job that stays busy long enough to be queued behind or cancelled); `model`,
+a file that must exist for the engine to load, as a real engine's model file must (removing it
+makes every later load fail, a worker's restarts too).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -35,7 +38,7 @@ _VOICES: dict[str, tuple[Voice, float]] = {
     "en-low": (Voice("en-low", "English, low tone", "en-US", gender="male"), 220.0),
     "de-mid": (Voice("de-mid", "German, middle tone", "de-DE", gender="female"), 330.0),
 }
-_OPTIONS = frozenset({"fail_on", "chunk_delay"})
+_OPTIONS = frozenset({"fail_on", "chunk_delay", "model"})
 
 
 class FakeEngine:
@@ -50,6 +53,9 @@ class FakeEngine:
         unknown = set(config.options) - _OPTIONS
         if unknown:
             raise ValueError(f"fake takes {sorted(_OPTIONS)}, got {sorted(unknown)}")
+        model = config.options.get("model")
+        if model is not None and not Path(model).is_file():
+            raise FileNotFoundError(f"fake model {model} not found")
         delay = float(config.options.get("chunk_delay", "0"))
         return cls(config.options.get("fail_on"), delay)
 
