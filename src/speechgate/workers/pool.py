@@ -80,12 +80,12 @@ _MAX_BACKOFF = 30.0
 # Chunks (a segment's audio each, at most) buffered per job before the worker is told to pause
 # it (it finishes the segment it is on first).
 _INBOX_CHUNKS = 4
-_CRASH_LOOP = 3
+_CRASH_LOOP = 3  # consecutive start-up failures after which /readyz reports a crash loop
 # A worker shares its time among several jobs only while each would still stream at least this
 # many times faster than real time (at the speed its jobs measured; shared jobs also run
 # narrower than a lone one): Piper and espeak-ng share, pocket-tts and Kokoro on one core
 # (1-2x real time) never do, or every listener would hear gaps.
-_SHARED_SPEED = 2.0  # consecutive start-up failures after which /readyz reports a crash loop
+_SHARED_SPEED = 2.0
 
 
 @dataclass(eq=False)
