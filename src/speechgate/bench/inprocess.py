@@ -8,6 +8,7 @@ CPU; the gap is what the gateway, queueing and IPC cost.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing
 import os
@@ -29,6 +30,8 @@ from speechgate.workers.affinity import confine
 # WAV at 24 kHz, what the server sends for `response_format=wav` by default.
 OUTPUT = OutputSpec(AudioFormat.WAV, 24000)
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# How long a failure sent just before the start barrier broke may take to arrive.
+_FAILURE_WAIT = 10.0
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ def run_processes(jobs: Sequence[EngineJob], start_timeout: float = 300.0) -> In
         try:
             ready.wait(timeout=start_timeout)
         except threading.BrokenBarrierError:
-            failures = [r.message for r in _drain(results) if isinstance(r, _Failure)]
+            failures = _failures(results)
             raise RuntimeError(f"an engine process failed: {'; '.join(failures)}") from None
         collected = [results.get(timeout=start_timeout + job.seconds) for job in jobs]
     finally:
@@ -167,13 +170,17 @@ def run_processes(jobs: Sequence[EngineJob], start_timeout: float = 300.0) -> In
     return InProcessRun(summarize(len(jobs), samples, wall, None), samples, jobs[0].engine.threads)
 
 
-def _drain(results: Queue[object]) -> list[object]:
-    drained: list[object] = []
-    while True:
-        try:
-            drained.append(results.get(timeout=1.0))
-        except queue.Empty:
-            return drained
+def _failures(results: Queue[object]) -> list[str]:
+    """What the processes that broke the start barrier reported: a process sends its failure
+    before it breaks the barrier, so the first is waited for and the others taken as they are."""
+    failures: list[str] = []
+    with contextlib.suppress(queue.Empty):
+        item = results.get(timeout=_FAILURE_WAIT)
+        while True:
+            if isinstance(item, _Failure):
+                failures.append(item.message)
+            item = results.get_nowait()
+    return failures
 
 
 def measure_single(
