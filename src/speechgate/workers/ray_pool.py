@@ -186,6 +186,9 @@ class RayPool:
             max_queued_requests=self._queue_size,
             ray_actor_options={"num_cpus": self.config.threads},
             health_check_period_s=self._health_check_period,
+            # A stopping replica looks for unfinished jobs only after a first wait of this
+            # period (Serve's default: 2 s), even when it has none.
+            graceful_shutdown_wait_loop_s=0.1,
             # The gateway logs requests; a line per replica call would double them.
             logging_config={"enable_access_log": False},
             **scaling,
