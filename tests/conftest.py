@@ -15,6 +15,9 @@ from speechgate.settings import Settings
 from tests.helpers.postgres import fresh_database, postgres_cluster
 from tests.helpers.redis import redis_instance
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.tls import share_default_contexts
+
+share_default_contexts()
 
 # One throw-away data directory for the whole run (engines may assemble models into it).
 _DATA_DIR = Path(tempfile.mkdtemp(prefix="speechgate-tests-"))

@@ -72,6 +72,7 @@ def _pools(settings: Settings, cluster: RayCluster | None) -> dict[str, Pool]:
             cluster,
             replicas=settings.replica_count,
             max_replicas=settings.ray_max_replicas,
+            health_check_period=settings.ray_health_check_period,
             queue_size=settings.queue_size,
             max_queue_wait=settings.max_queue_wait,
             job_timeout=settings.job_timeout,

@@ -448,6 +448,11 @@ class Settings(BaseSettings):
     """Autoscale each engine between `ray_replicas` and this many replicas, aiming at one job
     per replica; unset: a fixed replica count."""
 
+    ray_health_check_period: float = Field(default=10.0, gt=0)
+    """Seconds between Ray Serve's health checks of each replica. A replica whose process died
+    is replaced only once a check finds it gone, so this bounds how long jobs queue behind a
+    dead one (Serve's own default is 10)."""
+
     # --- provider routing (speechgate.routing) ---------------------------------------------
 
     routes_file: FilePath | None = None

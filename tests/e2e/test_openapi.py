@@ -1,23 +1,22 @@
-"""The served OpenAPI document, and a schemathesis run over it against the real server."""
+"""The served OpenAPI document, and a schemathesis run over it against the real server.
+
+schemathesis and hypothesis are imported in the test that runs them: with their pytest plugins
+off (pyproject.toml), no other test process imports them, not even to collect this module.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import httpx
 import pytest
-import schemathesis
-from hypothesis import HealthCheck, given, settings
-from hypothesis.strategies import SearchStrategy
-from schemathesis.checks import not_a_server_error
-from schemathesis.generation.meta import TestPhase
-from schemathesis.generation.modes import GenerationMode
-from schemathesis.schemas import APIOperation
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 from tests.helpers.server import RunningServer
+
+if TYPE_CHECKING:
+    import schemathesis
+    from hypothesis.strategies import SearchStrategy
+    from schemathesis.schemas import APIOperation
 
 pytestmark = pytest.mark.slow
 
@@ -26,14 +25,6 @@ def test_openapi_document_is_served(server: RunningServer) -> None:
     document = httpx.get(f"{server.url}/openapi.json", timeout=10).json()
     assert "/v1/audio/speech" in document["paths"]
     assert "/v1/audio/voices" in document["paths"]
-
-
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    content_type_conformance,
-    response_schema_conformance,
-]
 
 
 def _speakable(case: schemathesis.Case) -> schemathesis.Case:
@@ -52,6 +43,9 @@ SPEAKABLE_EXAMPLES = 20
 
 
 def strategies(operation: APIOperation) -> list[tuple[SearchStrategy[schemathesis.Case], int]]:
+    from schemathesis.generation.meta import TestPhase
+    from schemathesis.generation.modes import GenerationMode
+
     found = [
         (operation.as_strategy(GenerationMode.POSITIVE), EXAMPLES),
         (operation.as_strategy(GenerationMode.POSITIVE, phase=TestPhase.EXAMPLES), EXAMPLES),
@@ -67,6 +61,21 @@ def strategies(operation: APIOperation) -> list[tuple[SearchStrategy[schemathesi
 
 def test_api_conforms_to_its_schema(server: RunningServer) -> None:
     """No 5xx, and every response matches its documented status, content type and schema."""
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+    from schemathesis.checks import not_a_server_error
+    from schemathesis.specs.openapi.checks import (
+        content_type_conformance,
+        response_schema_conformance,
+        status_code_conformance,
+    )
+
+    checks = [
+        not_a_server_error,
+        status_code_conformance,
+        content_type_conformance,
+        response_schema_conformance,
+    ]
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 7
@@ -83,7 +92,7 @@ def test_api_conforms_to_its_schema(server: RunningServer) -> None:
                 suppress_health_check=list(HealthCheck),
             )
             def conforms(case: schemathesis.Case) -> None:
-                response = case.call_and_validate(base_url=server.url, checks=CHECKS)
+                response = case.call_and_validate(base_url=server.url, checks=checks)
                 statuses.append(response.status_code)
 
             conforms()

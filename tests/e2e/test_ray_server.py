@@ -54,6 +54,9 @@ def ray_server() -> Iterator[RunningServer]:
             ray_replicas=1,
             queue_size=1,
             max_queue_wait=60,
+            # A killed replica is replaced once a health check finds it dead: Serve's 10 s
+            # period would be most of each replica-killed test.
+            ray_health_check_period=0.5,
         )
         with running_server(settings) as server:
             yield server

@@ -135,6 +135,7 @@ class RayPool:
         queue_size: int,
         max_queue_wait: float,
         job_timeout: float,
+        health_check_period: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         handle: Any = None,
     ) -> None:
@@ -150,6 +151,7 @@ class RayPool:
         self._queue_size = queue_size
         self._max_queue_wait = max_queue_wait
         self._job_timeout = job_timeout
+        self._health_check_period = health_check_period
         self._safety_wait = safety_wait(max_queue_wait, job_timeout)
         self._clock = clock
         self._handle = handle
@@ -183,6 +185,10 @@ class RayPool:
             max_ongoing_requests=1,
             max_queued_requests=self._queue_size,
             ray_actor_options={"num_cpus": self.config.threads},
+            health_check_period_s=self._health_check_period,
+            # A stopping replica looks for unfinished jobs only after a first wait of this
+            # period (Serve's default: 2 s), even when it has none.
+            graceful_shutdown_wait_loop_s=0.1,
             # The gateway logs requests; a line per replica call would double them.
             logging_config={"enable_access_log": False},
             **scaling,
