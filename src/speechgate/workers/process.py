@@ -86,9 +86,10 @@ def worker_main(
     finally:
         with contextlib.suppress(Exception):
             engine.close()
-        # All that is left is the interpreter's own teardown, whose garbage collections walk
-        # every object the imports made: most of a second with torch loaded (pocket-tts), on
-        # every shutdown and restart. Frozen objects are skipped.
+        # Where the worker was spawned (no forkserver), the interpreter's teardown follows, whose
+        # garbage collections walk every object the imports made: most of a second with torch
+        # loaded (pocket-tts), on every shutdown and restart. Frozen objects are skipped. (A
+        # forkserver's child leaves with os._exit, past any teardown.)
         gc.freeze()
 
 
