@@ -146,12 +146,15 @@ TESTS = Path(__file__).parent
 
 
 def _is_test_module(name: str) -> bool:
-    return name.rpartition(".")[2].startswith("test_")
+    """A module pytest loads itself: a test module or a conftest (importing either runs it a
+    second time, under another name)."""
+    last = name.rpartition(".")[2]
+    return last.startswith("test_") or last == "conftest"
 
 
 def test_no_test_module_imports_another() -> None:
     offenders: dict[str, list[str]] = {}
-    for path in sorted(TESTS.rglob("test_*.py")):
+    for path in sorted(TESTS.rglob("*.py")):
         module = _module_name_under(path, TESTS.parent)
         for name, line in _imports(module, path):
             if _within(name, "tests") and any(map(_is_test_module, _prefixes(name))):

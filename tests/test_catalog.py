@@ -15,7 +15,7 @@ from speechgate.errors import (
 )
 from speechgate.voices import installed
 from speechgate.voices.installed import InstalledVoice, Manifest
-from tests.conftest import make_settings
+from tests.helpers.settings import make_settings
 
 PIPER = EngineInfo("piper", 22050, False, (Voice("en_US-joe-medium", "Joe"),))
 ESPEAK = EngineInfo("espeak", 22050, False, (Voice("en-us", "English"), Voice("en-us+f3", "f3")))

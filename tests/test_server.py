@@ -21,9 +21,9 @@ from uvicorn.server import ServerState
 
 from speechgate.server import guarded_protocol, server_config
 from speechgate.workers.base import WorkerState
-from tests.conftest import make_settings, sdk_client
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import RunningServer, free_port, running_server
+from tests.helpers.server import RunningServer, free_port, running_server, sdk_client
+from tests.helpers.settings import make_settings
 from tests.helpers.waiting import wait_for
 from tests.helpers.wire import connect, parse_response, read_until_closed, wait_until_closed
 

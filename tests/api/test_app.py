@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from speechgate.api.app import create_app
-from tests.conftest import make_settings
+from tests.helpers.settings import make_settings
 
 pytestmark = pytest.mark.slow
 

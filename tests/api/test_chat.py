@@ -23,8 +23,8 @@ from speechgate.errors import (
 )
 from speechgate.openai_upstream import LlmRelay, iter_sse_data, raise_for_error
 from speechgate.settings import Settings
-from tests.conftest import fake_settings
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.settings import fake_settings
 from tests.helpers.upstream import BAD_REQUEST, FakeUpstream, running_upstream
 from tests.helpers.waiting import wait_for
 

@@ -8,9 +8,8 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import sdk_client
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import RunningServer
+from tests.helpers.server import RunningServer, sdk_client
 
 GOOD = {"model": "tts-1", "input": "Still here.", "voice": "alloy", "response_format": "wav"}
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import fake_settings
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.settings import fake_settings
 from tests.helpers.wire import (
     RawResponse,
     connect,

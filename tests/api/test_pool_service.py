@@ -18,9 +18,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from speechgate.workers.pool import WorkerPool, WorkerState
-from tests.conftest import fake_settings
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.settings import fake_settings
 from tests.helpers.waiting import until, wait_for
 
 # A tenth of a second a sentence: a LONG text keeps the worker busy for over a second.

@@ -14,9 +14,8 @@ import numpy as np
 import openai
 import pytest
 
-from tests.conftest import sdk_client
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import RunningServer
+from tests.helpers.server import RunningServer, sdk_client
 
 # Several segments (so several word events between deltas), spaces and a newline the engine
 # never sees, punctuation at the words' edges and a non-ASCII letter: offsets must still be

@@ -18,10 +18,10 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from speechgate.metering.store import Store
-from tests.conftest import fake_settings
 from tests.helpers.audio import decode_audio
 from tests.helpers.postgres import fresh_database
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.settings import fake_settings
 from tests.helpers.tenancy import (
     ADMIN_KEY,
     LONG,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.conftest import make_settings
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.settings import make_settings
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,9 @@ import pytest
 from elevenlabs import AsyncElevenLabs, ElevenLabs, VoiceSettings
 from elevenlabs.core.api_error import ApiError
 
-from tests.conftest import make_settings
 from tests.helpers.audio import DecodedAudio, decode_audio
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.settings import make_settings
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,9 @@ from elevenlabs import AsyncElevenLabs, ElevenLabs
 from elevenlabs.core.api_error import ApiError
 from elevenlabs.types import CharacterAlignmentResponseModel
 
-from tests.conftest import fake_settings, make_settings
 from tests.helpers.audio import DecodedAudio, decode_audio
 from tests.helpers.server import RunningServer, free_port, running_server
+from tests.helpers.settings import fake_settings, make_settings
 
 pytestmark = pytest.mark.slow
 

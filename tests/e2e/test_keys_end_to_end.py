@@ -10,9 +10,9 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import make_settings
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.settings import make_settings
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.slow

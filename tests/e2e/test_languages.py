@@ -18,10 +18,10 @@ import pytest
 from websockets.sync.client import connect
 
 from speechgate.voices.naming import Gender
-from tests.conftest import make_settings, sdk_client
 from tests.helpers.audio import decode_audio
 from tests.helpers.piper import install_piper_voice, joe_config
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, running_server, sdk_client
+from tests.helpers.settings import make_settings
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from speechgate.chat import speak_answer
-from tests.conftest import make_settings
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.settings import make_settings
 from tests.helpers.upstream import FakeUpstream, running_upstream
 from tests.helpers.waiting import until
 

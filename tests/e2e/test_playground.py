@@ -12,10 +12,10 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, Request, Route, expect
 
-from tests.conftest import make_settings
 from tests.helpers.audio import decode_audio
 from tests.helpers.browser import chromium
 from tests.helpers.server import RunningServer, running_server
+from tests.helpers.settings import make_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -29,10 +29,10 @@ from websockets.sync.client import connect
 
 from speechgate.audio.formats import OPENAI_FORMATS, AudioFormat
 from speechgate.settings import Settings
-from tests.conftest import make_settings, sdk_client
 from tests.helpers.audio import decode_audio, flac_bomb, piper_speech, wav_file
 from tests.helpers.pocket import RATE, build_tiny_model
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, running_server, sdk_client
+from tests.helpers.settings import make_settings
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.slow

@@ -24,10 +24,10 @@ from ray import serve
 
 from speechgate.audio.formats import OPENAI_FORMATS, AudioFormat
 from speechgate.workers.ray_pool import RayPool
-from tests.conftest import make_settings, sdk_client
 from tests.helpers.audio import decode_audio
 from tests.helpers.postgres import fresh_database
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, running_server, sdk_client
+from tests.helpers.settings import make_settings
 from tests.helpers.streaming import read_streamed
 from tests.helpers.tenancy import ADMIN_KEY, attempt, new_key
 from tests.helpers.waiting import until, wait_for

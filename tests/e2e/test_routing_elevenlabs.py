@@ -13,10 +13,9 @@ import pytest
 from elevenlabs import ElevenLabs
 
 from speechgate.settings import Settings
-from tests.conftest import sdk_client
 from tests.helpers.audio import decode_audio
 from tests.helpers.relay import ADMIN_KEY, TEXT, Pair, engine_settings, speak
-from tests.helpers.server import RunningServer, free_port, running_server
+from tests.helpers.server import RunningServer, free_port, running_server, sdk_client
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.slow

@@ -9,9 +9,9 @@ import openai
 import pytest
 
 from speechgate.settings import Settings
-from tests.conftest import fake_settings
 from tests.helpers.postgres import fresh_database
 from tests.helpers.server import RunningServer, free_port, running_server
+from tests.helpers.settings import fake_settings
 from tests.helpers.tenancy import (
     ADMIN_KEY,
     SHORT,

@@ -11,9 +11,8 @@ import openai
 import pytest
 
 from speechgate.audio.formats import OPENAI_FORMATS, AudioFormat
-from tests.conftest import sdk_client
 from tests.helpers.audio import DecodedAudio, decode_audio
-from tests.helpers.server import RunningServer
+from tests.helpers.server import RunningServer, sdk_client
 
 pytestmark = pytest.mark.slow
 

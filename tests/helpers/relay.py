@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import openai
 
-from tests.conftest import make_settings
 from tests.helpers.server import RunningServer
+from tests.helpers.settings import make_settings
 
 ADMIN_KEY = "admin-key-of-at-least-32-characters"
 TEXT = "The quick brown fox jumps over the lazy dog."

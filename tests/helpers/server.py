@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import openai
 import uvicorn
 from fastapi import FastAPI
 
@@ -90,3 +91,8 @@ def running_server(settings: Settings, port: int = 0) -> Iterator[RunningServer]
     app = create_app(settings)
     with serving(app, "speechgate-test-server", port=port, settings=settings) as url:
         yield RunningServer(url, app)
+
+
+def sdk_client(server: RunningServer) -> openai.OpenAI:
+    """The official SDK pointed at `server`, without retries (a retry would hide a failure)."""
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)

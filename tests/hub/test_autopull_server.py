@@ -13,10 +13,10 @@ import pytest
 from websockets.sync.client import connect
 
 from speechgate.voices.installed import find
-from tests.conftest import make_settings, sdk_client
 from tests.helpers.audio import decode_audio
 from tests.helpers.hub import FakeHub, fake_hub, publish_piper_voices
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, running_server, sdk_client
+from tests.helpers.settings import make_settings
 
 pytestmark = pytest.mark.slow
 

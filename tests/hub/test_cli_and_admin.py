@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from speechgate.cli import app
 from speechgate.voices.installed import find
-from tests.conftest import make_settings
 from tests.helpers.hub import FakeHub, fake_hub, publish_piper_voices
 from tests.helpers.server import running_server
+from tests.helpers.settings import make_settings
 
 KEYS = ["en_US-lessac-medium", "de_DE-thorsten-medium"]
 ADMIN_KEY = "sk-admin-test-key-0123456789abcdefghijkl"

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import make_settings, sdk_client
 from tests.helpers.audio import decode_audio
 from tests.helpers.hub import FakeHub, fake_hub, publish_piper_voices
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, running_server, sdk_client
+from tests.helpers.settings import make_settings
 
 pytestmark = pytest.mark.slow
 

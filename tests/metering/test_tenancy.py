@@ -14,7 +14,7 @@ from speechgate.metering.keys import KeyLimits
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.store import Store
 from speechgate.metering.tenancy import ADMIN, ANYONE, Tenancy
-from tests.conftest import make_settings
+from tests.helpers.settings import make_settings
 
 ADMIN_KEY = "admin-" + "x" * 40
 

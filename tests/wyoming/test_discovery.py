@@ -15,8 +15,8 @@ from zeroconf import ServiceStateChange, Zeroconf
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
 from speechgate.wyoming.discovery import SERVICE_TYPE
-from tests.conftest import make_settings
 from tests.helpers.server import free_port, running_server
+from tests.helpers.settings import make_settings
 
 pytestmark = pytest.mark.slow
 

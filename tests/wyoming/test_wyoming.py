@@ -26,8 +26,8 @@ from wyoming.tts import (
 from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
 from speechgate.streaming_sessions import MAX_PENDING_CHARS
 from speechgate.text.segment import segment
-from tests.conftest import make_settings
 from tests.helpers.server import RunningServer, free_port, running_server
+from tests.helpers.settings import make_settings
 from tests.helpers.waiting import until, wait_for
 
 pytestmark = pytest.mark.slow
