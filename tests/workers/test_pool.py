@@ -278,8 +278,8 @@ async def share_of_second_thread(pid: int, chunks: AsyncIterator[object], count:
         await anext(chunks)
     after = thread_ticks(pid)
     used = sorted((after[tid] - before.get(tid, 0) for tid in after), reverse=True)
-    # A worker forked from the forkserver may have one thread only (onnxruntime at one thread
-    # computes on the caller's): then no second thread computed at all.
+    # A worker may have one thread only (onnxruntime at one thread computes on the caller's):
+    # then no second thread computed at all.
     second = used[1] if len(used) > 1 else 0
     return second / max(1, sum(used))
 

@@ -25,7 +25,6 @@ import socket
 import time
 from collections.abc import AsyncGenerator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 
 from speechgate.audio.pcm import PcmChunk
@@ -58,23 +57,10 @@ from speechgate.workers.process import worker_main
 
 log = logging.getLogger(__name__)
 
-
-def _worker_context() -> ForkServerContext | SpawnContext:
-    """Workers fork from a forkserver, never from the gateway, which runs an event loop and
-    threads (uvicorn, onnxruntime) whose locks a fork would copy mid-flight. The forkserver is a
-    fresh interpreter, started once, that holds none of that and has imported the worker's code
-    and the program's main module (which `spawn` re-imports in every child: for `speechgate
-    serve`, the whole web stack). A worker, and a restart after a crash, then starts in
-    milliseconds instead of a fraction of a second of imports per process, and shares those
-    modules' memory; its engine still loads in the worker itself, after its thread limits."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["__main__", worker_main.__module__])
-    return context
-
-
-_CONTEXT = _worker_context()
+# `spawn`, not `fork`: the gateway runs an event loop and threads (uvicorn, onnxruntime), and a
+# forked child would inherit their locks mid-flight; engines also load cleanly in a fresh
+# interpreter, which is what a restart after a crash needs.
+_CONTEXT = multiprocessing.get_context("spawn")
 
 _MAX_BACKOFF = 30.0
 # Chunks (a segment's audio each, at most) buffered per job before the worker is told to pause
@@ -372,8 +358,7 @@ class WorkerPool:
         parent, child = socket.socketpair()
         process = _CONTEXT.Process(
             target=worker_main,
-            # The gateway's environment now, not the forkserver's from when it started.
-            args=(self.config, child, worker.cpus, dict(os.environ)),
+            args=(self.config, child, worker.cpus),
             name=f"speechgate-{self.config.name}-{worker.index}",
             daemon=True,
         )

@@ -18,7 +18,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 from speechgate.engines.base import Elastic, Engine, EngineConfig, EngineInfo, VoiceCloner
@@ -53,17 +53,8 @@ def limit_threads(threads: int) -> None:
         os.environ[variable] = str(threads)
 
 
-def worker_main(
-    config: EngineConfig,
-    conn: socket.socket,
-    cpus: Sequence[int],
-    environ: Mapping[str, str] | None = None,
-) -> None:
-    """Entry point of a worker process (forked from the pool's forkserver), run with `environ`
-    (the gateway's environment when it started the worker)."""
-    if environ is not None:
-        os.environ.clear()
-        os.environ.update(environ)
+def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) -> None:
+    """Entry point of a worker process (started with `spawn`)."""
     # Ctrl-C reaches the whole process group; the gateway decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if cpus:
@@ -86,10 +77,9 @@ def worker_main(
     finally:
         with contextlib.suppress(Exception):
             engine.close()
-        # Where the worker was spawned (no forkserver), the interpreter's teardown follows, whose
-        # garbage collections walk every object the imports made: most of a second with torch
-        # loaded (pocket-tts), on every shutdown and restart. Frozen objects are skipped. (A
-        # forkserver's child leaves with os._exit, past any teardown.)
+        # All that is left is the interpreter's own teardown, whose garbage collections walk
+        # every object the imports made: most of a second with torch loaded (pocket-tts), on
+        # every shutdown and restart. Frozen objects are skipped.
         gc.freeze()
 
 
