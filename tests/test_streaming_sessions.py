@@ -6,6 +6,8 @@ written too far ahead of the audio is refused."""
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -14,7 +16,8 @@ from websockets.sync.client import ClientConnection
 
 from speechgate.metering.records import UsageRecord
 from speechgate.streaming_sessions import MAX_PENDING_CHARS
-from tests.helpers.server import RunningServer
+from tests.helpers.server import RunningServer, running_server
+from tests.helpers.settings import fake_settings
 from tests.helpers.streaming import session_events, speech_session
 from tests.helpers.waiting import wait_for
 
@@ -104,3 +107,35 @@ def test_text_written_too_far_ahead_of_the_audio_is_refused(fake_server: Running
     assert events[-1]["type"] == "error"
     assert events[-1]["error"]["code"] == "too_much_pending_text"
     assert ws.close_code == 1008
+
+
+@pytest.fixture(scope="module")
+def slow_fake() -> Iterator[RunningServer]:
+    """The fake engine taking 0.3 s over each sentence, as a real one takes time."""
+    settings = fake_settings(engine_options={"fake": {"chunk_delay": "0.3"}})
+    with running_server(settings) as running:
+        yield running
+
+
+def test_a_guess_s_first_audio_counts_from_the_word_that_confirms_it(
+    slow_fake: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The time to first audio (metrics, usage) is the server's: a client that is slow to
+    write the next word does not add its wait to it."""
+    records = spy_sessions(slow_fake, monkeypatch)
+    pool = slow_fake.runtime.pools["fake"]
+    before = pool.stats().jobs["completed"]
+    with speech_session(slow_fake, model="fake", response_format="pcm") as ws:
+        send(ws, "Hello there.")
+        wait_for(lambda: pool.stats().in_flight == 1)
+        started = time.monotonic()
+        # The guess is synthesized whole while the next word is still unwritten.
+        wait_for(lambda: pool.stats().jobs["completed"] > before)
+        waited = time.monotonic() - started
+        send(ws, " This is next.")
+        ws.send(json.dumps({"type": "input_text.done"}))
+        events, _ = session_events(ws)
+    assert events[-1]["type"] == "session.done", events[-1]
+    wait_for(lambda: len(records) == 1)
+    first_audio = records[0].time_to_first_audio
+    assert first_audio is not None and first_audio < waited

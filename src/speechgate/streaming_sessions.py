@@ -69,6 +69,7 @@ class _Segment:
     text: str
     offset: int
     decided: asyncio.Future[bool] | None = None
+    decided_at: float = 0.0  # perf_counter when `decided` got its verdict
 
     @property
     def dropped(self) -> bool:
@@ -78,6 +79,7 @@ class _Segment:
     def decide(self, right: bool) -> None:
         if self.decided is not None and not self.decided.done():
             self.decided.set_result(right)
+            self.decided_at = time.perf_counter()
 
 
 class SpeechSession:
@@ -206,6 +208,9 @@ class SpeechSession:
                     first = await _ahead(chunks, segment.decided)
                     if first is None:
                         continue  # a wrong guess: the next word went on with the sentence
+                    # A guess's text became a segment when its next word came: the time to its
+                    # first audio counts from then, not the client's wait for that word.
+                    asked = max(asked, segment.decided_at)
                     self._spoken += len(text)
                     self._pending_chars -= len(text)
                     if index and (silence := self._encode(pause)):
