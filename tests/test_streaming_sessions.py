@@ -14,25 +14,12 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 
-from speechgate.metering.records import UsageRecord
 from speechgate.streaming_sessions import MAX_PENDING_CHARS
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.settings import fake_settings
 from tests.helpers.streaming import session_events, speech_session
+from tests.helpers.tenancy import spy_usage
 from tests.helpers.waiting import wait_for
-
-
-def spy_sessions(server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> list[UsageRecord]:
-    """The usage records of streaming sessions from now on (not the HTTP requests' that a test
-    before may still be recording)."""
-    records: list[UsageRecord] = []
-
-    def record(usage: UsageRecord) -> None:
-        if usage.request_id.startswith("ws_"):
-            records.append(usage)
-
-    monkeypatch.setattr(server.state.tenancy, "record", record)
-    return records
 
 
 def send(ws: ClientConnection, delta: str) -> None:
@@ -74,7 +61,7 @@ def speak_with_a_pause(
 def test_a_sentence_is_spoken_ahead_and_sent_when_the_next_one_starts(
     fake_server: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    records = spy_sessions(fake_server, monkeypatch)
+    records = spy_usage(fake_server, monkeypatch, "ws_")
     segments, audio, jobs = speak_with_a_pause(fake_server, "Hello there.", " This is next.")
     assert segments == ["Hello there.", "This is next."]
     assert jobs["completed"] == 2 and not jobs["cancelled"]
@@ -86,7 +73,7 @@ def test_a_sentence_is_spoken_ahead_and_sent_when_the_next_one_starts(
 def test_a_wrong_guess_is_cancelled_and_never_heard(
     fake_server: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    records = spy_sessions(fake_server, monkeypatch)
+    records = spy_usage(fake_server, monkeypatch, "ws_")
     segments, audio, jobs = speak_with_a_pause(fake_server, "It costs 3.", "14 today.")
     # "3." was spoken ahead as a sentence; "14" went on with it: one segment heard, of two jobs
     # (the guess's is cancelled, unless the fake engine, quick as it is, finished it first).
@@ -122,7 +109,7 @@ def test_a_guess_s_first_audio_counts_from_the_word_that_confirms_it(
 ) -> None:
     """The time to first audio (metrics, usage) is the server's: a client that is slow to
     write the next word does not add its wait to it."""
-    records = spy_sessions(slow_fake, monkeypatch)
+    records = spy_usage(slow_fake, monkeypatch, "ws_")
     pool = slow_fake.runtime.pools["fake"]
     before = pool.stats().jobs["completed"]
     with speech_session(slow_fake, model="fake", response_format="pcm") as ws:

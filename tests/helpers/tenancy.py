@@ -8,7 +8,9 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
 
+from speechgate.metering.records import UsageRecord
 from speechgate.metering.tenancy import Tenancy
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer
@@ -23,6 +25,22 @@ LONG = " ".join(f"This is sentence number {n} of a long text." for n in range(80
 def tenancy(server: RunningServer) -> Tenancy:
     found: Tenancy = server.state.tenancy
     return found
+
+
+def spy_usage(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch, request_prefix: str = ""
+) -> list[UsageRecord]:
+    """The usage records `server` makes from now on whose request id starts with
+    `request_prefix` (`ws_` for streaming sessions: not the HTTP requests' that a test before
+    may still be recording)."""
+    records: list[UsageRecord] = []
+
+    def record(usage: UsageRecord) -> None:
+        if usage.request_id.startswith(request_prefix):
+            records.append(usage)
+
+    monkeypatch.setattr(tenancy(server), "record", record)
+    return records
 
 
 def admin(server: RunningServer) -> httpx.Client:

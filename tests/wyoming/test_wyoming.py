@@ -23,11 +23,12 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
+from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.streaming_sessions import MAX_PENDING_CHARS
 from speechgate.text.segment import segment
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import make_settings
+from tests.helpers.tenancy import spy_usage
 from tests.helpers.waiting import until, wait_for
 
 pytestmark = pytest.mark.slow
@@ -113,17 +114,11 @@ def test_describe_lists_every_engine_and_its_voices(wyoming: Wyoming) -> None:
     assert espeak["en-us"].languages == ["en-US"]
 
 
-def spy_usage(wyoming: Wyoming, monkeypatch: pytest.MonkeyPatch) -> list[UsageRecord]:
-    records: list[UsageRecord] = []
-    monkeypatch.setattr(wyoming.server.state.tenancy, "record", records.append)
-    return records
-
-
 def test_one_synthesize_is_spoken_at_the_engines_rate(
     wyoming: Wyoming, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text = "Hello from speechgate. This is a short test of the Wyoming server."
-    records = spy_usage(wyoming, monkeypatch)
+    records = spy_usage(wyoming.server, monkeypatch)
     pool = wyoming.server.runtime.pools["espeak"]
     jobs_before = pool.stats().jobs["completed"]
 
@@ -231,7 +226,7 @@ def test_two_clients_at_once(wyoming: Wyoming) -> None:
 def test_a_client_closing_mid_audio_frees_its_worker(
     wyoming: Wyoming, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    records = spy_usage(wyoming, monkeypatch)
+    records = spy_usage(wyoming.server, monkeypatch)
     pool = wyoming.server.runtime.pools["espeak"]
     before = dict(pool.stats().jobs)
 
