@@ -51,7 +51,7 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.engines import blend
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
-from speechgate.engines.onnx_session import OnnxOptions, WidthSessions, onnx_options, with_output
+from speechgate.engines.onnx_session import ExtraOutput, OnnxOptions, WidthSessions, onnx_options
 from speechgate.timing import (
     TimedChunk,
     carry_words,
@@ -126,11 +126,10 @@ def _assemble(target: Path, sha256: str) -> None:
     os.replace(out.name, target)
 
 
-def _with_durations(model: Path) -> Path | bytes:
-    """`model` with its tokens' durations (frames, rounded and at least one: the Clip after the
-    duration predictor) as the output "duration", which kokoro-onnx turns into phoneme timings.
-    A model without that node is used as it is."""
-    return with_output(model, "Clip", "/encoder/Clip", "duration") or model
+_DURATIONS = ExtraOutput("Clip", "/encoder/Clip", "duration")
+"""The tokens' durations (frames, rounded and at least one: the Clip after the duration
+predictor) as the output "duration", which kokoro-onnx turns into phoneme timings. A model
+without that node is used as it is."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,8 @@ class KokoroEngine:
     """One Kokoro model and its voices file. Not thread-safe: one instance per worker process.
 
     With `models_dir`, the installed `kokoro-v1.0` item is used when present, and looked for
-    again when a request names a voice this engine does not know.
+    again when a request names a voice this engine does not know. With `data_dir`, the model's
+    optimized copy is kept there (`speechgate.engines.onnx_cache`).
     """
 
     name = "kokoro"
@@ -167,8 +167,10 @@ class KokoroEngine:
         installed: bool = False,
         version: int = 0,
         onnx: OnnxOptions | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         self._widths = widths
+        self._data_dir = data_dir
         self._threads = min(widths)
         self._lang = lang
         self._models_dir = models_dir
@@ -202,6 +204,7 @@ class KokoroEngine:
             installed=files.installed,
             version=files.version,
             onnx=onnx_options("kokoro", options, _ONNX),
+            data_dir=Path(config.data_dir) if config.data_dir else None,
         )
 
     @property
@@ -221,7 +224,7 @@ class KokoroEngine:
 
     def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
         """`synthesize` with word times from the model's phoneme durations (see
-        `_with_durations`), each word found among the phonemes by phonemizing it alone."""
+        `_DURATIONS`), each word found among the phonemes by phonemizing it alone."""
         parts = (
             blend.parse(request.voice) if blend.is_blend(request.voice) else [(request.voice, 1.0)]
         )
@@ -294,7 +297,9 @@ class KokoroEngine:
         )
 
     def _open(self, files: _Files) -> None:
-        self._sessions = WidthSessions(_with_durations(files.model), self._widths, self._onnx)
+        self._sessions = WidthSessions(
+            files.model, self._widths, self._onnx, _DURATIONS, self._data_dir
+        )
         session = self._sessions.use(self._threads)
         # kokoro-onnx reads the model's path off the session, only to check that the file
         # exists; a session built from bytes has none.

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, get_args
 
 import onnxruntime
+
+from speechgate.engines.onnx_cache import cached_model, keep, writing_path
+
+log = logging.getLogger(__name__)
+
+Session: TypeAlias = onnxruntime.InferenceSession
 
 Arena = Literal["shared", "session", "off"]
 """Where a session's CPU buffers come from: one arena for every session of the process
@@ -46,10 +53,19 @@ def _register_shared_arena() -> None:
 
 
 def pinned_session(
-    model: Path | bytes, threads: int, onnx: OnnxOptions = OnnxOptions(), spinning: bool = False
+    model: Path | bytes,
+    threads: int,
+    onnx: OnnxOptions = OnnxOptions(),
+    spinning: bool = False,
+    *,
+    optimized: bool = False,
+    save_optimized: Path | None = None,
 ) -> onnxruntime.InferenceSession:
     """A CPU session that uses exactly `threads` threads (the worker's cores), on a model file
     or a serialized model (one changed in memory: see `with_output`).
+
+    onnxruntime optimizes the graph before the session runs; `save_optimized` writes the graph
+    it made to that file, and `optimized` says `model` is such a file, which is used as it is.
 
     Libraries' own loaders build sessions on every core; a worker pinned to its own cores must
     use those and no others. `onnx.memory_pattern` is onnxruntime's option of that name and
@@ -71,6 +87,13 @@ def pinned_session(
     # Spinning threads of a worker that shares its cores would steal them from the next job
     # and from the other workers, after every step and every sentence.
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    if optimized:
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if save_optimized is not None:
+        options.optimized_model_filepath = str(save_optimized)
+        # Not its warning that the saved graph may hold this CPU's kernels: the file's name
+        # says which CPU (`onnx_cache`).
+        options.log_severity_level = 3
     return onnxruntime.InferenceSession(
         model if isinstance(model, bytes) else str(model),
         sess_options=options,
@@ -78,11 +101,19 @@ def pinned_session(
     )
 
 
-def with_output(
-    model: Path, op_type: str, name: str | None = None, output: str | None = None
-) -> bytes | None:
-    """`model` serialized with the result of its one `op_type` node (or the one named `name`)
-    as an extra graph output, called `output` if given, or None when there is no such node.
+@dataclass(frozen=True)
+class ExtraOutput:
+    """The result of a model's one `op_type` node (or the one named `name`), to be made a
+    graph output, called `output` if given (see `with_output`)."""
+
+    op_type: str
+    name: str | None = None
+    output: str | None = None
+
+
+def with_output(model: Path, extra: ExtraOutput) -> bytes | None:
+    """`model` serialized with `extra` as an extra graph output, or None when it has no such
+    node.
 
     TTS graphs compute phoneme durations inside (a Ceil or Round of the predicted lengths) but
     their published exports output only audio; exposing that tensor costs nothing at run time
@@ -94,14 +125,14 @@ def with_output(
     found = [
         node
         for node in graph.graph.node
-        if node.op_type == op_type and (name is None or node.name == name)
+        if node.op_type == extra.op_type and (extra.name is None or node.name == extra.name)
     ]
     if len(found) != 1:
         return None
     tensor = found[0].output[0]
-    if output is not None:
-        graph.graph.node.append(onnx.helper.make_node("Identity", [tensor], [output]))
-        tensor = output
+    if extra.output is not None:
+        graph.graph.node.append(onnx.helper.make_node("Identity", [tensor], [extra.output]))
+        tensor = extra.output
     graph.graph.output.append(onnx.ValueInfoProto(name=tensor))
     return bytes(graph.SerializeToString())
 
@@ -148,18 +179,63 @@ class WidthSessions:
     is theirs to steal, though the worker's own encoding and the gateway still share them.
     """
 
-    def __init__(self, model: Path | bytes, widths: tuple[int, ...], onnx: OnnxOptions) -> None:
+    def __init__(
+        self,
+        model: Path,
+        widths: tuple[int, ...],
+        onnx: OnnxOptions,
+        extra: ExtraOutput | None = None,
+        data_dir: Path | None = None,
+    ) -> None:
+        """Sessions on `model`, with `extra` as an output when the model has that node; with a
+        `data_dir`, built from the optimized copy kept there (`speechgate.engines.onnx_cache`),
+        which the first load makes."""
         narrowest = min(widths)
-        self._by_width = {
-            width: pinned_session(
-                model, width, onnx, spinning=onnx.wide_spinning and width > narrowest
+
+        def build(
+            source: Path | bytes, width: int, optimized: bool = False, save: Path | None = None
+        ) -> Session:
+            spinning = onnx.wide_spinning and width > narrowest
+            return pinned_session(
+                source, width, onnx, spinning, optimized=optimized, save_optimized=save
             )
-            for width in widths
-        }
-        self.current = self._by_width[min(widths)]
+
+        copy = cached_model(data_dir, model, repr(extra)) if data_dir is not None else None
+        self._by_width = _sessions(model, widths, extra, copy, build)
+        self.current = self._by_width[narrowest]
 
     def use(self, threads: int) -> onnxruntime.InferenceSession:
         """Make the session of the widest width up to `threads` current, and return it."""
         fitting = [width for width in self._by_width if width <= threads] or [min(self._by_width)]
         self.current = self._by_width[max(fitting)]
         return self.current
+
+
+def _sessions(
+    model: Path,
+    widths: tuple[int, ...],
+    extra: ExtraOutput | None,
+    copy: Path | None,
+    build: Callable[..., Session],
+) -> dict[int, Session]:
+    """A session of each width on `copy`, the optimized copy of `model`, making it first if it
+    is not there (or no longer loads); on `model` itself when there is no copy to keep."""
+    if copy is not None and copy.exists():
+        try:
+            return {width: build(copy, width, optimized=True) for width in widths}
+        except Exception as error:  # onnxruntime raises its own kinds of error
+            log.warning("making the optimized copy of %s again: %s", model, error)
+            copy.unlink(missing_ok=True)
+    source = (with_output(model, extra) if extra is not None else None) or model
+    written = writing_path(copy) if copy is not None else None
+    if copy is None or written is None:
+        return {width: build(source, width) for width in widths}
+    first, *others = widths
+    try:
+        sessions = {first: build(source, first, save=written)}
+        keep(written, copy)
+    except Exception as error:  # a full disk, say; a broken model fails again just below
+        written.unlink(missing_ok=True)
+        log.warning("no optimized copy of %s: %s", model, error)
+        return {width: build(source, width) for width in widths}
+    return sessions | {width: build(copy, width, optimized=True) for width in others}

