@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pyloudnorm
 import pytest
 
 from speechgate.audio.loudness import normalize_loudness
@@ -24,6 +23,8 @@ def speechlike(amplitude: float, seconds: float = 1.2, hz: float = 180.0) -> Pcm
 
 
 def lufs(chunk: PcmChunk) -> float:
+    import pyloudnorm  # a second's import (scipy): only the processes that run these tests
+
     return float(pyloudnorm.Meter(RATE).integrated_loudness(chunk.samples / 32768.0))
 
 

@@ -14,6 +14,7 @@ import json
 import wave
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,6 @@ import httpx
 import numpy as np
 import openai
 import pytest
-
-pytest.importorskip("pocket_tts")
-
 from openai.types.audio import Voice as SdkVoice
 from websockets.sync.client import connect
 
@@ -35,7 +33,11 @@ from tests.helpers.server import RunningServer, running_server, sdk_client
 from tests.helpers.settings import make_settings
 from tests.helpers.waiting import wait_for
 
-pytestmark = pytest.mark.slow
+# Not importorskip: importing pocket-tts (torch) would cost every test process seconds to collect.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(find_spec("pocket_tts") is None, reason="needs speechgate[pocket]"),
+]
 
 TEXT = "Hello world."
 # pocket-tts' cap for TEXT: (22 tokens / 3 + 2) s at 12.5 frames per second, 117 frames.

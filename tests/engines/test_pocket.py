@@ -1,5 +1,9 @@
 """The pocket-tts engine on a tiny random-weight model, loaded through pocket-tts' real loader
-(see tests/helpers/pocket.py)."""
+(see tests/helpers/pocket.py).
+
+torch, pocket-tts and the engine's module are imported by the tests that use them: they take
+seconds to import, which every test process would pay to collect this module.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +11,24 @@ import shutil
 import threading
 import time
 from collections.abc import Generator, Iterator
+from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pytest
-
-pytest.importorskip("pocket_tts")
+from typing import TYPE_CHECKING, Any
 
 import huggingface_hub.constants
-import torch
-from pocket_tts import TTSModel, export_model_state
-from pocket_tts.utils.config import CONFIGS_DIR
+import numpy as np
+import pytest
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
-from speechgate.engines.pocket import PocketEngine
 from speechgate.voices.installed import InstalledVoice, Manifest, install
 from tests.helpers.pocket import RATE, build_tiny_model, read_wav
+
+if TYPE_CHECKING:
+    from speechgate.engines.pocket import PocketEngine
+
+pytestmark = pytest.mark.skipif(find_spec("pocket_tts") is None, reason="needs speechgate[pocket]")
 
 pytestmark = pytest.mark.slow
 
@@ -55,6 +58,8 @@ def engine(model_dir: Path) -> Iterator[Engine]:
 
 
 def speak(engine: Engine, voice: Path | str, text: str = TEXT, speed: float = 1.0) -> np.ndarray:
+    import torch
+
     # Sampling draws noise from torch's global generator (in pocket-tts' one generation thread).
     torch.manual_seed(0)
     chunks = list(engine.synthesize(SynthesisRequest(text=text, voice=str(voice), speed=speed)))
@@ -62,6 +67,10 @@ def speak(engine: Engine, voice: Path | str, text: str = TEXT, speed: float = 1.
 
 
 def test_loads_through_the_real_loader(engine: Engine) -> None:
+    import torch
+
+    from speechgate.engines.pocket import PocketEngine
+
     assert isinstance(engine, PocketEngine)
     assert engine.name == "pocket"
     assert engine.sample_rate == RATE
@@ -148,6 +157,8 @@ def test_same_voice_and_seed_repeat_different_voices_differ(
 
 
 def test_an_exported_state_speaks_like_its_wav(engine: Engine, model_dir: Path) -> None:
+    from pocket_tts import TTSModel, export_model_state
+
     model = TTSModel.load_model(config=model_dir / "config.yaml")
     state_path = model_dir / "low.safetensors"
     export_model_state(model.get_state_for_audio_prompt(model_dir / "low.wav"), state_path)
@@ -166,6 +177,10 @@ def test_an_existing_file_that_is_no_voice_is_an_unknown_voice(
 def test_builtin_voice_offline_raises_a_clear_error(
     engine: PocketEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from pocket_tts.utils.config import CONFIGS_DIR
+
+    from speechgate.engines.pocket import PocketEngine
+
     # As if loaded from the packaged English config, with an empty cache and no hub.
     english = PocketEngine(engine._model, "english")
     monkeypatch.setattr(engine._model, "origin", CONFIGS_DIR / "english.yaml")
@@ -246,6 +261,8 @@ def test_a_cloned_state_speaks_like_its_prompt(
 def test_a_model_without_cloning_weights_refuses_to_clone(
     model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from speechgate.engines.pocket import PocketEngine
+
     # pocket-tts falls back to `weights_path_without_voice_cloning` when `weights_path` cannot be
     # downloaded, as the gated release cannot be without an accepted licence (nor offline).
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
@@ -275,6 +292,8 @@ def install_config(models: Path, model_dir: Path, config: str, voices: dict[str,
     """Install the tiny model as packaged config `config`, with `voices` (name -> prompt .wav
     in `model_dir`) as embeddings, the way a pull lays it out: the YAML points at the item's
     own files."""
+    from pocket_tts import TTSModel, export_model_state
+
     target = models / "pocket" / config
     staging = models / "pocket" / f".staging-{config}"
     (staging / "embeddings").mkdir(parents=True)
@@ -313,6 +332,8 @@ def models(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Path:
 
 
 def engine_over(models: Path, loaded_voices: int = 4, **options: str) -> PocketEngine:
+    from speechgate.engines.pocket import PocketEngine
+
     config = EngineConfig(
         "pocket",
         options={"eos_threshold": "1e9", **options},

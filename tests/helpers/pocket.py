@@ -14,10 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import safetensors.torch
-import tokenizers
-import torch
-from pocket_tts import TTSModel
 
 from speechgate.audio.pcm import PcmChunk
 
@@ -89,6 +85,13 @@ def read_wav(path: Path) -> PcmChunk:
 def build_tiny_model(root: Path) -> Path:
     """Write a tiny model into `root`: config.yaml, tokenizer.json, model.safetensors, and two
     3 s voice prompts, low.wav and noise.wav. Returns `root`."""
+    # torch and pocket-tts take seconds to import: only in the processes that build a model,
+    # not in every test process that collects a module using this one.
+    import safetensors.torch
+    import tokenizers
+    import torch
+    from pocket_tts import TTSModel
+
     tokenizer = tokenizers.Tokenizer(
         tokenizers.models.BPE(
             vocab={piece: i for i, piece in enumerate(_VOCAB)}, merges=[], unk_token="<unk>"
