@@ -19,7 +19,7 @@ from elevenlabs.core.api_error import ApiError
 from elevenlabs.types import CharacterAlignmentResponseModel
 
 from tests.helpers.audio import DecodedAudio, decode_audio
-from tests.helpers.server import RunningServer, free_port, running_server
+from tests.helpers.server import RunningServer, refusing_port, running_server
 from tests.helpers.settings import fake_settings, make_settings
 
 pytestmark = pytest.mark.slow
@@ -263,9 +263,10 @@ def front(
     tmp_path_factory: pytest.TempPathFactory, upstream: RunningServer
 ) -> Iterator[RunningServer]:
     routes = tmp_path_factory.mktemp("routes") / "routes.yaml"
-    routes.write_text(ROUTES.format(upstream=upstream.url, nobody=free_port()))
-    with running_server(fake_settings(routes_file=routes)) as running:
-        yield running
+    with refusing_port() as nobody:
+        routes.write_text(ROUTES.format(upstream=upstream.url, nobody=nobody))
+        with running_server(fake_settings(routes_file=routes)) as running:
+            yield running
 
 
 @pytest.fixture(scope="module")

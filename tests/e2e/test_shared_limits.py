@@ -3,6 +3,7 @@ servers on loopback, driven by the openai SDK."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import openai
@@ -10,7 +11,7 @@ import pytest
 
 from speechgate.settings import Settings
 from tests.helpers.postgres import fresh_database
-from tests.helpers.server import RunningServer, free_port, running_server
+from tests.helpers.server import RunningServer, refusing_port, running_server
 from tests.helpers.settings import fake_settings
 from tests.helpers.tenancy import (
     ADMIN_KEY,
@@ -119,10 +120,19 @@ def test_both_gateways_usage_is_in_one_report(gateways: list[RunningServer]) -> 
         assert sum(line["requests"] for line in by_key["lines"] if line["key_id"] == key_id) == 5
 
 
-def test_unreachable_redis_is_a_503_naming_it(tmp_path_factory: pytest.TempPathFactory) -> None:
+@pytest.mark.parametrize("there", ["nothing", "an HTTP server"])
+def test_unreachable_redis_is_a_503_naming_it(
+    there: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> None:
     store = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    nowhere = f"redis://127.0.0.1:{free_port()}/0"
-    with running_server(gateway_settings(store, nowhere)) as server:
+    with contextlib.ExitStack() as stack:
+        if there == "nothing":
+            port = stack.enter_context(refusing_port())
+        else:  # limits_url names something else: it answers, but not as Redis does
+            port = int(request.getfixturevalue("fake_server").url.rsplit(":", 1)[1])
+        server = stack.enter_context(
+            running_server(gateway_settings(store, f"redis://127.0.0.1:{port}/0"))
+        )
         _, limited = new_key(server, requests_per_second=10)
         with sdk(server, limited) as client, pytest.raises(openai.InternalServerError) as raised:
             speak(client)

@@ -47,6 +47,17 @@ def free_port() -> int:
 
 
 @contextmanager
+def refusing_port() -> Iterator[int]:
+    """A loopback port that refuses connections until the block ends: bound but not listening,
+    so no other process (another test process's server) can take it meanwhile, as it could a
+    port that `free_port` found free."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        yield port
+
+
+@contextmanager
 def serving(
     app: FastAPI,
     name: str,

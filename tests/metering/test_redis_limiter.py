@@ -22,7 +22,7 @@ from speechgate.metering.keys import KeyLimits
 from speechgate.metering.limiter import Hold, Verdict
 from speechgate.metering.limits import Decision
 from speechgate.metering.redis_limiter import RedisLimiter
-from tests.helpers.server import free_port
+from tests.helpers.server import refusing_port
 from tests.helpers.waiting import until
 
 NOW = datetime(2026, 3, 14, 12, 0)
@@ -318,9 +318,8 @@ def test_a_session_reseeds_a_lost_counter(redis_server: str) -> None:
 
 def test_unreachable_redis_is_a_clear_503(redis_server: str) -> None:
     key = new_key()
-    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
 
-    async def scenario() -> None:
+    async def scenario(url: str) -> None:
         gateway = await RedisLimiter.connect(url, Usage())
         try:
             with pytest.raises(LimitsUnavailable) as raised:
@@ -335,7 +334,8 @@ def test_unreachable_redis_is_a_clear_503(redis_server: str) -> None:
         finally:
             await gateway.close()
 
-    run(scenario)
+    with refusing_port() as port:
+        run(lambda: scenario(f"redis://127.0.0.1:{port}/0"))
 
 
 def test_connect_renews_in_the_background(redis_server: str) -> None:

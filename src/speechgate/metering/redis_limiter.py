@@ -41,7 +41,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import InvalidResponse, ReadOnlyError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from speechgate.errors import LimitsUnavailable
@@ -56,6 +56,11 @@ from speechgate.metering.limits import (
 )
 
 log = logging.getLogger(__name__)
+
+_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, InvalidResponse, ReadOnlyError)
+"""What says the store cannot be used now, rather than that a script is wrong: down, slow,
+something other than Redis at `limits_url` (a bad URL, or a port reused), a replica that
+cannot be written."""
 
 LEASE_SECONDS = 15.0
 """How long a concurrency slot is held without renewal: the longest a dead gateway's requests
@@ -390,7 +395,7 @@ class RedisLimiter:
     ) -> Any:
         try:
             return await script(keys=keys, args=args)
-        except (RedisConnectionError, RedisTimeoutError) as error:
+        except _UNAVAILABLE as error:
             # The 503 is logged where it is answered; this says why.
-            log.warning("The rate-limit store (limits_url) cannot be reached: %s", error)
+            log.warning("The rate-limit store (limits_url) cannot be used: %s", error)
             raise LimitsUnavailable() from error
