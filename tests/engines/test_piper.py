@@ -236,12 +236,18 @@ def test_word_starts_agree_with_whisper(joe: PiperEngine) -> None:
     segments, _ = whisper.transcribe(
         pcm.astype(np.float32) / 32768, language="en", beam_size=1, word_timestamps=True
     )
-    heard = {word.word.strip(" ,.").lower(): word.start for s in segments for word in s.words or ()}
-    errors = [
-        abs(w.start_s - heard[key])
-        for w in words
-        if (key := text[w.start_char : w.end_char].lower()) in heard
+    heard = [
+        (word.word.strip(" ,.").lower(), word.start) for s in segments for word in s.words or ()
     ]
+    # In order: "the" is said twice, and each is matched with its own.
+    errors: list[float] = []
+    position = 0
+    for word in words:
+        said = text[word.start_char : word.end_char].lower()
+        ahead = [n for n in range(position, min(position + 3, len(heard))) if heard[n][0] == said]
+        if ahead:
+            errors.append(abs(word.start_s - heard[ahead[0]][1]))
+            position = ahead[0] + 1
     assert len(errors) >= 10
     # Whisper tiny's own word times are coarse (20 ms steps, often late): a loose bound.
     assert float(np.median(errors)) < 0.1
