@@ -28,10 +28,9 @@ serve: export SPEECHGATE_ENGINES ?= piper,espeak
 serve: $(VENV)/.installed-serve
 	$(BIN)/speechgate serve
 
-RUFF := $(BIN)/ruff check src tests bench && $(BIN)/ruff format --check src tests bench
-
 lint: setup
-	$(RUFF)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
 # Debian's chromium, PostgreSQL and Redis, for the browser, store and shared-limits tests
@@ -44,16 +43,8 @@ system-packages:
 TEST_WORKERS ?= auto
 PYTEST := $(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist loadscope
 
-# The type check runs beside the suite: from a clean clone it is 35 s of one core, and the
-# suite's processes leave about a fifth of the cores idle (waiting on servers, Ray, Chromium).
-# Measured: the suite took 231 s with it (210-232 s alone), so `make test` ends ~35 s sooner.
-test: setup system-packages
-	$(RUFF)
-	@$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & typecheck=$$!; \
-	$(PYTEST); tests=$$?; \
-	wait $$typecheck; typed=$$?; \
-	echo "mypy:"; cat $(VENV)/mypy.log; \
-	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
+test: lint system-packages
+	$(PYTEST)
 
 # The inner loop: no real engine, no browser (the fake engine stands in where the engine is not
 # the subject); `make test` runs everything, these included.
