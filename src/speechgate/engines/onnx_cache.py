@@ -5,7 +5,8 @@ worker's start: for Piper joe 0.37 s of CPU and for Kokoro 0.8 s, once per sessi
 holds one per width), after 0.25 s / 0.38 s more to expose the phoneme durations as an output
 (`onnx_session.with_output`). onnxruntime can save the graph it optimized, and a session built
 from that file without optimizing starts in 0.08 s / 0.18 s and computes the same audio, bit for
-bit (measured on this machine's Piper and Kokoro; `tests/engines/test_onnx_session.py`).
+bit (Piper joe: `tests/engines/test_onnx_cache.py`; Kokoro: a sentence rendered by an engine
+without a copy, one that made it and one that loaded it, measured once).
 
 A copy is named after its source, the change made to it and the CPU, and after what tells one
 version of the source from the next: its size and modification time, onnxruntime's version.
