@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias, get_args
@@ -190,19 +190,11 @@ class WidthSessions:
         """Sessions on `model`, with `extra` as an output when the model has that node; with a
         `data_dir`, built from the optimized copy kept there (`speechgate.engines.onnx_cache`),
         which the first load makes."""
-        narrowest = min(widths)
-
-        def build(
-            source: Path | bytes, width: int, optimized: bool = False, save: Path | None = None
-        ) -> Session:
-            spinning = onnx.wide_spinning and width > narrowest
-            return pinned_session(
-                source, width, onnx, spinning, optimized=optimized, save_optimized=save
-            )
-
+        self._onnx = onnx
+        self._narrowest = min(widths)
         copy = cached_model(data_dir, model, repr(extra)) if data_dir is not None else None
-        self._by_width = _sessions(model, widths, extra, copy, build)
-        self.current = self._by_width[narrowest]
+        self._by_width = self._build(model, widths, extra, copy)
+        self.current = self._by_width[self._narrowest]
 
     def use(self, threads: int) -> onnxruntime.InferenceSession:
         """Make the session of the widest width up to `threads` current, and return it."""
@@ -210,32 +202,35 @@ class WidthSessions:
         self.current = self._by_width[max(fitting)]
         return self.current
 
-
-def _sessions(
-    model: Path,
-    widths: tuple[int, ...],
-    extra: ExtraOutput | None,
-    copy: Path | None,
-    build: Callable[..., Session],
-) -> dict[int, Session]:
-    """A session of each width on `copy`, the optimized copy of `model`, making it first if it
-    is not there (or no longer loads); on `model` itself when there is no copy to keep."""
-    if copy is not None and copy.exists():
+    def _build(
+        self, model: Path, widths: tuple[int, ...], extra: ExtraOutput | None, copy: Path | None
+    ) -> dict[int, Session]:
+        """A session of each width on `copy`, the optimized copy of `model`, making it first if
+        it is not there (or no longer loads); on `model` itself when there is no copy to keep."""
+        if copy is not None and copy.exists():
+            try:
+                return {width: self._session(copy, width, optimized=True) for width in widths}
+            except Exception as error:  # onnxruntime raises its own kinds of error
+                log.warning("making the optimized copy of %s again: %s", model, error)
+                copy.unlink(missing_ok=True)
+        source = (with_output(model, extra) if extra is not None else None) or model
+        written = writing_path(copy) if copy is not None else None
+        if copy is None or written is None:
+            return {width: self._session(source, width) for width in widths}
+        first, *others = widths
         try:
-            return {width: build(copy, width, optimized=True) for width in widths}
-        except Exception as error:  # onnxruntime raises its own kinds of error
-            log.warning("making the optimized copy of %s again: %s", model, error)
-            copy.unlink(missing_ok=True)
-    source = (with_output(model, extra) if extra is not None else None) or model
-    written = writing_path(copy) if copy is not None else None
-    if copy is None or written is None:
-        return {width: build(source, width) for width in widths}
-    first, *others = widths
-    try:
-        sessions = {first: build(source, first, save=written)}
-        keep(written, copy)
-    except Exception as error:  # a full disk, say; a broken model fails again just below
-        written.unlink(missing_ok=True)
-        log.warning("no optimized copy of %s: %s", model, error)
-        return {width: build(source, width) for width in widths}
-    return sessions | {width: build(copy, width, optimized=True) for width in others}
+            sessions = {first: self._session(source, first, save=written)}
+            keep(written, copy)
+        except Exception as error:  # a full disk, say; a broken model fails again just below
+            written.unlink(missing_ok=True)
+            log.warning("no optimized copy of %s: %s", model, error)
+            return {width: self._session(source, width) for width in widths}
+        return sessions | {width: self._session(copy, width, optimized=True) for width in others}
+
+    def _session(
+        self, source: Path | bytes, width: int, optimized: bool = False, save: Path | None = None
+    ) -> Session:
+        spinning = self._onnx.wide_spinning and width > self._narrowest
+        return pinned_session(
+            source, width, self._onnx, spinning, optimized=optimized, save_optimized=save
+        )
