@@ -57,10 +57,15 @@ from speechgate.workers.process import worker_main
 
 log = logging.getLogger(__name__)
 
-# `spawn`, not `fork`: the gateway runs an event loop and threads (uvicorn, onnxruntime), and a
-# forked child would inherit their locks mid-flight; engines also load cleanly in a fresh
-# interpreter, which is what a restart after a crash needs.
-_CONTEXT = multiprocessing.get_context("spawn")
+# Workers are forked from a server process that has imported their code once (`forkserver`):
+# not from the gateway (`fork`), which runs an event loop and threads (uvicorn's, onnxruntime's)
+# whose locks a child would inherit mid-flight, and not each from a fresh interpreter (`spawn`),
+# which made every start and restart import numpy, PyAV and speechgate again (0.3 s of CPU a
+# worker, ten times the fork). The server loads no engine, so a restarted worker still loads
+# its engine from scratch. "__main__": the gateway's script (`speechgate`, which imports the
+# CLI) is run there once rather than in every worker.
+_CONTEXT = multiprocessing.get_context("forkserver")
+_CONTEXT.set_forkserver_preload(["__main__", "speechgate.workers.process"])
 
 _MAX_BACKOFF = 30.0
 # Chunks (a segment's audio each, at most) buffered per job before the worker is told to pause
@@ -358,7 +363,8 @@ class WorkerPool:
         parent, child = socket.socketpair()
         process = _CONTEXT.Process(
             target=worker_main,
-            args=(self.config, child, worker.cpus),
+            # The environment the gateway has now, not the one the fork server started with.
+            args=(self.config, child, worker.cpus, dict(os.environ)),
             name=f"speechgate-{self.config.name}-{worker.index}",
             daemon=True,
         )
