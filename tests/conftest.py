@@ -10,6 +10,8 @@ from pathlib import Path
 import openai
 import pytest
 
+from speechgate.settings import KNOWN_ENGINES
+from speechgate.workers.pool import preload_engines
 from tests.helpers.postgres import fresh_database, postgres_cluster
 from tests.helpers.redis import redis_instance
 from tests.helpers.server import RunningServer, running_server, sdk_client
@@ -17,6 +19,9 @@ from tests.helpers.settings import DATA_DIR, fake_settings, make_settings
 from tests.helpers.tls import share_default_contexts
 
 share_default_contexts()
+# Each test process serves most engines at some point: its workers' fork server imports them all
+# once (torch and pocket-tts take ~3.7 s of CPU), rather than every pocket worker importing its own.
+preload_engines(KNOWN_ENGINES)
 
 
 @pytest.fixture(scope="session", autouse=True)

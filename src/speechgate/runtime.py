@@ -19,7 +19,7 @@ from speechgate.voices.installed import InstalledItem
 from speechgate.voices.library import VoiceLibrary
 from speechgate.workers.base import Pool, StartupError
 from speechgate.workers.cores import SharedCores
-from speechgate.workers.pool import WorkerPool
+from speechgate.workers.pool import WorkerPool, preload_engines
 
 if TYPE_CHECKING:
     from speechgate.workers.ray_pool import RayCluster
@@ -49,6 +49,7 @@ async def _connect_ray(settings: Settings) -> RayCluster:
 
 def _pools(settings: Settings, cluster: RayCluster | None) -> dict[str, Pool]:
     if cluster is None:
+        preload_engines(settings.engines)
         shared_cores = SharedCores()
         return {
             name: WorkerPool(

@@ -4,10 +4,8 @@ a request under way, and `speechgate routing` changes the routes of the running 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,12 +15,11 @@ from typer.testing import CliRunner
 
 from speechgate.cli import app
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import free_port
+from tests.helpers.server import SPEECHGATE, free_port, serve_process
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
-SPEECHGATE = [sys.executable, "-m", "speechgate.cli"]
 ADMIN_KEY = "admin-key-of-at-least-32-characters"
 # Minutes of speech: a request still under way when the routes are reloaded.
 LONG = " ".join(["Section one explains the budget and the schedule in plain words."] * 60)
@@ -62,32 +59,13 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
     path = tmp_path / "routes.yaml"
     routes(path, port, timeout=30, local=100, canary=0)
     env = {
-        **os.environ,
         "SPEECHGATE_ROUTES_FILE": str(path),
         "SPEECHGATE_ADMIN_KEY": ADMIN_KEY,
         "SPEECHGATE_DATA_DIR": str(tmp_path / "data"),
     }
-    url = f"http://127.0.0.1:{port}"
-    with subprocess.Popen(
-        [*SPEECHGATE, "serve", "--port", str(port), "--engine", "espeak", "--workers", "1"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    ) as server:
-
-        def ready() -> bool:
-            assert server.poll() is None, server.communicate()[0]
-            try:
-                return httpx.get(f"{url}/readyz").status_code == 200
-            except httpx.TransportError:
-                return False
-
-        try:
-            wait_for(ready, timeout=60)
-            yield url, path, server
-        finally:
-            server.terminate()
+    with serve_process("--engine", "espeak", "--workers", "1", env=env, port=port) as served:
+        url, server = served
+        yield url, path, server
 
 
 def test_sighup_reloads_the_routes_without_dropping_a_request_under_way(

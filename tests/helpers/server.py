@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import httpx
 import openai
 import uvicorn
 from fastapi import FastAPI
@@ -18,8 +22,11 @@ from speechgate.api.state import AppState, started
 from speechgate.runtime import Runtime
 from speechgate.server import server_config
 from speechgate.settings import Settings
+from tests.helpers.waiting import wait_for
 
 _START_TIMEOUT = 60.0
+SPEECHGATE = [sys.executable, "-m", "speechgate.cli"]
+"""The `speechgate` command, in this interpreter."""
 
 
 @dataclass
@@ -107,3 +114,35 @@ def running_server(settings: Settings, port: int = 0) -> Iterator[RunningServer]
 def sdk_client(server: RunningServer) -> openai.OpenAI:
     """The official SDK pointed at `server`, without retries (a retry would hide a failure)."""
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+
+
+@contextmanager
+def serve_process(
+    *args: str, env: Mapping[str, str], port: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`speechgate serve ARGS` in a process of its own, as users run it, with `env` added to
+    this process's environment (read at its start, as a user's would be), on `port` (a free
+    one by default); yields its URL, once ready, and the process (stdout and stderr piped
+    together). Terminated when the block ends."""
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    with subprocess.Popen(
+        [*SPEECHGATE, "serve", "--port", str(port), *args],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as server:
+
+        def ready() -> bool:
+            assert server.poll() is None, server.communicate()[0]
+            try:
+                return httpx.get(f"{url}/readyz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        try:
+            wait_for(ready, timeout=_START_TIMEOUT)
+            yield url, server
+        finally:
+            server.terminate()

@@ -13,6 +13,7 @@ __all__ = [
     "SynthesisRequest",
     "Voice",
     "engine_extra",
+    "engine_module",
     "load_engine",
 ]
 
@@ -34,6 +35,11 @@ class EngineUnavailable(RuntimeError):
 def engine_extra(name: str) -> str | None:
     """The pip extra that installs engine `name` (None: speechgate's own dependencies)."""
     return _ENGINES[name][2]
+
+
+def engine_module(name: str) -> str:
+    """The module that holds engine `name` (importing it imports the engine's runtime)."""
+    return _ENGINES[name][0]
 
 
 def load_engine(config: EngineConfig) -> Engine:

@@ -43,7 +43,8 @@ from speechgate.workers.messages import (
     Width,
 )
 
-# Libraries read these when they are first imported, so they are set before the engine loads.
+# Read by libraries when they are first imported: those a worker imports itself (a Ray replica;
+# what the fork server did not preload). Engines set their compute threads explicitly.
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
