@@ -12,6 +12,7 @@ import sys
 import wave
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
@@ -112,7 +113,10 @@ def test_say_writes_captions_that_end_with_the_audio(
     assert cues[0].start >= 0
     assert all(a.end <= b.start for a, b in itertools.pairwise(cues))
     assert all(cue.start < cue.end for cue in cues)
-    # The last word ends as the speech does (espeak-ng's trailing silence is short).
+    # The first word starts where the sound does (in AAC, after the decoder's 43 ms of
+    # priming), the last ends as the speech does (espeak-ng's trailing silence is short).
+    onset = np.argmax(np.abs(decoded.samples) > 0.02) / decoded.sample_rate
+    assert cues[0].start == pytest.approx(onset, abs=0.02)
     assert decoded.duration - 0.3 < cues[-1].end <= decoded.duration
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from speechgate.audio.encoders import stream_priming
 from speechgate.audio.formats import OutputFormat
 from speechgate.captions import write_captions
 from speechgate.catalog import Catalog, engine_for_model
@@ -73,9 +72,8 @@ def synthesize_to_file(
                 seconds += chunk.audio_seconds
                 words += chunk.words
         if captions is not None:
-            # A player starts with what decoding the file starts with: AAC's priming.
-            priming = stream_priming(plan.output.format, plan.output.sample_rate)
-            write_captions(captions, text, [word.shifted(priming) for word in words])
+            # The words' times already count what a decoder plays first (AAC's priming).
+            write_captions(captions, text, words)
         return seconds
     finally:
         engine.close()
