@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from speechgate.settings import KNOWN_ENGINES
-from speechgate.workers.pool import preload_engines
+from speechgate.workers.forking import preload_engines
 from tests.helpers.postgres import fresh_database, postgres_cluster
 from tests.helpers.redis import redis_instance
 from tests.helpers.server import RunningServer, running_server, sdk_client

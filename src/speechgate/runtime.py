@@ -19,7 +19,8 @@ from speechgate.voices.installed import InstalledItem
 from speechgate.voices.library import VoiceLibrary
 from speechgate.workers.base import Pool, StartupError
 from speechgate.workers.cores import SharedCores
-from speechgate.workers.pool import WorkerPool, preload_engines
+from speechgate.workers.forking import preload_engines
+from speechgate.workers.pool import WorkerPool
 
 if TYPE_CHECKING:
     from speechgate.workers.ray_pool import RayCluster

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import multiprocessing
 import os
 import queue
 import threading
@@ -26,6 +25,7 @@ from speechgate.bench.texts import TEXTS, Text, TextKind
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.pipeline import OutputSpec, render
 from speechgate.workers.affinity import confine
+from speechgate.workers.forking import CONTEXT, preload_engines
 
 # WAV at 24 kHz, what the server sends for `response_format=wav` by default.
 OUTPUT = OutputSpec(AudioFormat.WAV, 24000)
@@ -139,13 +139,13 @@ def run_processes(jobs: Sequence[EngineJob], start_timeout: float = 300.0) -> In
     Aggregate throughput is total audio over the span from the first start to the last end.
     Raises `RuntimeError` if a process fails to load its engine.
     """
-    # spawn: a fork of a process with live threads (asyncio, onnxruntime pools) can deadlock,
-    # and each benchmark process must load its own engine from scratch, as a worker does.
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    ready = context.Barrier(len(jobs) + 1)
+    # Started as workers are (not forked from this process, whose live threads' locks a child
+    # would inherit), so each loads its own engine from scratch, as a worker does.
+    preload_engines(job.engine.name for job in jobs)
+    results = CONTEXT.Queue()
+    ready = CONTEXT.Barrier(len(jobs) + 1)
     processes = [
-        context.Process(target=_speak_all, args=(job, ready, results), daemon=True) for job in jobs
+        CONTEXT.Process(target=_speak_all, args=(job, ready, results), daemon=True) for job in jobs
     ]
     for process in processes:
         process.start()

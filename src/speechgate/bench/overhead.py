@@ -20,7 +20,6 @@ and core, so no offset between processes enters it.
 
 from __future__ import annotations
 
-import multiprocessing
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from speechgate.bench.audio import audio_offset
 from speechgate.bench.inprocess import EngineJob, load_pinned, speak
 from speechgate.bench.probe import Probe
 from speechgate.engines.base import SynthesisRequest
+from speechgate.workers.forking import CONTEXT, preload_engines
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,9 @@ def measure_overhead(
     server is asked for `server_voice` (default: the job's), where the two sides name one
     voice differently (a clone: by name in the server, by its sample in-process)."""
     texts = [text.text for text in job.texts if text.kind == "short"]
-    context = multiprocessing.get_context("spawn")
-    parent, child = context.Pipe()
-    process = context.Process(target=_engine_process, args=(job, child), daemon=True)
+    preload_engines([job.engine.name])
+    parent, child = CONTEXT.Pipe()
+    process = CONTEXT.Process(target=_engine_process, args=(job, child), daemon=True)
     process.start()
     child.close()
     offset = audio_offset(job.output.format)

@@ -19,20 +19,18 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import multiprocessing
 import os
 import socket
 import time
-from collections.abc import AsyncGenerator, Callable, Hashable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines import engine_module
 from speechgate.engines.base import EngineConfig, EngineInfo, SynthesisRequest
 from speechgate.errors import EngineFailed, NotReady, SlowReader, SpeechgateError, WorkerLost
 from speechgate.pipeline import EncodedChunk, OutputSpec
-from speechgate.workers import wire
+from speechgate.workers import forking, wire
 from speechgate.workers.admission import Admission, ServiceTimes, safety_wait
 from speechgate.workers.affinity import confine
 from speechgate.workers.base import PoolStats, StartupError, WorkerState
@@ -57,27 +55,6 @@ from speechgate.workers.messages import (
 from speechgate.workers.process import worker_main
 
 log = logging.getLogger(__name__)
-
-# Workers are forked from a server process that has imported their code once (`forkserver`):
-# not from the gateway (`fork`), which runs an event loop and threads (uvicorn's, onnxruntime's)
-# whose locks a child would inherit mid-flight, and not each from a fresh interpreter (`spawn`),
-# which made every start and restart import numpy, PyAV, speechgate and the engine's runtime
-# again (0.3 s of CPU for the fake engine, 3.7 s for pocket-tts). The server imports modules
-# and loads no engine, so a restarted worker still loads its engine from scratch. "__main__":
-# the gateway's script (`speechgate`, which imports the CLI) runs there once, not in every
-# worker.
-_CONTEXT = multiprocessing.get_context("forkserver")
-_preloaded = dict.fromkeys(["__main__", "speechgate.workers.process"])  # an ordered set
-
-
-def preload_engines(names: Iterable[str]) -> None:
-    """Have the fork server import these engines' modules, and with them their runtimes
-    (onnxruntime, torch): once, when it starts, which is at this process's first worker start;
-    later calls add nothing to a server already running. A module that fails to import fails
-    in the workers that load it, as it would without this."""
-    _preloaded.update(dict.fromkeys(engine_module(name) for name in names))
-    _CONTEXT.set_forkserver_preload(list(_preloaded))
-
 
 _MAX_BACKOFF = 30.0
 # Chunks (a segment's audio each, at most) buffered per job before the worker is told to pause
@@ -373,7 +350,7 @@ class WorkerPool:
             return
         loop = asyncio.get_running_loop()
         parent, child = socket.socketpair()
-        process = _CONTEXT.Process(
+        process = forking.CONTEXT.Process(
             target=worker_main,
             # The environment the gateway has now, not the one the fork server started with.
             args=(self.config, child, worker.cpus, dict(os.environ)),
