@@ -6,7 +6,8 @@ interpreter (`spawn`), which made every start and restart import numpy, PyAV, sp
 the engine's runtime again (0.3 s of CPU for the fake engine, 3.7 s for pocket-tts). The fork
 server imports modules and loads no engine, so a restarted worker still loads its engine from
 scratch. "__main__": the gateway's script (`speechgate`, which imports the CLI) runs there
-once, not in every process.
+once, not in every process. The fork server starts at this process's first engine process
+start, and what it forks has the environment this process had then.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ def preload_engines(names: Iterable[str]) -> None:
     """Have the fork server import these engines' modules, and with them their runtimes
     (onnxruntime, torch): once, when it starts, which is at this process's first engine process
     start; later calls add nothing to a server already running. A module that fails to import
-    fails in the processes that load it, as it would without this. Environment variables that
-    a library reads when imported are those of that first start."""
+    fails in the processes that load it, as it would without this."""
     _preloaded.update(dict.fromkeys(engine_module(name) for name in names))
     CONTEXT.set_forkserver_preload(list(_preloaded))

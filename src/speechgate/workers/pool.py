@@ -352,8 +352,7 @@ class WorkerPool:
         parent, child = socket.socketpair()
         process = forking.CONTEXT.Process(
             target=worker_main,
-            # The environment the gateway has now, not the one the fork server started with.
-            args=(self.config, child, worker.cpus, dict(os.environ)),
+            args=(self.config, child, worker.cpus),
             name=f"speechgate-{self.config.name}-{worker.index}",
             daemon=True,
         )

@@ -18,7 +18,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 from speechgate.engines.base import Elastic, Engine, EngineConfig, EngineInfo, VoiceCloner
@@ -54,13 +54,10 @@ def limit_threads(threads: int) -> None:
         os.environ[variable] = str(threads)
 
 
-def worker_main(
-    config: EngineConfig, conn: socket.socket, cpus: Sequence[int], environ: Mapping[str, str]
-) -> None:
+def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) -> None:
     """Entry point of a worker process (forked from the fork server, see
-    `speechgate.workers.pool`), run in the environment `environ`."""
-    os.environ.clear()
-    os.environ.update(environ)
+    `speechgate.workers.forking`: its environment is the gateway's when the first worker
+    started)."""
     # Ctrl-C reaches the whole process group; the gateway decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if cpus:
