@@ -20,7 +20,7 @@ from tests.helpers.tls import share_default_contexts
 
 share_default_contexts()
 # Each test process serves most engines at some point: its workers' fork server imports them all
-# once (torch and pocket-tts take ~3.7 s of CPU), rather than every pocket worker importing its own.
+# once (pocket-tts and torch take 4 s of CPU), rather than every pocket worker importing its own.
 preload_engines(KNOWN_ENGINES)
 
 

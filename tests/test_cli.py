@@ -8,7 +8,6 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 import wave
 from pathlib import Path
 
@@ -19,10 +18,9 @@ from typer.testing import CliRunner, Result
 from speechgate.cli import app, common
 from tests.helpers.audio import decode_audio, flac_total_samples
 from tests.helpers.captions import read_captions
+from tests.helpers.server import SPEECHGATE
 
 pytestmark = pytest.mark.slow
-
-SPEECHGATE = [sys.executable, "-m", "speechgate.cli"]
 
 
 def speechgate(*args: str, env: dict[str, str] | None = None) -> Result:

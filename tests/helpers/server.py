@@ -122,8 +122,10 @@ def serve_process(
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """`speechgate serve ARGS` in a process of its own, as users run it, with `env` added to
     this process's environment (read at its start, as a user's would be), on `port` (a free
-    one by default); yields its URL, once ready, and the process (stdout and stderr piped
-    together). Terminated when the block ends."""
+    one by default); yields its URL, once ready, and the process, its stdout and stderr piped
+    together (read them with `communicate`; nothing drains them meanwhile, so a test that
+    makes the server log more than a pipe holds would stall it). Terminated when the block
+    ends."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     with subprocess.Popen(

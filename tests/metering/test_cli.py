@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from datetime import datetime
 
 import pytest
@@ -17,10 +16,9 @@ from speechgate.metering.records import UsageRecord
 from speechgate.metering.schema import api_keys
 from speechgate.metering.store import Store
 from tests.helpers.postgres import fresh_database
+from tests.helpers.server import SPEECHGATE
 
 pytestmark = pytest.mark.slow
-
-SPEECHGATE = [sys.executable, "-m", "speechgate.cli"]
 
 
 def run(store_url: str, *args: str, ok: bool = True, process: bool = False) -> str:
