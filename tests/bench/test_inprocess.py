@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
 from speechgate.bench import TEXTS, measure_single
 from speechgate.engines.base import EngineConfig
-from tests.helpers.pocket import build_tiny_model
+from tests.helpers.pocket import NEEDS_POCKET, build_tiny_model
 
-# Not importorskip: importing pocket-tts (torch) would cost every test process seconds to collect.
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(find_spec("pocket_tts") is None, reason="needs speechgate[pocket]"),
-]
+pytestmark = [pytest.mark.slow, NEEDS_POCKET]
 
 
 def test_a_voice_file_given_by_absolute_path_reaches_the_engine(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import json
 import wave
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +27,12 @@ from websockets.sync.client import connect
 from speechgate.audio.formats import OPENAI_FORMATS, AudioFormat
 from speechgate.settings import Settings
 from tests.helpers.audio import decode_audio, flac_bomb, piper_speech, wav_file
-from tests.helpers.pocket import RATE, build_tiny_model
+from tests.helpers.pocket import NEEDS_POCKET, RATE, build_tiny_model
 from tests.helpers.server import RunningServer, running_server, sdk_client, serve_process
 from tests.helpers.settings import make_settings
 from tests.helpers.waiting import wait_for
 
-# Not importorskip: importing pocket-tts (torch) would cost every test process seconds to collect.
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(find_spec("pocket_tts") is None, reason="needs speechgate[pocket]"),
-]
+pytestmark = [pytest.mark.slow, NEEDS_POCKET]
 
 TEXT = "Hello world."
 # pocket-tts' cap for TEXT: (22 tokens / 3 + 2) s at 12.5 frames per second, 117 frames.

@@ -11,7 +11,6 @@ import shutil
 import threading
 import time
 from collections.abc import Generator, Iterator
-from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,14 +22,12 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.voices.installed import InstalledVoice, Manifest, install
-from tests.helpers.pocket import RATE, build_tiny_model, read_wav
+from tests.helpers.pocket import NEEDS_POCKET, RATE, build_tiny_model, read_wav
 
 if TYPE_CHECKING:
     from speechgate.engines.pocket import PocketEngine
 
-pytestmark = pytest.mark.skipif(find_spec("pocket_tts") is None, reason="needs speechgate[pocket]")
-
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, NEEDS_POCKET]
 
 TEXT = "Hello world."
 # One Mimi frame: 24 kHz at 12.5 frames per second.

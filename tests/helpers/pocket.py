@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import string
 import wave
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from speechgate.audio.pcm import PcmChunk
 
 RATE = 24000
+
+NEEDS_POCKET = pytest.mark.skipif(
+    find_spec("pocket_tts") is None, reason="needs speechgate[pocket]"
+)
+"""Skips a test without pocket-tts. Not `importorskip`: importing pocket-tts (torch) would cost
+every test process seconds to collect the module."""
 
 # Character-level: BPE without merges splits text into the single characters of its vocabulary.
 _VOCAB = ["<unk>", *string.printable[:95]]
