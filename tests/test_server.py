@@ -7,11 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +19,7 @@ from uvicorn.server import ServerState
 from speechgate.server import guarded_protocol, server_config
 from speechgate.workers.base import WorkerState
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import RunningServer, free_port, running_server, sdk_client
+from tests.helpers.server import RunningServer, running_server, sdk_client, serve_process
 from tests.helpers.settings import make_settings
 from tests.helpers.waiting import wait_for
 from tests.helpers.wire import connect, parse_response, read_until_closed, wait_until_closed
@@ -136,36 +133,14 @@ def test_a_client_that_stops_reading_is_dropped_and_its_worker_freed(
 
 
 def test_shutdown_cuts_off_a_client_that_does_not_read(tmp_path: Path) -> None:
-    port = free_port()
-    env = {
-        **os.environ,
-        "SPEECHGATE_DATA_DIR": str(tmp_path),
-        "SPEECHGATE_SHUTDOWN_GRACE": "1",
-    }
-    command = [sys.executable, "-m", "speechgate.cli", "serve", "--engine", "espeak"]
-    command += ["--workers", "1", "--port", str(port)]
-    log = (tmp_path / "server.log").open("w")
-    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        url = f"http://127.0.0.1:{port}"
-
-        def ready() -> bool:
-            try:
-                return httpx.get(f"{url}/readyz", timeout=5).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_for(ready, timeout=60)
+    env = {"SPEECHGATE_DATA_DIR": str(tmp_path), "SPEECHGATE_SHUTDOWN_GRACE": "1"}
+    with serve_process("--engine", "espeak", "--workers", "1", env=env) as (url, server):
+        port = int(url.rsplit(":", 1)[1])
         with unread_speech(port, "tts-1"):
             server.send_signal(signal.SIGTERM)
             # Without a grace period the server waits for this reader for good.
             # (uvicorn re-raises the signal once it has shut down cleanly.)
             assert server.wait(timeout=60) in (0, -signal.SIGTERM)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-        log.close()
 
 
 def test_a_response_stalled_on_a_reader_is_aborted_after_the_bound() -> None:

@@ -125,7 +125,7 @@ def serve_process(
     one by default); yields its URL, once ready, and the process, its stdout and stderr piped
     together (read them with `communicate`; nothing drains them meanwhile, so a test that
     makes the server log more than a pipe holds would stall it). Terminated when the block
-    ends."""
+    ends (killed if it has not stopped 30 s later)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     with subprocess.Popen(
@@ -148,3 +148,7 @@ def serve_process(
             yield url, server
         finally:
             server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # a server that does not stop: the test says why
+                server.kill()
