@@ -26,10 +26,10 @@ from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.pipeline import OutputSpec, render
 from speechgate.workers.affinity import confine
 from speechgate.workers.forking import CONTEXT, preload_engines
+from speechgate.workers.process import limit_threads
 
 # WAV at 24 kHz, what the server sends for `response_format=wav` by default.
 OUTPUT = OutputSpec(AudioFormat.WAV, 24000)
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # How long a failure sent just before the start barrier broke may take to arrive.
 _FAILURE_WAIT = 10.0
 
@@ -84,9 +84,7 @@ def load_pinned(job: EngineJob) -> tuple[Engine, str]:
     if job.cpus:
         # Every thread, as a worker pins itself: some exist before this runs.
         confine(os.getpid(), job.cpus)
-    # Read by BLAS/OpenMP runtimes when they first load, so set before the engine imports.
-    for variable in _THREAD_VARIABLES:
-        os.environ[variable] = str(job.engine.threads)
+    limit_threads(job.engine.threads)  # as a worker does, before its engine loads
     from speechgate.catalog import Catalog
     from speechgate.engines import SynthesisRequest, load_engine
     from speechgate.engines.base import EngineInfo
