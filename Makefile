@@ -1,22 +1,27 @@
 # Two entry points, both of which set everything up first: `make serve` and `make test`.
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Every install goes through the tested pins (constraints.txt), so a run is reproducible.
-PIP_INSTALL := $(BIN)/pip install --quiet --constraint constraints.txt
+# Every install goes through the tested pins (constraints.txt), so a run is reproducible. uv
+# installs them (in parallel: a fifth of pip's time for the test set); it reads none of pip's
+# configuration, so torch, which only the test set needs, goes through pip first: where pip is set
+# up to find a local CPU build (find-links), that is the build installed, and uv keeps it.
+UV_INSTALL := $(BIN)/uv pip install --quiet --python $(VENV) --compile-bytecode \
+	--constraint constraints.txt
 .PHONY: serve test test-fast lint setup system-packages
 
-$(BIN)/pip:
+$(BIN)/uv:
 	python3 -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet uv==0.13.8
 
 # What serving needs: speechgate without extras.
-$(VENV)/.installed-serve: pyproject.toml constraints.txt | $(BIN)/pip
-	$(PIP_INSTALL) --editable .
+$(VENV)/.installed-serve: pyproject.toml constraints.txt | $(BIN)/uv
+	$(UV_INSTALL) --editable .
 	touch $@
 
 # What the suite needs: every extra, and the tools.
-$(VENV)/.installed-dev: pyproject.toml constraints.txt | $(BIN)/pip
-	$(PIP_INSTALL) --editable '.[dev]'
+$(VENV)/.installed-dev: pyproject.toml constraints.txt | $(BIN)/uv
+	$(BIN)/pip install --quiet --constraint constraints.txt torch
+	$(UV_INSTALL) --editable '.[dev]'
 	touch $@
 
 setup: $(VENV)/.installed-dev
