@@ -48,8 +48,11 @@ system-packages:
 TEST_WORKERS ?= auto
 PYTEST := $(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist loadscope
 
-test: lint system-packages
-	$(PYTEST)
+# The linters and the type checker run beside the suite, niced: the suite leaves part of the cores
+# idle (its tests wait on servers and engines), and the type checker's half minute fits there.
+test: setup system-packages
+	nice $(MAKE) --no-print-directory lint & linting=$$!; \
+	$(PYTEST); tested=$$?; wait $$linting; linted=$$?; [ $$tested = 0 ] && [ $$linted = 0 ]
 
 # The inner loop: no real engine, no browser (the fake engine stands in where the engine is not
 # the subject); `make test` runs everything, these included.
