@@ -24,8 +24,10 @@ def read_captions(path: Path) -> list[ParsedCue]:
         for packet in container.demux(stream):
             if packet.pts is None or packet.duration is None:
                 continue
+            # Exact (time_base is a Fraction): a cue that ends where the next starts must
+            # compare equal, which start + duration in floats (2.294 + 1.955) does not.
             start = float(packet.pts * stream.time_base)
-            end = start + float(packet.duration * stream.time_base)
+            end = float((packet.pts + packet.duration) * stream.time_base)
             for subtitle in packet.decode():
                 assert isinstance(subtitle, AssSubtitle)
                 parsed.append(ParsedCue(start, end, subtitle.dialogue.decode()))
