@@ -18,6 +18,8 @@ if [ -z "${SPEECHGATE_TEST_REDIS_URL:-}" ] && ! command -v redis-server > /dev/n
 fi
 if [ ${#packages[@]} -gt 0 ]; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)
+  echo "apt-get install ${packages[*]}"
+  # dpkg's progress (a line or three per package) on stdout is dropped; errors stay on stderr.
   $sudo apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" > /dev/null
 fi

@@ -17,6 +17,7 @@ from websockets.sync.client import connect
 from tests.helpers.audio import DecodedAudio, decode_audio
 from tests.helpers.formats import ELEVENLABS
 from tests.helpers.server import RunningServer
+from tests.helpers.streaming import session_events
 
 pytestmark = pytest.mark.slow
 
@@ -207,20 +208,12 @@ def _session(
     """A session's events and audio; with `text` None, none is sent (a session refused at
     `session.update` may close before more is written)."""
     url = server.url.replace("http", "ws") + "/v1/audio/speech/stream"
-    events: list[dict[str, Any]] = []
-    audio = bytearray()
     with connect(url) as ws:
         ws.send(json.dumps({"type": "session.update", "session": options}))
         if text is not None:
             ws.send(json.dumps({"type": "input_text.delta", "delta": text}))
             ws.send(json.dumps({"type": "input_text.done"}))
-        while not events or events[-1]["type"] not in ("session.done", "error"):
-            message = ws.recv(timeout=60)
-            if isinstance(message, bytes):
-                audio += message
-            else:
-                events.append(json.loads(message))
-    return events, bytes(audio)
+        return session_events(ws)
 
 
 def test_a_websocket_session_speaks_ulaw(server: RunningServer, reference: DecodedAudio) -> None:

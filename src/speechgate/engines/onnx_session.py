@@ -6,15 +6,13 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeAlias, get_args
+from typing import Literal, get_args
 
 import onnxruntime
 
 from speechgate.engines.onnx_cache import cached_model, keep, writing_path
 
 log = logging.getLogger(__name__)
-
-Session: TypeAlias = onnxruntime.InferenceSession
 
 Arena = Literal["shared", "session", "off"]
 """Where a session's CPU buffers come from: one arena for every session of the process
@@ -204,7 +202,7 @@ class WidthSessions:
 
     def _build(
         self, model: Path, widths: tuple[int, ...], extra: ExtraOutput | None, copy: Path | None
-    ) -> dict[int, Session]:
+    ) -> dict[int, onnxruntime.InferenceSession]:
         """A session of each width on `copy`, the optimized copy of `model`, making it first if
         it is not there (or no longer loads); on `model` itself when there is no copy to keep."""
         if copy is not None and copy.exists():
@@ -229,7 +227,7 @@ class WidthSessions:
 
     def _session(
         self, source: Path | bytes, width: int, optimized: bool = False, save: Path | None = None
-    ) -> Session:
+    ) -> onnxruntime.InferenceSession:
         spinning = self._onnx.wide_spinning and width > self._narrowest
         return pinned_session(
             source, width, self._onnx, spinning, optimized=optimized, save_optimized=save
