@@ -367,7 +367,9 @@ def goals(rows: Sequence[Row], single: RunStats, ceiling: RunStats) -> list[str]
     lines = []
     for group in dict.fromkeys(row.group for row in rows if row.group.startswith("speechgate")):
         run = ServerRun(group, [row.stats for row in rows if row.group == group])
-        lines += [f"{group}: {line}" for line in ratio_lines(ratios(run, (), single, ceiling))]
+        # One ceiling, pooled from the halves around every load (this script's own phases).
+        ceilings = {level.concurrency: ceiling.throughput for level in run.levels}
+        lines += [f"{group}: {line}" for line in ratio_lines(ratios(run, (), single, ceilings))]
     return lines
 
 

@@ -41,6 +41,8 @@ PIPER_HTTP = ServerRun(
 )
 ALL_THREADS = stats(1, 23.8, 196)
 CEILING = stats(2, 26.0, 300)
+# The ceiling measured beside each level: the machine drifted between c = 4 and c = 8.
+CEILINGS = {4: 26.0, 8: 28.0}
 
 
 def text_of(renderable: object) -> str:
@@ -91,12 +93,12 @@ def test_a_server_without_a_pid_has_no_memory() -> None:
 
 
 def test_the_ratios_of_the_issue_with_their_goals() -> None:
-    found = {r.label: r for r in ratios(SPEECHGATE, [PIPER_HTTP], ALL_THREADS, CEILING)}
+    found = {r.label: r for r in ratios(SPEECHGATE, [PIPER_HTTP], ALL_THREADS, CEILINGS)}
     expected = {
         "c=1 first byte p50 / in-process all-threads per-sentence p50": (347 / 196, False),
         "c=1 throughput / in-process all-threads throughput": (13.7 / 23.8, False),
         "c=4 throughput / pinned ceiling": (27.0 / 26.0, True),
-        "c=8 throughput / pinned ceiling": (26.2 / 26.0, True),
+        "c=8 throughput / pinned ceiling": (26.2 / 28.0, False),
         "c=1 throughput, speechgate / piper.http_server": (13.7 / 21.5, False),
         "c=1 first byte p50, speechgate / piper.http_server": (347 / 217, False),
         "c=2 throughput, speechgate / piper.http_server": (22.7 / 19.6, True),
@@ -122,7 +124,7 @@ def test_ratio_lines_say_how_each_was_computed() -> None:
 def test_without_references_or_levels_their_ratios_are_left_out() -> None:
     only_high = ServerRun("speechgate", [stats(2, 20.0, 300)])
     assert ratios(only_high, [], None, None) == []
-    assert [r.label for r in ratios(only_high, [], ALL_THREADS, CEILING)] == []
+    assert [r.label for r in ratios(only_high, [], ALL_THREADS, CEILINGS)] == []
 
 
 def test_the_report_ends_with_the_side_by_side_table(tmp_path: Path) -> None:

@@ -114,7 +114,11 @@ def test_run_bench_with_in_process(server: RunningServer) -> None:
     assert report.levels[0].completed == 2
     assert report.in_process is not None
     assert report.in_process.ceiling.concurrency == 1
-    assert report.in_process.ceiling.completed >= 2  # one run before the load, one after
+    assert report.in_process.ceiling.completed >= 2  # one slice before the level, one after
+    # Each level is held against the two slices around it.
+    before, after = report.in_process.ceiling_slices
+    assert report.in_process.ceiling_beside == {1: pytest.approx((before + after) / 2)}
+    assert report.in_process.comparison.ceiling_throughput == report.in_process.ceiling_beside[1]
     assert report.in_process.comparison.gateway_overhead_ms is not None
     assert report.in_process.all_threads is not None
     assert report.in_process.all_threads.completed >= 1

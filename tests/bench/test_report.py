@@ -33,8 +33,9 @@ def test_table_rows() -> None:
         for line in text.splitlines()
     )
     assert "ceiling: 2 processes, 1 thread each" in text
-    # best server level 3.8 audio s/s (level 1) over a ceiling of 4.5
-    assert "3.8 audio s/s / ceiling 4.5 = 0.83  (ceiling before the load 4.4, after 4.6)" in text
+    # best server level 3.8 audio s/s (level 1) over the ceiling beside it, 4.5
+    assert "3.8 audio s/s / ceiling 4.5 = 0.83  (the ceiling beside it; its slices" in text
+    assert "before the first level and after each: 4.4, 4.6, 4.2)" in text
     assert "server 120 ms - in-process 100 ms = +20 ms" in text
 
 

@@ -86,15 +86,17 @@ def test_compare_uses_best_level_and_lowest_for_overhead() -> None:
         level(4, 17.0, 300.0),
         level(8, 16.5, 600.0),
     ]
-    single, ceiling = level(1, 10.0, 120.0), level(2, 20.0, 130.0)
-    result = compare(levels, single, ceiling)
+    single = level(1, 10.0, 120.0)
+    # Each level against the ceiling measured beside it: the best (c = 4) against its own.
+    result = compare(levels, single, {1: 30.0, 2: 25.0, 4: 20.0, 8: 10.0})
     assert result.saturation_concurrency == 4
+    assert result.ceiling_throughput == 20.0
     assert result.efficiency == pytest.approx(0.85)
     assert result.overhead_concurrency == 1
     assert result.gateway_overhead_ms == pytest.approx(30.0)
 
 
 def test_compare_without_data() -> None:
-    result = compare([level(1, 5.0, None)], level(1, 0.0, 100.0), level(2, 0.0, None))
+    result = compare([level(1, 5.0, None)], level(1, 0.0, 100.0), {1: 0.0})
     assert result.efficiency is None
     assert result.gateway_overhead_ms is None

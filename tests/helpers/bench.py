@@ -24,9 +24,9 @@ def make_report(*, in_process: bool = True) -> BenchReport:
             single=single,
             single_threads=1,
             ceiling=ceiling,
-            ceiling_before=4.4,
-            ceiling_after=4.6,
-            comparison=compare(levels, single, ceiling),
+            ceiling_slices=[4.4, 4.6, 4.2],
+            ceiling_beside={1: 4.5, 2: 4.4},
+            comparison=compare(levels, single, {1: 4.5, 2: 4.4}),
         )
     return BenchReport(
         url="http://127.0.0.1:1",

@@ -26,14 +26,16 @@ from speechgate.bench.stats import Comparison, Percentiles, RunStats, Sample
 
 @dataclass(frozen=True)
 class InProcessResult:
-    """`ceiling` pools two half runs, before and after the HTTP load; their throughputs
-    apart show how much the machine drifted meanwhile."""
+    """The ceiling is measured in slices: one before the first level of the HTTP load and one
+    after each. `ceiling` pools them; `ceiling_slices` are their throughputs in that order, which
+    show how the machine drifted over the run; `ceiling_beside` holds each level (by concurrency)
+    against the mean of the two slices around it, measured within a minute of it, not several."""
 
     single: RunStats
     single_threads: int
     ceiling: RunStats
-    ceiling_before: float
-    ceiling_after: float
+    ceiling_slices: list[float]
+    ceiling_beside: dict[int, float]
     comparison: Comparison
     overhead: Overhead | None = None  # paired measurement, see speechgate.bench.overhead
     # One process with a thread per core, unpinned: what a lone client could get at best.
@@ -145,8 +147,8 @@ def comparison_text(result: InProcessResult) -> RichText:
     return RichText(
         f"server at saturation (conc {c.saturation_concurrency}): "
         f"{c.saturation_throughput:.1f} audio s/s / ceiling {c.ceiling_throughput:.1f} = "
-        f"{efficiency}  (ceiling before the load {result.ceiling_before:.1f}, after "
-        f"{result.ceiling_after:.1f})\n"
+        f"{efficiency}  (the ceiling beside it; its slices, before the first level and after "
+        f"each: {', '.join(f'{value:.1f}' for value in result.ceiling_slices)})\n"
         f"gateway overhead, short texts, p50 TTFA at conc {c.overhead_concurrency}: server "
         f"{_ms(c.server_short_ttfa_p50_ms)} ms - in-process {_ms(c.inprocess_short_ttfa_p50_ms)}"
         f" ms = {overhead}" + _overhead_text(result.overhead)
@@ -171,7 +173,7 @@ def side_by_side(report: BenchReport) -> RenderableType:
         speechgate,
         report.baselines,
         result.all_threads if result else None,
-        result.ceiling if result else None,
+        result.ceiling_beside if result else None,
     )
     return Group(table, RichText("\n".join(ratio_lines(found))))
 

@@ -125,13 +125,13 @@ def run_bench(
     log_dir: Path | None = None,
 ) -> BenchReport:
     """Without `in_process`: the HTTP load, then each baseline server's. With it: the single
-    process, one process with every core, half the ceiling, the loads, the other half of the
-    ceiling. Machines drift (shared hosts, boost clocks) by tens of percent over minutes, so
-    the ceiling brackets the loads."""
+    process, one process with every core, the gateway overhead, then a slice of the ceiling
+    before the first level and after each level, then the baselines. Machines drift (shared
+    hosts, boost clocks) by tens of percent over minutes, so each level is held against the
+    ceiling measured on either side of it."""
     if in_process is None:
-        runs = _load_with_progress(config, console)
-        others = run_baselines(config, baselines, console, log_dir)
-        return _report(config, runs, None, others)
+        loaded = _load_with_progress(config, console)
+        return _report(config, loaded, None, run_baselines(config, baselines, console, log_dir))
     settings = in_process.settings
     engine = engine_config(settings, engine_for_model(settings, config.model))
     voice = in_process.voice or config.voice
@@ -142,7 +142,7 @@ def run_bench(
     cores = _server_cores(config)
 
     def ceiling(when: str) -> InProcessRun:
-        with console.status(f"in-process: ceiling ({when} the load), {seconds / 2:.0f} s"):
+        with console.status(f"in-process: ceiling ({when}), {seconds / 2:.0f} s"):
             return measure_ceiling(
                 engine,
                 voice,
@@ -167,24 +167,31 @@ def run_bench(
         EngineJob(engine, voice, aliases, 0.0, first_worker, tuple(config.texts), output),
         server_voice=config.voice,
     )
-    before = ceiling("before")
-    runs = _load_with_progress(config, console)
+    slices = [ceiling("before the first level")]
+    runs: list[LevelRun] = []
+    for level in config.levels:
+        # Each level warms the server up again: the ceiling's slice has just had the cores.
+        runs += _load_with_progress(replace(config, levels=(level,)), console)
+        slices.append(ceiling(f"after c = {level}"))
     others = run_baselines(config, baselines, console, log_dir)
-    after = ceiling("after")
     pooled = summarize(
-        before.stats.concurrency,
-        before.samples + after.samples,
-        before.stats.wall_seconds + after.stats.wall_seconds,
+        slices[0].stats.concurrency,
+        [sample for part in slices for sample in part.samples],
+        sum(part.stats.wall_seconds for part in slices),
         None,
     )
+    throughputs = [part.stats.throughput for part in slices]
+    beside = {
+        level: (throughputs[i] + throughputs[i + 1]) / 2 for i, level in enumerate(config.levels)
+    }
     levels = [run.stats for run in runs]
     result = InProcessResult(
         single=single.stats,
         single_threads=single.threads,
         ceiling=pooled,
-        ceiling_before=before.stats.throughput,
-        ceiling_after=after.stats.throughput,
-        comparison=compare(levels, single.stats, pooled),
+        ceiling_slices=throughputs,
+        ceiling_beside=beside,
+        comparison=compare(levels, single.stats, beside),
         overhead=overhead,
         all_threads=wide.stats,
         all_threads_threads=wide.threads,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,7 +103,8 @@ def summarize(
 class Comparison:
     """The server against the in-process numbers of the same run.
 
-    `efficiency`: best server throughput over the levels / the pinned-process ceiling.
+    `efficiency`: best server throughput over the levels / the pinned-process ceiling measured
+    beside that level (`ceilings`, by concurrency: the machine drifts over a run).
     `gateway_overhead_ms`: server p50 TTFA for short texts at the lowest level (no queueing)
     minus the single in-process p50 TTFA for the same texts.
     """
@@ -118,15 +119,18 @@ class Comparison:
     gateway_overhead_ms: float | None
 
 
-def compare(levels: Sequence[RunStats], single: RunStats, ceiling: RunStats) -> Comparison:
+def compare(
+    levels: Sequence[RunStats], single: RunStats, ceilings: Mapping[int, float]
+) -> Comparison:
     best = max(levels, key=lambda level: level.throughput)
     lowest = min(levels, key=lambda level: level.concurrency)
     server, local = lowest.short_ttfa_p50_ms, single.short_ttfa_p50_ms
+    ceiling = ceilings[best.concurrency]
     return Comparison(
         saturation_concurrency=best.concurrency,
         saturation_throughput=best.throughput,
-        ceiling_throughput=ceiling.throughput,
-        efficiency=best.throughput / ceiling.throughput if ceiling.throughput > 0 else None,
+        ceiling_throughput=ceiling,
+        efficiency=best.throughput / ceiling if ceiling > 0 else None,
         overhead_concurrency=lowest.concurrency,
         server_short_ttfa_p50_ms=server,
         inprocess_short_ttfa_p50_ms=local,
