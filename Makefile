@@ -5,11 +5,12 @@ MAKEFLAGS += --jobs=2
 VENV ?= .venv
 BIN := $(VENV)/bin
 # Every install goes through the tested pins (constraints.txt), so a run is reproducible. uv
-# installs them (in parallel: a fifth of pip's time for the test set); it reads none of pip's
-# configuration, so torch, which only the test set needs, goes through pip first: where pip is set
-# up to find a local CPU build (find-links), that is the build installed, and uv keeps it.
-UV_INSTALL := $(BIN)/uv pip install --quiet --python $(VENV) --compile-bytecode \
-	--constraint constraints.txt
+# installs them (in parallel: about half of pip's time for the test set). It reads none of pip's
+# configuration, so it is given pip's find-links, where a machine keeps local wheels (the CPU
+# build of torch, which the test set needs: PyPI's torch for Linux is a CUDA build of gigabytes).
+FIND_LINKS = $(shell python3 -m pip config get global.find-links 2> /dev/null)
+UV_INSTALL = $(BIN)/uv pip install --quiet --python $(VENV) --compile-bytecode \
+	--constraint constraints.txt $(foreach links,$(FIND_LINKS),--find-links $(links))
 .PHONY: serve test test-fast lint setup system-packages
 
 $(BIN)/uv:
@@ -23,7 +24,6 @@ $(VENV)/.installed-serve: pyproject.toml constraints.txt | $(BIN)/uv
 
 # What the suite needs: every extra, and the tools.
 $(VENV)/.installed-dev: pyproject.toml constraints.txt | $(BIN)/uv
-	$(BIN)/pip install --quiet --constraint constraints.txt torch
 	$(UV_INSTALL) --editable '.[dev]'
 	touch $@
 
