@@ -19,7 +19,13 @@ from uvicorn.server import ServerState
 from speechgate.server import guarded_protocol, server_config
 from speechgate.workers.base import WorkerState
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import RunningServer, running_server, sdk_client, serve_process
+from tests.helpers.server import (
+    RunningServer,
+    free_port,
+    running_server,
+    sdk_client,
+    serve_process,
+)
 from tests.helpers.settings import make_settings
 from tests.helpers.waiting import wait_for
 from tests.helpers.wire import connect, parse_response, read_until_closed, wait_until_closed
@@ -134,13 +140,15 @@ def test_a_client_that_stops_reading_is_dropped_and_its_worker_freed(
 
 def test_shutdown_cuts_off_a_client_that_does_not_read(tmp_path: Path) -> None:
     env = {"SPEECHGATE_DATA_DIR": str(tmp_path), "SPEECHGATE_SHUTDOWN_GRACE": "1"}
-    with serve_process("--engine", "espeak", "--workers", "1", env=env) as (url, server):
-        port = int(url.rsplit(":", 1)[1])
-        with unread_speech(port, "tts-1"):
-            server.send_signal(signal.SIGTERM)
-            # Without a grace period the server waits for this reader for good.
-            # (uvicorn re-raises the signal once it has shut down cleanly.)
-            assert server.wait(timeout=60) in (0, -signal.SIGTERM)
+    port = free_port()
+    with (
+        serve_process("--engine", "espeak", "--workers", "1", env=env, port=port) as (_, server),
+        unread_speech(port, "tts-1"),
+    ):
+        server.send_signal(signal.SIGTERM)
+        # Without a grace period the server waits for this reader for good.
+        # (uvicorn re-raises the signal once it has shut down cleanly.)
+        assert server.wait(timeout=60) in (0, -signal.SIGTERM)
 
 
 def test_a_response_stalled_on_a_reader_is_aborted_after_the_bound() -> None:

@@ -63,8 +63,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
         "SPEECHGATE_ADMIN_KEY": ADMIN_KEY,
         "SPEECHGATE_DATA_DIR": str(tmp_path / "data"),
     }
-    with serve_process("--engine", "espeak", "--workers", "1", env=env, port=port) as served:
-        url, server = served
+    with serve_process("--engine", "espeak", "--workers", "1", env=env, port=port) as (url, server):
         yield url, path, server
 
 
