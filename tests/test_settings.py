@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import openai
 import pytest
 from pydantic import ValidationError
 
@@ -10,7 +9,7 @@ from speechgate import settings as settings_module
 from speechgate.settings import OPENAI_MODELS, Settings
 from speechgate.voices.installed import Manifest, install
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import running_server
+from tests.helpers.server import running_server, sdk_client
 
 
 def test_environment_is_read_with_the_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,7 +172,7 @@ def test_a_server_with_only_espeak_configured_speaks(
     monkeypatch.setenv("SPEECHGATE_DATA_DIR", str(tmp_path))
     with (
         running_server(Settings()) as server,
-        openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0) as client,
+        sdk_client(server) as client,
     ):
         speech = client.audio.speech.create(
             model="tts-1", voice="alloy", input="Only espeak here.", response_format="wav"

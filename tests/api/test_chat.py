@@ -23,7 +23,7 @@ from speechgate.errors import (
 )
 from speechgate.openai_upstream import LlmRelay, iter_sse_data, raise_for_error
 from speechgate.settings import Settings
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, running_server, sdk_client
 from tests.helpers.settings import fake_settings
 from tests.helpers.upstream import BAD_REQUEST, FakeUpstream, running_upstream
 from tests.helpers.waiting import wait_for
@@ -66,7 +66,7 @@ def relay(fake_upstream: FakeUpstream) -> Iterator[RunningServer]:
 
 @pytest.fixture
 def llm(relay: RunningServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=f"{relay.url}/v1", api_key="x", max_retries=0) as client:
+    with sdk_client(relay) as client:
         yield client
 
 
@@ -220,7 +220,7 @@ def test_without_an_upstream_the_route_is_404() -> None:
         body = {"model": "fake-llm", "messages": MESSAGES}
         response = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
         with (
-            openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client,
+            sdk_client(server) as client,
             pytest.raises(openai.NotFoundError),
         ):
             client.chat.completions.create(model="fake-llm", messages=MESSAGES)

@@ -20,7 +20,7 @@ from websockets.sync.client import connect
 from speechgate.metering.store import Store
 from tests.helpers.audio import decode_audio
 from tests.helpers.postgres import fresh_database
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, running_server, sdk_client
 from tests.helpers.settings import fake_settings
 from tests.helpers.tenancy import (
     ADMIN_KEY,
@@ -29,7 +29,6 @@ from tests.helpers.tenancy import (
     admin,
     held,
     new_key,
-    sdk,
     speak,
     tenancy,
     usage,
@@ -56,7 +55,7 @@ def keyed(
 
 def test_a_key_is_needed_and_works(keyed: RunningServer) -> None:
     for bad in ["unused", "sk-sg-" + "A" * 43]:
-        with sdk(keyed, bad) as client, pytest.raises(openai.AuthenticationError) as raised:
+        with sdk_client(keyed, bad) as client, pytest.raises(openai.AuthenticationError) as raised:
             speak(client)
         assert raised.value.status_code == 401
         assert raised.value.code == "invalid_api_key"
@@ -70,7 +69,7 @@ def test_a_key_is_needed_and_works(keyed: RunningServer) -> None:
         assert response.json()["error"]["code"] == "invalid_api_key"
 
     _, secret = new_key(keyed)
-    with sdk(keyed, secret) as client:
+    with sdk_client(keyed, secret) as client:
         audio = decode_audio(speak(client), "wav")
         assert audio.duration > 0.5 and audio.rms > 0.01
         assert any(model.id == "fake" for model in client.models.list())
@@ -78,7 +77,7 @@ def test_a_key_is_needed_and_works(keyed: RunningServer) -> None:
 
 def test_revoked_keys_and_disallowed_models(keyed: RunningServer) -> None:
     key_id, secret = new_key(keyed, models=["fake"])
-    with sdk(keyed, secret) as client:
+    with sdk_client(keyed, secret) as client:
         speak(client)
         with pytest.raises(openai.PermissionDeniedError) as raised:
             speak(client, model="tts-1")
@@ -123,7 +122,7 @@ def test_rate_limit_with_burst_and_refill(
     seconds = [0.0]
     monkeypatch.setattr(tenancy(keyed), "clock", lambda: seconds[0])
     _, secret = new_key(keyed, requests_per_second=0.5, burst=2)
-    with sdk(keyed, secret) as client:
+    with sdk_client(keyed, secret) as client:
         for remaining in ("1", "0"):
             response = client.audio.speech.with_raw_response.create(
                 model="fake", voice="alloy", input=SHORT, response_format="wav"
@@ -146,7 +145,7 @@ def test_rate_limit_with_burst_and_refill(
 
 def test_concurrency_cap(keyed: RunningServer) -> None:
     key_id, secret = new_key(keyed, max_concurrent=1)
-    with sdk(keyed, secret) as client:
+    with sdk_client(keyed, secret) as client:
         with held(client):
             with pytest.raises(openai.RateLimitError) as raised:
                 speak(client)
@@ -159,7 +158,7 @@ def test_concurrency_cap(keyed: RunningServer) -> None:
 def test_a_slot_is_free_before_the_answer_ends(keyed: RunningServer) -> None:
     # A client that sends its next request as the last answer arrives is never refused.
     key_id, secret = new_key(keyed, max_concurrent=1)
-    with sdk(keyed, secret) as client:
+    with sdk_client(keyed, secret) as client:
         for response_format in ("wav", "mp3", "pcm"):
             client.audio.speech.create(
                 model="fake", voice="alloy", input=SHORT, response_format=response_format
@@ -174,7 +173,7 @@ def test_a_slot_is_free_before_the_answer_ends(keyed: RunningServer) -> None:
 
 def test_quota_exhaustion(keyed: RunningServer) -> None:
     _, secret = new_key(keyed, monthly_characters=2 * len(SHORT) + 1)
-    with sdk(keyed, secret) as client:
+    with sdk_client(keyed, secret) as client:
         for remaining in (len(SHORT) + 1, 1):
             response = client.audio.speech.with_raw_response.create(
                 model="fake", voice="alloy", input=SHORT, response_format="wav"
@@ -200,7 +199,7 @@ class Made:
 def test_usage_totals_equal_the_requests_made(keyed: RunningServer) -> None:
     key_id, secret = new_key(keyed, models=["fake"], max_concurrent=1)
     made = Made()
-    with sdk(keyed, secret) as client:
+    with sdk_client(keyed, secret) as client:
         for text in (SHORT, "Another short one, a little longer."):
             audio = decode_audio(speak(client, text), "wav")
             made.requests += 1
@@ -314,12 +313,12 @@ def test_a_session_counts_against_the_rate_limit(keyed: RunningServer) -> None:
 def test_no_key_reaches_the_logs(keyed: RunningServer, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     key_id, secret = new_key(keyed, models=["fake"])
-    with sdk(keyed, secret) as client:
+    with sdk_client(keyed, secret) as client:
         speak(client)
         with pytest.raises(openai.PermissionDeniedError):
             speak(client, model="tts-1")
     wrong = secret[:-4] + "abcd"
-    with sdk(keyed, wrong) as client, pytest.raises(openai.AuthenticationError):
+    with sdk_client(keyed, wrong) as client, pytest.raises(openai.AuthenticationError):
         speak(client)
     usage(keyed, secret)
     with admin(keyed) as client:
@@ -335,7 +334,7 @@ def test_graceful_shutdown_writes_the_last_records(store_url: str) -> None:
         database_url=store_url,
         usage_flush_interval=3600,  # only the shutdown writes
     )
-    with running_server(settings) as server, sdk(server, "unused") as client:
+    with running_server(settings) as server, sdk_client(server, "unused") as client:
         for text in ("One.", "Two.", "Three."):
             speak(client, text)
         assert tenancy(server).recorder is not None

@@ -9,13 +9,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
-import openai
 import pytest
 from elevenlabs import AsyncElevenLabs, ElevenLabs, VoiceSettings
 from elevenlabs.core.api_error import ApiError
 
 from tests.helpers.audio import DecodedAudio, decode_audio
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, running_server, sdk_client
 from tests.helpers.settings import make_settings
 
 pytestmark = pytest.mark.slow
@@ -204,7 +203,7 @@ def test_models_list_in_elevenlabs_shape_while_openai_still_gets_its_own(
     assert espeak.can_do_text_to_speech and not espeak.can_use_style
     assert espeak.languages is not None
     assert "en" in {language.language_id for language in espeak.languages}
-    with openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0) as sdk:
+    with sdk_client(server, key) as sdk:
         assert "espeak" in {model.id for model in sdk.models.list()}
 
 

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, running_server, sdk_client
 from tests.helpers.settings import make_settings
 from tests.helpers.waiting import wait_for
 
@@ -34,7 +34,7 @@ def keyed(tmp_path: Path) -> Iterator[RunningServer]:
 
 
 def test_a_key_speaks_through_espeak_and_its_usage_is_counted(keyed: RunningServer) -> None:
-    wrong = openai.OpenAI(base_url=f"{keyed.url}/v1", api_key="sk-wrong", max_retries=0)
+    wrong = sdk_client(keyed, "sk-wrong")
     with wrong, pytest.raises(openai.AuthenticationError):
         wrong.audio.speech.create(model="espeak", voice="alloy", input="Hi.")
     created = httpx.post(
@@ -45,7 +45,7 @@ def test_a_key_speaks_through_espeak_and_its_usage_is_counted(keyed: RunningServ
     )
     assert created.status_code == 201, created.text
     secret = created.json()["key"]
-    with openai.OpenAI(base_url=f"{keyed.url}/v1", api_key=secret, max_retries=0) as client:
+    with sdk_client(keyed, secret) as client:
         body = client.audio.speech.create(
             model="espeak", voice="alloy", input="Hello there.", response_format="wav"
         ).content

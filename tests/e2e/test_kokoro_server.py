@@ -6,7 +6,7 @@ import openai
 import pytest
 
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import running_server
+from tests.helpers.server import running_server, sdk_client
 from tests.helpers.settings import make_settings
 
 pytest.importorskip("kokoro_onnx")
@@ -19,7 +19,7 @@ def test_openai_voice_names_speak_through_kokoro() -> None:
     settings = make_settings(engines=["kokoro"], default_engine="kokoro", workers=1)
     with (
         running_server(settings) as server,
-        openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client,
+        sdk_client(server) as client,
     ):
         body = client.audio.speech.create(
             model="kokoro", voice="alloy", input="Hello.", response_format="wav"

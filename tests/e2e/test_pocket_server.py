@@ -383,7 +383,7 @@ def test_a_model_without_cloning_weights_says_so(model_dir: Path, tmp_path: Path
     }
     with (
         serve_process("--engine", "pocket", "--workers", "1", env=env) as (url, _),
-        openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as sdk,
+        sdk_client(url) as sdk,
     ):
         with pytest.raises(openai.BadRequestError) as raised:
             clone(sdk, "refused", speech())
@@ -496,10 +496,6 @@ def new_key(server: RunningServer, **limits: Any) -> str:
     return str(response.json()["key"])
 
 
-def keyed_sdk(server: RunningServer, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
-
-
 def as_key(
     server: RunningServer, key: str, method: str, path: str, **kwargs: Any
 ) -> httpx.Response:
@@ -514,7 +510,7 @@ def stored_ids(server: RunningServer, key: str) -> set[str]:
 
 def test_a_cloned_voice_is_its_keys_own(keyed_pocket: RunningServer) -> None:
     alice, bob = new_key(keyed_pocket), new_key(keyed_pocket)
-    with keyed_sdk(keyed_pocket, alice) as sdk:
+    with sdk_client(keyed_pocket, alice) as sdk:
         mine = clone(sdk, "mine", speech())
     body = {"model": "pocket", "input": TEXT, "response_format": "pcm"}
     # Another key does not see it: not listed, not found, not spoken with, not deleted.
@@ -537,7 +533,7 @@ def test_a_cloned_voice_is_its_keys_own(keyed_pocket: RunningServer) -> None:
         assert spoken.status_code == 200, spoken.text
         assert spoken.headers["x-speechgate-provider"] == "here"
     # Names are per key: the other key may have its own "mine".
-    with keyed_sdk(keyed_pocket, bob) as sdk:
+    with sdk_client(keyed_pocket, bob) as sdk:
         theirs = clone(sdk, "mine", speech())
     assert stored_ids(keyed_pocket, bob) == {theirs.id}
     # Its owner still has it, by name and by id; the stored voice records the owner.
@@ -563,7 +559,7 @@ def test_cloning_is_held_to_the_keys_models_and_rate_and_metered(
     keyed_pocket: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     espeak_only = new_key(keyed_pocket, models=["espeak"])
-    with keyed_sdk(keyed_pocket, espeak_only) as sdk:
+    with sdk_client(keyed_pocket, espeak_only) as sdk:
         for model in ({}, {"model": "pocket"}):
             with pytest.raises(openai.PermissionDeniedError) as denied:
                 clone(sdk, "not allowed", speech(), **model)
@@ -573,7 +569,7 @@ def test_cloning_is_held_to_the_keys_models_and_rate_and_metered(
     seconds = [0.0]
     monkeypatch.setattr(keyed_pocket.state.tenancy, "clock", lambda: seconds[0])
     limited = new_key(keyed_pocket, requests_per_second=0.5, burst=2)
-    with keyed_sdk(keyed_pocket, limited) as sdk:
+    with sdk_client(keyed_pocket, limited) as sdk:
         made = [clone(sdk, f"rated {n}", speech()) for n in range(2)]
         with pytest.raises(openai.RateLimitError) as raised:
             clone(sdk, "one too many", speech())

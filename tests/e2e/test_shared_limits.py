@@ -11,7 +11,7 @@ import pytest
 
 from speechgate.settings import Settings
 from tests.helpers.postgres import fresh_database
-from tests.helpers.server import RunningServer, refusing_port, running_server
+from tests.helpers.server import RunningServer, refusing_port, running_server, sdk_client
 from tests.helpers.settings import fake_settings
 from tests.helpers.tenancy import (
     ADMIN_KEY,
@@ -19,7 +19,6 @@ from tests.helpers.tenancy import (
     attempt,
     held,
     new_key,
-    sdk,
     speak,
     tenancy,
     usage,
@@ -71,7 +70,7 @@ def test_two_gateways_enforce_one_keys_rate_limit_together(
 def test_the_concurrency_cap_holds_across_gateways(gateways: list[RunningServer]) -> None:
     first, second = gateways
     key_id, secret = new_key(first, max_concurrent=1)
-    with sdk(first, secret) as one, sdk(second, secret) as other:
+    with sdk_client(first, secret) as one, sdk_client(second, secret) as other:
         with held(one):
             with pytest.raises(openai.RateLimitError) as raised:
                 speak(other)
@@ -94,12 +93,12 @@ def test_the_monthly_quota_holds_across_gateways(gateways: list[RunningServer]) 
         assert isinstance(outcome, dict), outcome
         remaining.append(outcome["x-ratelimit-remaining-characters"])
     assert remaining == [str(len(SHORT) + 1), "1"]
-    with sdk(first, secret) as client:
+    with sdk_client(first, secret) as client:
         with pytest.raises(openai.RateLimitError) as raised:
             speak(client)
         assert raised.value.code == raised.value.type == "insufficient_quota"
         assert raised.value.response.headers["x-ratelimit-remaining-characters"] == "1"
-    with sdk(second, secret) as client:
+    with sdk_client(second, secret) as client:
         speak(client, text="A")  # what is left still works, on either gateway
 
 
@@ -108,7 +107,7 @@ def test_both_gateways_usage_is_in_one_report(gateways: list[RunningServer]) -> 
     key_id, secret = new_key(second, max_concurrent=2)
     texts = [(first, ["One.", "Two."]), (second, ["Three.", "Four.", "Five."])]
     for server, said in texts:
-        with sdk(server, secret) as client:
+        with sdk_client(server, secret) as client:
             for text in said:
                 speak(client, text)
     characters = sum(len(text) for _, said in texts for text in said)
@@ -134,7 +133,10 @@ def test_unreachable_redis_is_a_503_naming_it(
             running_server(gateway_settings(store, f"redis://127.0.0.1:{port}/0"))
         )
         _, limited = new_key(server, requests_per_second=10)
-        with sdk(server, limited) as client, pytest.raises(openai.InternalServerError) as raised:
+        with (
+            sdk_client(server, limited) as client,
+            pytest.raises(openai.InternalServerError) as raised,
+        ):
             speak(client)
         assert raised.value.status_code == 503
         assert raised.value.code == "limits_unavailable"
@@ -142,5 +144,5 @@ def test_unreachable_redis_is_a_503_naming_it(
         assert raised.value.response.headers["retry-after"] == "1"
         # A key without limits has nothing to check there.
         _, unlimited = new_key(server)
-        with sdk(server, unlimited) as client:
+        with sdk_client(server, unlimited) as client:
             speak(client)

@@ -111,9 +111,11 @@ def running_server(settings: Settings, port: int = 0) -> Iterator[RunningServer]
         yield RunningServer(url, app)
 
 
-def sdk_client(server: RunningServer) -> openai.OpenAI:
-    """The official SDK pointed at `server`, without retries (a retry would hide a failure)."""
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+def sdk_client(server: RunningServer | str, key: str = "unused") -> openai.OpenAI:
+    """The official SDK pointed at `server` (or its URL) with `key`, without retries (a retry
+    would hide a failure)."""
+    url = server if isinstance(server, str) else server.url
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
 
 
 @contextmanager

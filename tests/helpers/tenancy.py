@@ -13,7 +13,7 @@ import pytest
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.tenancy import Tenancy
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import RunningServer
+from tests.helpers.server import RunningServer, sdk_client
 
 ADMIN_KEY = "sg-admin-" + "k" * 40
 SHORT = "Hello there."
@@ -58,10 +58,6 @@ def new_key(server: RunningServer, **limits: Any) -> tuple[str, str]:
     return body["id"], body["key"]
 
 
-def sdk(server: RunningServer, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
-
-
 def speak(client: openai.OpenAI, text: str = SHORT, model: str = "fake") -> bytes:
     return client.audio.speech.create(
         model=model, voice="alloy", input=text, response_format="wav"
@@ -101,7 +97,7 @@ def attempt(
     server: RunningServer, secret: str, model: str = "fake"
 ) -> openai.APIStatusError | dict[str, str]:
     """One speech request: its headers if it succeeded, its error if not."""
-    with sdk(server, secret) as client:
+    with sdk_client(server, secret) as client:
         try:
             response = client.audio.speech.with_raw_response.create(
                 model=model, voice="alloy", input=SHORT, response_format="wav"
