@@ -48,10 +48,9 @@ class MemoryMeter:
 
     def sample(self) -> int:
         now = time.monotonic()
-        if not self._processes or now - self._listed_at >= self.relist:
+        exited = not all(process.is_running() for process in self._processes)
+        if not self._processes or exited or now - self._listed_at >= self.relist:
             self._processes, self._listed_at = _tree(self.pid), now
-        if not all(process.is_running() for process in self._processes):
-            self._processes = _tree(self.pid)
         self.last = _rss(self._processes)
         self.peak = max(self.peak, self.last)
         return self.last
