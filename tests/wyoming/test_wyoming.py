@@ -276,9 +276,9 @@ def test_a_full_queue_answers_an_error_at_once_and_the_connection_stays_usable()
     settings = make_settings(
         engines=["fake"],
         default_engine="fake",
-        # Each segment takes 3 s: the one job that holds the only worker stays running while
-        # the second request is answered.
-        engine_options={"fake": {"chunk_delay": "3"}},
+        # Each segment takes 1.5 s: the one job that holds the only worker stays running while
+        # the second request is answered (in milliseconds: it is refused at admission).
+        engine_options={"fake": {"chunk_delay": "1.5"}},
         workers=1,
         jobs_per_worker=1,
         queue_size=0,  # nobody may wait: a busy worker means a full queue
