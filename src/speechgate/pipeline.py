@@ -21,6 +21,7 @@ from speechgate.audio.formats import AudioFormat
 from speechgate.audio.loudness import normalize_loudness
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import Engine, SynthesisRequest, WordTimer
+from speechgate.lanes import Lanes
 from speechgate.text.segment import mask_abbreviation_periods, offsets, segment
 from speechgate.timing import TimedChunk, WordTime, carry_words, estimate_words
 
@@ -102,18 +103,28 @@ def speak_timed(
 
 
 def _segments(
-    engine: Engine, request: SynthesisRequest, loudness: float | None, timed: bool
+    engine: Engine,
+    request: SynthesisRequest,
+    loudness: float | None,
+    timed: bool,
+    lanes: Lanes | None = None,
 ) -> Generator[TimedChunk]:
     pause = segment_pause(request.speed, engine.sample_rate)
     elapsed = 0.0
     texts = segment(request.text)
-    for index, (text, start) in enumerate(zip(texts, offsets(request.text, texts), strict=True)):
+    parts = [replace(request, text=mask_abbreviation_periods(text)) for text in texts]
+
+    def speak(part: SynthesisRequest) -> Iterator[TimedChunk]:
+        return _synthesize(engine, part, timed)
+
+    # One segment's chunks per `next`, asked for only after the pause before it.
+    spoken = lanes.segments(parts, speak) if lanes is not None else map(speak, parts)
+    for index, start in enumerate(offsets(request.text, texts)):
         if index:
             yield _Pause(pause)
             elapsed += pause.duration
-        part = replace(request, text=mask_abbreviation_periods(text))
         # Faded edges: the join with the pause is silent. Closing this closes the engine's.
-        chunks = carry_words(fade_edges, _synthesize(engine, part, timed))
+        chunks = carry_words(fade_edges, next(spoken))
         segment_start = elapsed
         with contextlib.closing(chunks):
             source: Iterable[TimedChunk] = chunks
@@ -159,10 +170,15 @@ def _estimated(chunks: Iterator[PcmChunk], text: str) -> Generator[TimedChunk]:
 
 
 def render(
-    engine: Engine, request: SynthesisRequest, output: OutputSpec, file: BinaryIO | None = None
+    engine: Engine,
+    request: SynthesisRequest,
+    output: OutputSpec,
+    file: BinaryIO | None = None,
+    lanes: Lanes | None = None,
 ) -> Generator[EncodedChunk]:
     """Synthesize and encode, yielding bytes as soon as the encoder releases them (into a
-    seekable `file` instead, if given, with complete headers: see `StreamEncoder`).
+    seekable `file` instead, if given, with complete headers: see `StreamEncoder`). With
+    `lanes`, segments may be spoken two at a time (see `speechgate.lanes`).
 
     Closing the iterator early stops the engine at its next chunk.
     """
@@ -171,7 +187,7 @@ def render(
         output.format, engine.sample_rate, output.sample_rate, file, output.bit_rate
     )
     try:
-        spoken = _segments(engine, request, output.loudness_target, output.word_times)
+        spoken = _segments(engine, request, output.loudness_target, output.word_times, lanes)
         with contextlib.closing(spoken) as timed_chunks:
             for chunk in timed_chunks:
                 data = encoder.encode(chunk.pcm)

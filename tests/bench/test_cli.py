@@ -18,7 +18,7 @@ from tests.helpers.server import RunningServer
         ["--requests-per-level", "2", "--duration", "1"],
         ["--levels", "1,x"],
         ["--levels", "0,1"],
-        ["--texts", "long"],
+        ["--texts", "longest"],
     ],
 )
 def test_bad_arguments_fail_before_any_request(args: list[str]) -> None:

@@ -16,9 +16,10 @@ from speechgate.bench.report import (
 )
 from speechgate.bench.runner import InProcessConfig, run_bench
 from speechgate.bench.stats import Comparison, Percentiles, RunStats, Sample, percentile, summarize
-from speechgate.bench.texts import TEXTS, Text
+from speechgate.bench.texts import LONG_TEXTS, TEXTS, Text, text_set
 
 __all__ = [
+    "LONG_TEXTS",
     "TEXTS",
     "BenchReport",
     "Comparison",
@@ -40,6 +41,7 @@ __all__ = [
     "run_level",
     "run_load",
     "summarize",
+    "text_set",
     "wav_audio_seconds",
     "write_json",
     "write_plot",

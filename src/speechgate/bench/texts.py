@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-TextKind = Literal["short", "medium"]
+TextKind = Literal["short", "medium", "long"]
 
 
 @dataclass(frozen=True)
@@ -42,3 +42,54 @@ TEXTS: tuple[Text, ...] = (
         "and mild, with a high near twenty degrees and a gentle breeze from the west.",
     ),
 )
+
+# Paragraphs (~30 s of speech each, seven or eight sentences of 60-110 characters), as an
+# article or a chapter is read aloud: the case a lone request's segments spoken side by side
+# speeds up (see `speechgate.lanes`). Not in `TEXTS`: a set of their own (`text_set("long")`).
+LONG_TEXTS: tuple[Text, ...] = (
+    Text(
+        "long",
+        "The harbor was quiet when the first boats came back in the morning. "
+        "Fishermen tied their lines and carried crates of silver fish up the ramp. "
+        "A few gulls circled overhead, waiting for anything that fell from the nets. "
+        "By nine o'clock the market stalls were open and the smell of coffee drifted out. "
+        "Children ran between the tables while their parents argued over the prices. "
+        "Old Marta sold bread from a cart that her grandfather had built by hand. "
+        "Nobody could remember a morning when she had not been there with it. "
+        "When the church bell rang at noon, the square slowly began to empty again.",
+    ),
+    Text(
+        "long",
+        "Before you start, make sure the device is switched off and unplugged. "
+        "Remove the back cover by pressing the two tabs at the bottom of the case. "
+        "Take out the old battery and check the contacts for dust or corrosion. "
+        "If they look dirty, clean them gently with a dry cloth or a cotton swab. "
+        "Insert the new battery with the positive side facing up, as the label shows. "
+        "Put the cover back on and press until you hear both tabs click into place. "
+        "Now plug the device in and hold the power button for three seconds. "
+        "The light will blink twice, and then it is ready to use again.",
+    ),
+    Text(
+        "long",
+        "Sleep plays a central role in how the brain stores what it learns each day. "
+        "During deep sleep, memories from the hippocampus are replayed many times. "
+        "This replay seems to move them into long term storage in the cortex. "
+        "People who sleep well after learning a skill often perform better the next day. "
+        "Short naps can help as well, although the effect is smaller than a full night. "
+        "Missing sleep, on the other hand, makes it harder to form new memories at all. "
+        "Researchers are still working out exactly which stages matter the most. "
+        "For now, the advice is simple: keep a regular schedule and protect your rest.",
+    ),
+)
+
+TEXT_SETS = ("all", "short", "medium", "long")
+
+
+def text_set(name: str) -> tuple[Text, ...]:
+    """The texts of a set: all (`TEXTS`: short and medium interleaved), short, medium, or long
+    (`LONG_TEXTS`)."""
+    if name not in TEXT_SETS:
+        raise ValueError(f"the text set is one of {', '.join(TEXT_SETS)}, not {name!r}")
+    if name == "long":
+        return LONG_TEXTS
+    return tuple(text for text in TEXTS if name in ("all", text.kind))

@@ -155,6 +155,21 @@ class Elastic(Protocol):
         ...
 
 
+@runtime_checkable
+class SideBySide(Protocol):
+    """An `Elastic` engine that can speak two segments of one request at once, one in each of
+    two threads, both at its narrowest width (see `speechgate.lanes`): its model's session runs
+    concurrent calls, and what it shares besides (a phonemizer, caches) is safe to share or
+    locked. Two sentences that way, a core each, make more audio a second than one after the
+    other on both cores: a session's threads wait for each other at every step of the graph.
+    """
+
+    @property
+    def side_by_side(self) -> bool:
+        """Whether `synthesize` (and `synthesize_timed`) may run so."""
+        ...
+
+
 @dataclass(frozen=True)
 class EngineInfo:
     """What a loaded engine can do, as the catalog knows it (each worker reports it once it

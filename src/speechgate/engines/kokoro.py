@@ -155,6 +155,10 @@ class KokoroEngine:
     # Kokoro samples nothing: the same text and voice always give the same PCM.
     supports_seed = True
     blends_voices = True
+    # Two segments of one request at once (`SideBySide`): onnxruntime runs concurrent calls of
+    # a session, and kokoro-onnx phonemizes under a lock of its own (espeak-ng's state is
+    # global).
+    side_by_side = True
 
     def __init__(
         self,

@@ -153,6 +153,10 @@ class PiperEngine:
     # VITS samples noise inside the ONNX graph, unseeded: no two runs of a sentence equal.
     supports_seed = False
     blends_voices = False
+    # Two segments of one request at once (`SideBySide`): onnxruntime runs concurrent calls of
+    # a session, and piper's espeak-ng bridge holds the GIL through each call (it sets the
+    # voice, then phonemizes: a pair speaks one voice, so the two never disagree on it).
+    side_by_side = True
 
     def __init__(
         self,

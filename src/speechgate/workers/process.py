@@ -21,7 +21,8 @@ import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from speechgate.engines.base import Elastic, Engine, EngineConfig, EngineInfo, VoiceCloner
+from speechgate.engines.base import Engine, EngineConfig, EngineInfo, VoiceCloner
+from speechgate.lanes import Lanes
 from speechgate.pipeline import render
 from speechgate.workers import wire
 from speechgate.workers.affinity import confine
@@ -73,11 +74,13 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
         wire.send(conn, StartupFailed(f"{type(error).__name__}: {error}"))
         return
     wire.send(conn, Ready(EngineInfo.of(engine)))
+    lanes = Lanes(engine, config.widths)
     try:
-        _Jobs(engine, conn).serve()
+        _Jobs(engine, conn, lanes).serve()
     except (EOFError, OSError):
         return  # the gateway is gone
     finally:
+        lanes.close()
         with contextlib.suppress(Exception):
             engine.close()
         # All that is left is the interpreter's own teardown, whose garbage collections walk
@@ -102,9 +105,10 @@ class _Active:
 class _Jobs:
     """The jobs one worker holds, and the loop that runs them a step at a time."""
 
-    def __init__(self, engine: Engine, conn: socket.socket) -> None:
+    def __init__(self, engine: Engine, conn: socket.socket, lanes: Lanes) -> None:
         self._engine = engine
         self._conn = conn
+        self._lanes = lanes  # the engine's width, set here only
         self._jobs: dict[int, _Active] = {}  # in turn order: a job that steps goes last
 
     def serve(self) -> None:
@@ -159,11 +163,11 @@ class _Jobs:
                 self._end(active, Done(active.job_id, cancelled=True, busy=active.busy))
             return False
         if isinstance(message, Width):
-            _use_threads(self._engine, message.threads)
+            self._lanes.set_width(message.threads)
         elif isinstance(message, Job | CloneJob):
-            _use_threads(self._engine, message.threads)
+            self._lanes.set_width(message.threads)
             steps = (
-                _speech(self._engine, message)
+                _speech(self._engine, message, self._lanes)
                 if isinstance(message, Job)
                 else _cloning(self._engine, message)
             )
@@ -182,8 +186,8 @@ class _Jobs:
         wire.send(self._conn, message)
 
 
-def _speech(engine: Engine, job: Job) -> _Steps:
-    chunks = render(engine, job.request, job.output)
+def _speech(engine: Engine, job: Job, lanes: Lanes) -> _Steps:
+    chunks = render(engine, job.request, job.output, lanes=lanes)
     with contextlib.closing(chunks):
         for audio in chunks:
             yield Chunk(job.job_id, audio), audio.between_segments
@@ -194,8 +198,3 @@ def _cloning(engine: Engine, job: CloneJob) -> _Steps:
     if not isinstance(engine, VoiceCloner):
         raise ValueError(f"engine {engine.name!r} cannot clone voices")
     yield Cloned(job.job_id, engine.clone(job.prompt)), False
-
-
-def _use_threads(engine: Engine, threads: int) -> None:
-    if isinstance(engine, Elastic):
-        engine.use_threads(threads)

@@ -1,0 +1,158 @@
+"""A lone job's later segments spoken two at a time, side by side."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from speechgate.audio.formats import AudioFormat
+from speechgate.audio.pcm import PcmChunk
+from speechgate.engines import load_engine
+from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.lanes import Lanes
+from speechgate.pipeline import OutputSpec, render
+
+# Four segments: a short first one, then three sentences (the last two of equal length).
+TEXT = "Hi there. Aaaa bbbb cccc. Dddd eeee ffff. Gggg hhhh iiii."
+
+
+class _Recorder:
+    """A `SideBySide` engine that notes, for every call, its text, its width and how many calls
+    ran at once; each call waits for a second one at `meet` (a barrier) when told to, so two
+    calls that do not overlap fail instead of passing by luck."""
+
+    name = "recorder"
+    sample_rate = 16000
+    supports_instructions = supports_seed = blends_voices = False
+    side_by_side = True
+
+    def __init__(self, meet: frozenset[str] = frozenset(), fail_on: str | None = None) -> None:
+        self.width = 1
+        self.calls: list[tuple[str, int, int]] = []  # text, width, calls running then
+        self._running = 0
+        self._lock = threading.Lock()
+        self._meet = meet
+        self._barrier = threading.Barrier(2, timeout=10)
+        self._fail_on = fail_on
+
+    def voices(self) -> list[Voice]:
+        return [Voice("v", "v")]
+
+    def use_threads(self, threads: int) -> None:
+        self.width = threads
+
+    def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
+        with self._lock:
+            self._running += 1
+            self.calls.append((request.text, self.width, self._running))
+        try:
+            if request.text in self._meet:
+                self._barrier.wait()
+            if request.text == self._fail_on:
+                raise RuntimeError("told to fail")
+            # A tone as long as the text, in the text's own pitch: each segment is told apart.
+            seconds = 0.01 * len(request.text)
+            t = np.arange(round(seconds * self.sample_rate)) / self.sample_rate
+            tone = 0.3 * np.sin(2 * np.pi * (100 + len(request.text)) * t)
+            yield PcmChunk.from_float(tone, self.sample_rate)
+        finally:
+            with self._lock:
+                self._running -= 1
+
+    def close(self) -> None:
+        pass
+
+
+def _pcm(engine: _Recorder, lanes: Lanes | None) -> bytes:
+    spec = OutputSpec(AudioFormat.PCM, engine.sample_rate)
+    return b"".join(c.data for c in render(engine, SynthesisRequest(TEXT, "v"), spec, lanes=lanes))
+
+
+def test_a_wide_job_speaks_its_later_segments_in_pairs_at_once_and_in_order() -> None:
+    engine = _Recorder(meet=frozenset({"Aaaa bbbb cccc.", "Dddd eeee ffff."}))
+    lanes = Lanes(engine, (1, 2))
+    lanes.set_width(2)
+    together = _pcm(engine, lanes)
+    # The first segment alone and wide; the next two at once (they met at the barrier), each
+    # one thread wide; the last one, left without a partner, alone and wide again.
+    texts = [text for text, _, _ in engine.calls]
+    assert texts[0] == "Hi there." and engine.calls[0][1:] == (2, 1)
+    assert sorted(texts[1:3]) == ["Aaaa bbbb cccc.", "Dddd eeee ffff."]
+    assert [width for _, width, _ in engine.calls[1:3]] == [1, 1]
+    assert max(running for _, _, running in engine.calls[1:3]) == 2
+    assert engine.calls[3] == ("Gggg hhhh iiii.", 2, 1)
+    assert lanes.pairs == 1 and engine.width == 2
+    # The same audio as one segment after another, in the text's order.
+    assert together == _pcm(_Recorder(), None)
+    lanes.close()
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_segments_go_one_at_a_time_when_the_job_is_narrow_or_the_pair_unbalanced(
+    width: int,
+) -> None:
+    engine = _Recorder()
+    lanes = Lanes(engine, (1, 2))
+    lanes.set_width(width)
+    text = "Hi there. Aaaa bbbb cccc dddd eeee ffff gggg. Hhhh iiii." if width == 2 else TEXT
+    spec = OutputSpec(AudioFormat.PCM, engine.sample_rate)
+    list(render(engine, SynthesisRequest(text, "v"), spec, lanes=lanes))
+    # Narrow: no room for two. Wide, but one of the two is three times the other: it would
+    # keep the pair waiting longer than both on both cores.
+    assert lanes.pairs == 0
+    assert all(running == 1 for _, _, running in engine.calls)
+    assert {w for _, w, _ in engine.calls} == {width}
+
+
+def test_an_engine_that_cannot_share_itself_never_runs_two_segments_at_once() -> None:
+    engine = _Recorder()
+    engine.side_by_side = False
+    lanes = Lanes(engine, (1, 2))
+    lanes.set_width(2)
+    _pcm(engine, lanes)
+    assert lanes.pairs == 0
+    assert all(running == 1 for _, _, running in engine.calls)
+
+
+def test_a_failing_half_of_a_pair_fails_the_job_after_the_other_half_is_done() -> None:
+    engine = _Recorder(
+        meet=frozenset({"Aaaa bbbb cccc.", "Dddd eeee ffff."}), fail_on="Aaaa bbbb cccc."
+    )
+    lanes = Lanes(engine, (1, 2))
+    lanes.set_width(2)
+    with pytest.raises(RuntimeError, match="told to fail"):
+        _pcm(engine, lanes)
+    # Both halves ran (they met), the engine is idle and back at the job's width.
+    assert len(engine.calls) == 3
+    assert engine._running == 0 and engine.width == 2
+    lanes.close()
+
+
+def test_piper_speaks_a_pair_side_by_side_as_it_speaks_one_after_the_other() -> None:
+    engine = load_engine(EngineConfig("piper", threads=1, max_threads=2))
+    lanes = Lanes(engine, (1, 2))
+    try:
+        lanes.set_width(2)
+        voice = engine.voices()[0].id
+        text = (
+            "Hello there. The sun is up over the quiet hills today. "
+            "Birds are singing in the old trees by the river."
+        )
+        spec = OutputSpec(AudioFormat.PCM, engine.sample_rate, word_times=True)
+        chunks = list(render(engine, SynthesisRequest(text, voice), spec, lanes=lanes))
+    finally:
+        lanes.close()
+        engine.close()
+    assert lanes.pairs == 1
+    audio = PcmChunk(np.frombuffer(b"".join(c.data for c in chunks), np.int16), 22050)
+    words = [w for c in chunks for w in c.words]
+    # Every word, in order, on the audio; VITS samples noise, so lengths only roughly match
+    # the ~5 s these words take.
+    assert [text[w.start_char : w.end_char] for w in words] == text.replace(".", "").split()
+    assert [w.start_s for w in words] == sorted(w.start_s for w in words)
+    assert words[-1].end_s <= audio.duration
+    assert 3.5 < audio.duration < 7.0
+    assert np.abs(audio.samples.astype(np.int32)).max() > 3000
