@@ -42,6 +42,7 @@ class Lanes:
     def __init__(self, engine: Engine, widths: Sequence[int]) -> None:
         self._engine = engine
         self._narrowest = min(widths)
+        self.widest = max(widths)
         self._side_by_side = isinstance(engine, SideBySide) and engine.side_by_side
         self._helper: ThreadPoolExecutor | None = None
         self.width = self._narrowest

@@ -9,6 +9,7 @@ from speechgate.captions import write_captions
 from speechgate.catalog import Catalog, engine_for_model
 from speechgate.engines import Engine, load_engine
 from speechgate.engines.base import EngineInfo
+from speechgate.lanes import Lanes
 from speechgate.pipeline import render
 from speechgate.runtime import engine_config
 from speechgate.service import SpeechService
@@ -48,6 +49,9 @@ def synthesize_to_file(
     """Speak `text` into `output` (with a built-in or a stored voice); returns the seconds of
     audio written. With `captions` (a `.srt` or `.vtt` path), writes its words' times there."""
     catalog, engine = load_catalog(settings, model)
+    # Alone on the machine, as a server's lone job is: every core, later sentences in pairs.
+    lanes = Lanes(engine, engine_config(settings, engine_for_model(settings, model)).widths)
+    lanes.set_width(lanes.widest)
     try:
         # Stored voices need no pool: they are files the engine reads.
         voices = VoiceCloning(
@@ -68,7 +72,7 @@ def synthesize_to_file(
         with output.open("wb") as file:
             # The encoder writes the file itself: it is seekable, so the headers a stream
             # leaves open (sizes, sample counts, MP3's gapless delay) come out right.
-            for chunk in render(engine, plan.request, plan.output, file):
+            for chunk in render(engine, plan.request, plan.output, file, lanes):
                 seconds += chunk.audio_seconds
                 words += chunk.words
         if captions is not None:
@@ -76,4 +80,5 @@ def synthesize_to_file(
             write_captions(captions, text, words)
         return seconds
     finally:
+        lanes.close()
         engine.close()
