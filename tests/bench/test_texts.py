@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from speechgate.bench.overhead import first_audio_texts
 from speechgate.bench.texts import TEXTS, text_set
 from speechgate.lanes import BALANCE
 from speechgate.text.segment import segment
@@ -27,3 +28,14 @@ def test_long_texts_are_paragraphs_whose_sentences_pair_up() -> None:
         # After the first, the pairs a wide worker would make are balanced enough to go.
         for first, second in zip(parts[1::2], parts[2::2], strict=False):
             assert max(len(first), len(second)) <= BALANCE * (len(first) + len(second))
+
+
+def test_the_first_audio_pairs_speak_short_texts_or_the_first_segments_of_longer_ones() -> None:
+    short = [text.text for text in text_set("short")]
+    assert first_audio_texts(text_set("all")) == short
+    # A set without short texts (once a division by zero): each text's first segment.
+    for kind in ("medium", "long"):
+        firsts = first_audio_texts(text_set(kind))
+        assert len(firsts) == len(text_set(kind))
+        for first, text in zip(firsts, text_set(kind), strict=True):
+            assert text.text.startswith(first) and len(first) < len(text.text)

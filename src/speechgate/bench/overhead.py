@@ -21,14 +21,16 @@ and core, so no offset between processes enters it.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 from speechgate.bench.audio import audio_offset
 from speechgate.bench.inprocess import EngineJob, load_pinned, speak
 from speechgate.bench.probe import Probe
+from speechgate.bench.texts import Text
 from speechgate.engines.base import SynthesisRequest
+from speechgate.text.segment import segment
 from speechgate.workers.forking import CONTEXT, preload_engines
 
 
@@ -54,6 +56,15 @@ def engine_timing(header: str | None) -> float | None:
                 if key == "dur":
                     return float(value) / 1000
     return None
+
+
+def first_audio_texts(texts: Sequence[Text]) -> list[str]:
+    """What the pairs speak: the short texts, or in a set without any (`--texts medium` or
+    `long`) each text's first segment, which is what its first audio is made of; a whole long
+    text would make each pair take seconds for the same figure."""
+    return [text.text for text in texts if text.kind == "short"] or [
+        segment(text.text)[0] for text in texts
+    ]
 
 
 def _engine_process(job: EngineJob, conn: Connection) -> None:
@@ -82,10 +93,10 @@ def _timed_request(
 def measure_overhead(
     url: str, model: str, job: EngineJob, pairs: int = 100, server_voice: str | None = None
 ) -> Overhead:
-    """`pairs` server/in-process pairs over the short texts of `job` (warm-up excluded). The
-    server is asked for `server_voice` (default: the job's), where the two sides name one
+    """`pairs` server/in-process pairs over `first_audio_texts(job.texts)` (warm-up excluded).
+    The server is asked for `server_voice` (default: the job's), where the two sides name one
     voice differently (a clone: by name in the server, by its sample in-process)."""
-    texts = [text.text for text in job.texts if text.kind == "short"]
+    texts = first_audio_texts(job.texts)
     preload_engines([job.engine.name])
     parent, child = CONTEXT.Pipe()
     process = CONTEXT.Process(target=_engine_process, args=(job, child), daemon=True)
