@@ -2,77 +2,25 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 
 from speechgate.audio.formats import AudioFormat
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import load_engine
-from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.lanes import Lanes
 from speechgate.pipeline import OutputSpec, render
-
-# Four segments: a short first one, then three sentences (the last two of equal length).
-TEXT = "Hi there. Aaaa bbbb cccc. Dddd eeee ffff. Gggg hhhh iiii."
+from tests.helpers.lanes import PAIR, TEXT, Recorder
 
 
-class _Recorder:
-    """A `SideBySide` engine that notes, for every call, its text, its width and how many calls
-    ran at once; each call waits for a second one at `meet` (a barrier) when told to, so two
-    calls that do not overlap fail instead of passing by luck."""
-
-    name = "recorder"
-    sample_rate = 16000
-    supports_instructions = supports_seed = blends_voices = False
-    side_by_side = True
-
-    def __init__(self, meet: frozenset[str] = frozenset(), fail_on: str | None = None) -> None:
-        self.width = 1
-        self.calls: list[tuple[str, int, int]] = []  # text, width, calls running then
-        self._running = 0
-        self._lock = threading.Lock()
-        self._meet = meet
-        self._barrier = threading.Barrier(2, timeout=10)
-        self._fail_on = fail_on
-
-    def voices(self) -> list[Voice]:
-        return [Voice("v", "v")]
-
-    def use_threads(self, threads: int) -> None:
-        self.width = threads
-
-    def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
-        with self._lock:
-            self._running += 1
-            self.calls.append((request.text, self.width, self._running))
-        try:
-            if request.text in self._meet:
-                self._barrier.wait()
-            if request.text == self._fail_on:
-                raise RuntimeError("told to fail")
-            # A tone as long as the text, in the text's own pitch: each segment is told apart.
-            seconds = 0.01 * len(request.text)
-            t = np.arange(round(seconds * self.sample_rate)) / self.sample_rate
-            tone = 0.3 * np.sin(2 * np.pi * (100 + len(request.text)) * t)
-            yield PcmChunk.from_float(tone, self.sample_rate)
-        finally:
-            with self._lock:
-                self._running -= 1
-
-    def close(self) -> None:
-        pass
-
-
-def _pcm(engine: _Recorder, lanes: Lanes | None) -> bytes:
+def _pcm(engine: Recorder, lanes: Lanes | None) -> bytes:
     spec = OutputSpec(AudioFormat.PCM, engine.sample_rate)
     return b"".join(c.data for c in render(engine, SynthesisRequest(TEXT, "v"), spec, lanes=lanes))
 
 
 def test_a_wide_job_speaks_its_later_segments_in_pairs_at_once_and_in_order() -> None:
-    engine = _Recorder(meet=frozenset({"Aaaa bbbb cccc.", "Dddd eeee ffff."}))
+    engine = Recorder(meet=PAIR)
     lanes = Lanes(engine, (1, 2))
     lanes.set_width(2)
     together = _pcm(engine, lanes)
@@ -86,7 +34,7 @@ def test_a_wide_job_speaks_its_later_segments_in_pairs_at_once_and_in_order() ->
     assert engine.calls[3] == ("Gggg hhhh iiii.", 2, 1)
     assert lanes.pairs == 1 and engine.width == 2
     # The same audio as one segment after another, in the text's order.
-    assert together == _pcm(_Recorder(), None)
+    assert together == _pcm(Recorder(), None)
     lanes.close()
 
 
@@ -94,7 +42,7 @@ def test_a_wide_job_speaks_its_later_segments_in_pairs_at_once_and_in_order() ->
 def test_segments_go_one_at_a_time_when_the_job_is_narrow_or_the_pair_unbalanced(
     width: int,
 ) -> None:
-    engine = _Recorder()
+    engine = Recorder()
     lanes = Lanes(engine, (1, 2))
     lanes.set_width(width)
     text = "Hi there. Aaaa bbbb cccc dddd eeee ffff gggg. Hhhh iiii." if width == 2 else TEXT
@@ -108,7 +56,7 @@ def test_segments_go_one_at_a_time_when_the_job_is_narrow_or_the_pair_unbalanced
 
 
 def test_an_engine_that_cannot_share_itself_never_runs_two_segments_at_once() -> None:
-    engine = _Recorder()
+    engine = Recorder()
     engine.side_by_side = False
     lanes = Lanes(engine, (1, 2))
     lanes.set_width(2)
@@ -118,9 +66,7 @@ def test_an_engine_that_cannot_share_itself_never_runs_two_segments_at_once() ->
 
 
 def test_a_failing_half_of_a_pair_fails_the_job_after_the_other_half_is_done() -> None:
-    engine = _Recorder(
-        meet=frozenset({"Aaaa bbbb cccc.", "Dddd eeee ffff."}), fail_on="Aaaa bbbb cccc."
-    )
+    engine = Recorder(meet=PAIR, fail_on="Aaaa bbbb cccc.")
     lanes = Lanes(engine, (1, 2))
     lanes.set_width(2)
     with pytest.raises(RuntimeError, match="told to fail"):
