@@ -3,11 +3,11 @@
 A job that runs alone gets every core (the pool widens its worker, see
 `speechgate.workers.pool`), and its engine computes each segment on all of them. For an engine
 that is `SideBySide`, two segments at once, one thread each, make more audio a second than that:
-measured with Piper joe on 2 cores (`bench-out/s29/lanes_feas.py`, four ~85-character sentences,
-six rounds, in-process), 20.4x real time side by side against 17.3x one after the other on two
-threads, 1.18 times as fast. So a lone job's later segments go in pairs. Its first segment
-always runs alone and wide: a pair would delay the first audio, which is what a listener waits
-for.
+measured with Piper joe on 2 cores, in-process, four ~85-character sentences, six rounds taking
+turns, 20.4x real time side by side against 17.3x one after the other on two threads, 1.18
+times as fast (`bench/lanes.py` measures it on paragraphs, with this module: 1.16). So a lone
+job's later segments go in pairs. Its first segment always runs alone and wide: a pair would
+delay the first audio, which is what a listener waits for.
 
 A pair is spoken whole before either is handed on, so the engine is idle again whenever the
 worker turns to another job or reads its messages: engines that are not thread-safe with
