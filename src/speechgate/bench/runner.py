@@ -4,10 +4,11 @@ in-process runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psutil
@@ -26,10 +27,11 @@ from speechgate.bench.inprocess import (
     measure_single,
 )
 from speechgate.bench.load import LevelRun, LoadConfig, Send, run_load, send
-from speechgate.bench.overhead import measure_overhead
+from speechgate.bench.overhead import Overhead, measure_overhead
 from speechgate.bench.report import BenchReport, InProcessResult
 from speechgate.bench.stats import Sample, compare, summarize
 from speechgate.catalog import engine_for_model
+from speechgate.engines.base import EngineConfig
 from speechgate.pipeline import OutputSpec
 from speechgate.runtime import engine_config
 from speechgate.settings import Settings
@@ -84,27 +86,36 @@ def _server_cores(config: LoadConfig) -> list[int] | None:
     return psutil.Process(config.server_pid).cpu_affinity() if config.server_pid else None
 
 
-def run_baselines(
+@dataclass(eq=False)
+class _Other:
+    """A baseline server that is up: the load config that points at it, and its levels so far."""
+
+    baseline: Baseline
+    load: LoadConfig
+    runs: list[LevelRun] = field(default_factory=list)
+
+
+def _start_baselines(
+    stack: contextlib.ExitStack,
     config: LoadConfig,
     baselines: Sequence[Baseline],
     console: Console,
     log_dir: Path | None = None,
-) -> list[ServerRun]:
-    """Each baseline in turn: started as a child server on the speechgate server's cores (if
-    known), warmed up and loaded as speechgate was, then stopped with all its processes."""
+) -> list[_Other]:
+    """Start each baseline as a child server on the speechgate server's cores (if known), to
+    be stopped with all its processes when `stack` closes. They sit idle until loaded."""
     logs = log_dir or Path(tempfile.mkdtemp(prefix="speechgate-bench-"))
     cores = _server_cores(config)
-    results: list[ServerRun] = []
+    started: list[_Other] = []
     for baseline in baselines:
         log = logs / f"{baseline.name.split()[0]}-{baseline.port}.log"
         console.print(f"{baseline.name}: starting on port {baseline.port} (log: {log}) …")
         env = child.clean_env(**baseline.env)
         ready = baseline.url + baseline.ready_path
-        with child.child_server(baseline.command, env, ready, log, cpus=cores) as pid:
-            load = replace(config, url=baseline.url, server_pid=pid, api_key=None)
-            runs = _load_with_progress(load, console, baseline.send)
-        results.append(_server_run(baseline.name, runs))
-    return results
+        pid = stack.enter_context(child.child_server(baseline.command, env, ready, log, cpus=cores))
+        load = replace(config, url=baseline.url, server_pid=pid, api_key=None)
+        started.append(_Other(baseline, load))
+    return started
 
 
 def _server_run(name: str, runs: Sequence[LevelRun]) -> ServerRun:
@@ -125,14 +136,92 @@ def run_bench(
     baselines: Sequence[Baseline] = (),
     log_dir: Path | None = None,
 ) -> BenchReport:
-    """Without `in_process`: the HTTP load, then each baseline server's. With it: the single
-    process, one process with every core, the gateway overhead, then a slice of the ceiling
-    before the first level and after each level, then the baselines. Machines drift (shared
-    hosts, boost clocks) by tens of percent over minutes, so each level is held against the
-    ceiling measured on either side of it."""
-    if in_process is None:
-        loaded = _load_with_progress(config, console)
-        return _report(config, loaded, None, run_baselines(config, baselines, console, log_dir))
+    """The HTTP load, level by level, each level on speechgate and then on each baseline
+    server back to back. With `in_process`, first the single process, one process with every
+    core and the gateway overhead, then a slice of the ceiling before the first level and after
+    each level. Machines drift (shared hosts, boost clocks) by tens of percent over minutes, so
+    each level is held against the ceiling measured on either side of it, and the servers
+    compared at a level are loaded within seconds of each other."""
+    prelude = _in_process_prelude(config, in_process, console) if in_process else None
+    runs: list[LevelRun] = []
+    slices: list[InProcessRun] = []
+    with contextlib.ExitStack() as stack:
+        others = _start_baselines(stack, config, baselines, console, log_dir)
+        if prelude is not None:
+            slices.append(prelude.ceiling("before the first level"))
+        for level in config.levels:
+            # Each level warms each server up again: the others have just had the cores.
+            runs += _load_with_progress(replace(config, levels=(level,)), console)
+            for other in others:
+                load = replace(other.load, levels=(level,))
+                other.runs += _load_with_progress(load, console, other.baseline.send)
+            if prelude is not None:
+                slices.append(prelude.ceiling(f"after c = {level}"))
+    compared = [_server_run(other.baseline.name, other.runs) for other in others]
+    result = prelude.result(config.levels, runs, slices) if prelude is not None else None
+    return _report(config, runs, result, compared)
+
+
+@dataclass(frozen=True)
+class _Prelude:
+    """What the in-process runs measured before the levels, and how to take a ceiling slice."""
+
+    config: LoadConfig
+    in_process: InProcessConfig
+    engine: EngineConfig
+    voice: str
+    output: OutputSpec
+    cores: list[int] | None
+    console: Console
+    single: InProcessRun
+    wide: InProcessRun
+    overhead: Overhead
+
+    def ceiling(self, when: str) -> InProcessRun:
+        seconds = self.in_process.seconds / 2
+        with self.console.status(f"in-process: ceiling ({when}), {seconds:.0f} s"):
+            return measure_ceiling(
+                self.engine,
+                self.voice,
+                self.in_process.settings.voice_aliases,
+                seconds,
+                self.in_process.processes,
+                self.config.texts,
+                self.output,
+                self.cores,
+            )
+
+    def result(
+        self, levels: Sequence[int], runs: Sequence[LevelRun], slices: Sequence[InProcessRun]
+    ) -> InProcessResult:
+        pooled = summarize(
+            slices[0].stats.concurrency,
+            [sample for part in slices for sample in part.samples],
+            sum(part.stats.wall_seconds for part in slices),
+            None,
+        )
+        throughputs = [part.stats.throughput for part in slices]
+        beside = {
+            level: (throughputs[i] + throughputs[i + 1]) / 2 for i, level in enumerate(levels)
+        }
+        return InProcessResult(
+            single=self.single.stats,
+            single_threads=self.single.threads,
+            ceiling=pooled,
+            ceiling_slices=throughputs,
+            ceiling_beside=beside,
+            comparison=compare([run.stats for run in runs], self.single.stats, beside),
+            overhead=self.overhead,
+            all_threads=self.wide.stats,
+            all_threads_threads=self.wide.threads,
+        )
+
+
+def _in_process_prelude(
+    config: LoadConfig, in_process: InProcessConfig, console: Console
+) -> _Prelude:
+    """The in-process runs that come before the levels: the single process, one process with
+    every core, and the gateway overhead."""
     settings = in_process.settings
     engine = engine_config(settings, engine_for_model(settings, config.model))
     voice = in_process.voice or config.voice
@@ -141,20 +230,6 @@ def run_bench(
     output = OutputSpec(config.format, 24000)
     # On the server's own cores, if we know them: the ceiling is of the same hardware.
     cores = _server_cores(config)
-
-    def ceiling(when: str) -> InProcessRun:
-        with console.status(f"in-process: ceiling ({when}), {seconds / 2:.0f} s"):
-            return measure_ceiling(
-                engine,
-                voice,
-                aliases,
-                seconds / 2,
-                in_process.processes,
-                config.texts,
-                output,
-                cores,
-            )
-
     with console.status(f"in-process: 1 process, {seconds:.0f} s"):
         single = measure_single(engine, voice, aliases, seconds, config.texts, output, cores)
     with console.status(f"in-process: 1 process, all threads, {seconds:.0f} s"):
@@ -168,36 +243,9 @@ def run_bench(
         EngineJob(engine, voice, aliases, 0.0, first_worker, tuple(config.texts), output),
         server_voice=config.voice,
     )
-    slices = [ceiling("before the first level")]
-    runs: list[LevelRun] = []
-    for level in config.levels:
-        # Each level warms the server up again: the ceiling's slice has just had the cores.
-        runs += _load_with_progress(replace(config, levels=(level,)), console)
-        slices.append(ceiling(f"after c = {level}"))
-    others = run_baselines(config, baselines, console, log_dir)
-    pooled = summarize(
-        slices[0].stats.concurrency,
-        [sample for part in slices for sample in part.samples],
-        sum(part.stats.wall_seconds for part in slices),
-        None,
+    return _Prelude(
+        config, in_process, engine, voice, output, cores, console, single, wide, overhead
     )
-    throughputs = [part.stats.throughput for part in slices]
-    beside = {
-        level: (throughputs[i] + throughputs[i + 1]) / 2 for i, level in enumerate(config.levels)
-    }
-    levels = [run.stats for run in runs]
-    result = InProcessResult(
-        single=single.stats,
-        single_threads=single.threads,
-        ceiling=pooled,
-        ceiling_slices=throughputs,
-        ceiling_beside=beside,
-        comparison=compare(levels, single.stats, beside),
-        overhead=overhead,
-        all_threads=wide.stats,
-        all_threads_threads=wide.threads,
-    )
-    return _report(config, runs, result, others)
 
 
 def _report(
