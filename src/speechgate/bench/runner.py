@@ -29,7 +29,7 @@ from speechgate.bench.inprocess import (
 from speechgate.bench.load import LevelRun, LoadConfig, Send, run_load, send
 from speechgate.bench.overhead import Overhead, measure_overhead
 from speechgate.bench.report import BenchReport, InProcessResult
-from speechgate.bench.stats import Sample, compare, summarize
+from speechgate.bench.stats import RunStats, Sample, compare, summarize
 from speechgate.catalog import engine_for_model
 from speechgate.engines.base import EngineConfig
 from speechgate.pipeline import OutputSpec
@@ -137,19 +137,23 @@ def run_bench(
     log_dir: Path | None = None,
 ) -> BenchReport:
     """The HTTP load, level by level, each level on speechgate and then on each baseline
-    server back to back. With `in_process`, first the single process, one process with every
-    core and the gateway overhead, then a slice of the ceiling before the first level and after
-    each level. Machines drift (shared hosts, boost clocks) by tens of percent over minutes, so
-    each level is held against the ceiling measured on either side of it, and the servers
-    compared at a level are loaded within seconds of each other."""
+    server back to back. With `in_process`, first the single process and the gateway overhead,
+    then a slice of one process with every core and one of the ceiling before the first level,
+    a slice of the ceiling after each level and one of every core after the first. Machines
+    drift (shared hosts, boost clocks) by tens of percent over minutes, so each level is held
+    against the ceiling measured on either side of it, the first (one client's) also against
+    one process with every core on either side, and the servers compared at a level are loaded
+    within seconds of each other."""
     prelude = _in_process_prelude(config, in_process, console) if in_process else None
     runs: list[LevelRun] = []
     slices: list[InProcessRun] = []
+    wide: list[InProcessRun] = []
     with contextlib.ExitStack() as stack:
         others = _start_baselines(stack, config, baselines, console, log_dir)
         if prelude is not None:
+            wide.append(prelude.all_threads("before the first level"))
             slices.append(prelude.ceiling("before the first level"))
-        for level in config.levels:
+        for index, level in enumerate(config.levels):
             # Each level warms each server up again: the others have just had the cores.
             runs += _load_with_progress(replace(config, levels=(level,)), console)
             for other in others:
@@ -157,14 +161,27 @@ def run_bench(
                 other.runs += _load_with_progress(load, console, other.baseline.send)
             if prelude is not None:
                 slices.append(prelude.ceiling(f"after c = {level}"))
+                if index == 0:
+                    wide.append(prelude.all_threads(f"after c = {level}"))
     compared = [_server_run(other.baseline.name, other.runs) for other in others]
-    result = prelude.result(config.levels, runs, slices) if prelude is not None else None
+    result = prelude.result(config.levels, runs, slices, wide) if prelude is not None else None
     return _report(config, runs, result, compared)
+
+
+def _pooled(slices: Sequence[InProcessRun]) -> RunStats:
+    """One run's stats from the samples and wall time of its slices."""
+    return summarize(
+        slices[0].stats.concurrency,
+        [sample for part in slices for sample in part.samples],
+        sum(part.stats.wall_seconds for part in slices),
+        None,
+    )
 
 
 @dataclass(frozen=True)
 class _Prelude:
-    """What the in-process runs measured before the levels, and how to take a ceiling slice."""
+    """What the in-process runs measured before the levels, and how to take the slices measured
+    between them (each half `InProcessConfig.seconds`)."""
 
     config: LoadConfig
     in_process: InProcessConfig
@@ -174,8 +191,20 @@ class _Prelude:
     cores: list[int] | None
     console: Console
     single: InProcessRun
-    wide: InProcessRun
     overhead: Overhead
+
+    def all_threads(self, when: str) -> InProcessRun:
+        seconds = self.in_process.seconds / 2
+        with self.console.status(f"in-process: 1 process, all threads ({when}), {seconds:.0f} s"):
+            return measure_all_threads(
+                self.engine,
+                self.voice,
+                self.in_process.settings.voice_aliases,
+                seconds,
+                self.config.texts,
+                self.output,
+                self.cores,
+            )
 
     def ceiling(self, when: str) -> InProcessRun:
         seconds = self.in_process.seconds / 2
@@ -192,14 +221,12 @@ class _Prelude:
             )
 
     def result(
-        self, levels: Sequence[int], runs: Sequence[LevelRun], slices: Sequence[InProcessRun]
+        self,
+        levels: Sequence[int],
+        runs: Sequence[LevelRun],
+        slices: Sequence[InProcessRun],
+        wide: Sequence[InProcessRun],
     ) -> InProcessResult:
-        pooled = summarize(
-            slices[0].stats.concurrency,
-            [sample for part in slices for sample in part.samples],
-            sum(part.stats.wall_seconds for part in slices),
-            None,
-        )
         throughputs = [part.stats.throughput for part in slices]
         beside = {
             level: (throughputs[i] + throughputs[i + 1]) / 2 for i, level in enumerate(levels)
@@ -207,21 +234,21 @@ class _Prelude:
         return InProcessResult(
             single=self.single.stats,
             single_threads=self.single.threads,
-            ceiling=pooled,
+            ceiling=_pooled(slices),
             ceiling_slices=throughputs,
             ceiling_beside=beside,
             comparison=compare([run.stats for run in runs], self.single.stats, beside),
             overhead=self.overhead,
-            all_threads=self.wide.stats,
-            all_threads_threads=self.wide.threads,
+            all_threads=_pooled(wide),
+            all_threads_threads=wide[0].threads,
         )
 
 
 def _in_process_prelude(
     config: LoadConfig, in_process: InProcessConfig, console: Console
 ) -> _Prelude:
-    """The in-process runs that come before the levels: the single process, one process with
-    every core, and the gateway overhead."""
+    """The in-process runs that come before the levels: the single process and the gateway
+    overhead."""
     settings = in_process.settings
     engine = engine_config(settings, engine_for_model(settings, config.model))
     voice = in_process.voice or config.voice
@@ -232,8 +259,6 @@ def _in_process_prelude(
     cores = _server_cores(config)
     with console.status(f"in-process: 1 process, {seconds:.0f} s"):
         single = measure_single(engine, voice, aliases, seconds, config.texts, output, cores)
-    with console.status(f"in-process: 1 process, all threads, {seconds:.0f} s"):
-        wide = measure_all_threads(engine, voice, aliases, seconds, config.texts, output, cores)
     # No spinner here: its refresh thread would take the GIL from the timing client.
     console.print("in-process: gateway overhead, paired and per request …")
     first_worker = tuple(sorted(cores or os.sched_getaffinity(0))[: engine.threads])
@@ -243,9 +268,7 @@ def _in_process_prelude(
         EngineJob(engine, voice, aliases, 0.0, first_worker, tuple(config.texts), output),
         server_voice=config.voice,
     )
-    return _Prelude(
-        config, in_process, engine, voice, output, cores, console, single, wide, overhead
-    )
+    return _Prelude(config, in_process, engine, voice, output, cores, console, single, overhead)
 
 
 def _report(
