@@ -8,7 +8,8 @@ long text set (`speechgate.bench.LONG_TEXTS`, eight sentences a paragraph) throu
 `pipeline.render`, as WAV at 24 kHz: once with `Lanes` open (the first sentence on every core,
 then pairs a thread each), once without (every sentence on every core, as before), taking
 turns round by round, since this machine's speed drifts by a tenth within minutes. Prints each
-round's audio seconds per second and the ratio of the totals.
+round's audio seconds per second and the ratio of the totals. Pairs form only where the engine
+has exactly two cores (two 1-core workers' worth); on more, both ways are the same.
 """
 
 from __future__ import annotations

@@ -38,18 +38,26 @@ def test_a_wide_job_speaks_its_later_segments_in_pairs_at_once_and_in_order() ->
     lanes.close()
 
 
-@pytest.mark.parametrize("width", [1, 2])
-def test_segments_go_one_at_a_time_when_the_job_is_narrow_or_the_pair_unbalanced(
-    width: int,
+@pytest.mark.parametrize(
+    ("widths", "width", "text"),
+    [
+        # Narrow: no room for two.
+        ((1, 2), 1, TEXT),
+        # Wide, but one of the two is three times the other: it would keep the pair waiting
+        # longer than both on both cores.
+        ((1, 2), 2, "Hi there. Aaaa bbbb cccc dddd eeee ffff gggg. Hhhh iiii."),
+        # Four cores: a pair a core each would leave two idle that one wide segment uses.
+        ((1, 4), 4, TEXT),
+    ],
+)
+def test_segments_go_one_at_a_time_when_the_job_is_narrow_wider_than_a_pair_or_unbalanced(
+    widths: tuple[int, int], width: int, text: str
 ) -> None:
     engine = Recorder()
-    lanes = Lanes(engine, (1, 2))
+    lanes = Lanes(engine, widths)
     lanes.set_width(width)
-    text = "Hi there. Aaaa bbbb cccc dddd eeee ffff gggg. Hhhh iiii." if width == 2 else TEXT
     spec = OutputSpec(AudioFormat.PCM, engine.sample_rate)
     list(render(engine, SynthesisRequest(text, "v"), spec, lanes=lanes))
-    # Narrow: no room for two. Wide, but one of the two is three times the other: it would
-    # keep the pair waiting longer than both on both cores.
     assert lanes.pairs == 0
     assert all(running == 1 for _, _, running in engine.calls)
     assert {w for _, w, _ in engine.calls} == {width}

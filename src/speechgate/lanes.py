@@ -57,9 +57,10 @@ class Lanes:
 
     @property
     def open(self) -> bool:
-        """Whether two segments may run side by side now: the job has room for two narrow
-        ones, and the engine can."""
-        return self._side_by_side and self.width >= 2 * self._narrowest
+        """Whether two segments may run side by side now: the engine can, and the job has
+        exactly two narrow segments' worth of threads. Wider (more cores than two workers
+        have), a pair would leave cores idle that one wide segment uses."""
+        return self._side_by_side and self.width == 2 * self._narrowest
 
     def segments(
         self, parts: Sequence[SynthesisRequest], speak: Callable[[SynthesisRequest], Iterator[T]]

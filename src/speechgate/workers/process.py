@@ -4,7 +4,9 @@ gateway gives it, several at once, one step at a time.
 A step is one segment of a job's speech, up to the pause after it (`between_segments`), or a
 whole cloning job. Steps never overlap: the engine runs on this one thread, and a segment is
 finished (its engine generator closed, pocket-tts' generation threads drained) before another
-job's begins, so engines that are not thread-safe stay safe. Between steps the worker reads what
+job's begins, so engines that are not thread-safe stay safe. (A `SideBySide` engine's job with
+every core speaks two segments at once, one on a helper thread, within one step:
+`speechgate.lanes`.) Between steps the worker reads what
 the gateway sent (new jobs, Cancel, Pause, Resume, Width) and picks the next job: one that has
 sent nothing yet first, so a new request's first audio never waits for another's long text to
 end, then the others in turn.
