@@ -7,8 +7,9 @@ import asyncio
 import contextlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import psutil
@@ -194,30 +195,23 @@ class _Prelude:
     overhead: Overhead
 
     def all_threads(self, when: str) -> InProcessRun:
-        seconds = self.in_process.seconds / 2
-        with self.console.status(f"in-process: 1 process, all threads ({when}), {seconds:.0f} s"):
-            return measure_all_threads(
-                self.engine,
-                self.voice,
-                self.in_process.settings.voice_aliases,
-                seconds,
-                self.config.texts,
-                self.output,
-                self.cores,
-            )
+        return self._slice(f"1 process, all threads ({when})", measure_all_threads)
 
     def ceiling(self, when: str) -> InProcessRun:
+        processes = self.in_process.processes
+        return self._slice(f"ceiling ({when})", partial(measure_ceiling, processes=processes))
+
+    def _slice(self, name: str, measure: Callable[..., InProcessRun]) -> InProcessRun:
         seconds = self.in_process.seconds / 2
-        with self.console.status(f"in-process: ceiling ({when}), {seconds:.0f} s"):
-            return measure_ceiling(
+        with self.console.status(f"in-process: {name}, {seconds:.0f} s"):
+            return measure(
                 self.engine,
                 self.voice,
                 self.in_process.settings.voice_aliases,
                 seconds,
-                self.in_process.processes,
-                self.config.texts,
-                self.output,
-                self.cores,
+                texts=self.config.texts,
+                output=self.output,
+                cores=self.cores,
             )
 
     def result(
