@@ -52,8 +52,7 @@ class Lanes:
     def set_width(self, threads: int) -> None:
         """Let the segments that follow compute with `threads` threads."""
         self.width = threads
-        if isinstance(self._engine, Elastic):
-            self._engine.use_threads(threads)
+        self._use_threads(threads)
 
     @property
     def open(self) -> bool:
@@ -96,8 +95,7 @@ class Lanes:
         when this returns or raises."""
         if self._helper is None:
             self._helper = ThreadPoolExecutor(1, thread_name_prefix="speechgate-lane")
-        if isinstance(self._engine, Elastic):
-            self._engine.use_threads(self._narrowest)
+        self._use_threads(self._narrowest)
         try:
             later = self._helper.submit(lambda: list(speak(second)))
             try:
@@ -106,8 +104,11 @@ class Lanes:
                 wait([later])
             return spoken, later.result()
         finally:
-            if isinstance(self._engine, Elastic):
-                self._engine.use_threads(self.width)
+            self._use_threads(self.width)
+
+    def _use_threads(self, threads: int) -> None:
+        if isinstance(self._engine, Elastic):
+            self._engine.use_threads(threads)
 
 
 def _balanced(first: SynthesisRequest, second: SynthesisRequest) -> bool:
