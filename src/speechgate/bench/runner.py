@@ -165,7 +165,7 @@ def run_bench(
                 if index == 0:
                     wide.append(prelude.all_threads(f"after c = {level}"))
     compared = [_server_run(other.baseline.name, other.runs) for other in others]
-    result = prelude.result(config.levels, runs, slices, wide) if prelude is not None else None
+    result = prelude.result(runs, slices, wide) if prelude is not None else None
     return _report(config, runs, result, compared)
 
 
@@ -215,15 +215,14 @@ class _Prelude:
             )
 
     def result(
-        self,
-        levels: Sequence[int],
-        runs: Sequence[LevelRun],
-        slices: Sequence[InProcessRun],
-        wide: Sequence[InProcessRun],
+        self, runs: Sequence[LevelRun], slices: Sequence[InProcessRun], wide: Sequence[InProcessRun]
     ) -> InProcessResult:
+        """The in-process results, given the levels' `runs`, the ceiling's `slices` (one before
+        the first level and one after each) and the all-threads ones (`wide`)."""
         throughputs = [part.stats.throughput for part in slices]
         beside = {
-            level: (throughputs[i] + throughputs[i + 1]) / 2 for i, level in enumerate(levels)
+            level: (throughputs[i] + throughputs[i + 1]) / 2
+            for i, level in enumerate(self.config.levels)
         }
         return InProcessResult(
             single=self.single.stats,
