@@ -8,7 +8,7 @@ from speechgate.audio.formats import OutputFormat
 from speechgate.captions import write_captions
 from speechgate.catalog import Catalog, engine_for_model
 from speechgate.engines import Engine, load_engine
-from speechgate.engines.base import EngineInfo
+from speechgate.engines.base import EngineConfig, EngineInfo
 from speechgate.lanes import Lanes
 from speechgate.pipeline import render
 from speechgate.runtime import engine_config
@@ -24,14 +24,16 @@ def stored_voices(settings: Settings) -> VoiceLibrary:
     return VoiceLibrary(settings.voices_dir)
 
 
-def load_catalog(settings: Settings, model: str) -> tuple[Catalog, Engine]:
-    """Load only the engine that `model` names, and a catalog that knows just it."""
+def load_catalog(settings: Settings, model: str) -> tuple[Catalog, Engine, EngineConfig]:
+    """Load only the engine that `model` names, and a catalog that knows just it; and the
+    config the engine was built from."""
     name = engine_for_model(settings, model)
-    engine = load_engine(engine_config(settings, name))
+    config = engine_config(settings, name)
+    engine = load_engine(config)
     catalog = Catalog(
         {name: EngineInfo.of(engine)}, {model: name}, settings.voice_aliases, settings.models_dir
     )
-    return catalog, engine
+    return catalog, engine, config
 
 
 def synthesize_to_file(
@@ -48,9 +50,9 @@ def synthesize_to_file(
 ) -> float:
     """Speak `text` into `output` (with a built-in or a stored voice); returns the seconds of
     audio written. With `captions` (a `.srt` or `.vtt` path), writes its words' times there."""
-    catalog, engine = load_catalog(settings, model)
+    catalog, engine, config = load_catalog(settings, model)
     # Alone on the machine, as a server's lone job is: every core, later sentences in pairs.
-    lanes = Lanes(engine, engine_config(settings, engine_for_model(settings, model)).widths)
+    lanes = Lanes(engine, config.widths)
     lanes.set_width(lanes.widest)
     try:
         # Stored voices need no pool: they are files the engine reads.

@@ -40,7 +40,7 @@ def _list_voices(model: str) -> None:
     from speechgate.standalone import load_catalog, stored_voices
 
     settings = load_settings()
-    catalog, engine = load_catalog(settings, model)
+    catalog, engine, _ = load_catalog(settings, model)
     table = Table("voice", "name", "language")
     for voice in engine.voices():
         table.add_row(voice.id, voice.name, voice.language or "")
