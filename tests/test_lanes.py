@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -71,6 +73,20 @@ def test_an_engine_that_cannot_share_itself_never_runs_two_segments_at_once() ->
     _pcm(engine, lanes)
     assert lanes.pairs == 0
     assert all(running == 1 for _, _, running in engine.calls)
+
+
+@pytest.mark.parametrize("side_by_side", [True, False])
+def test_the_helper_thread_is_there_before_any_pair(side_by_side: bool) -> None:
+    # So the pool's moves of a worker's threads between cores, which list them first, find it:
+    # started by a later pair, it could be started amid a move and keep the cores it inherits.
+    engine = Recorder()
+    engine.side_by_side = side_by_side
+    before = {thread.ident for thread in threading.enumerate()}
+    lanes = Lanes(engine, (1, 2))
+    started = [t for t in threading.enumerate() if t.ident not in before]
+    assert [t.name.startswith("speechgate-lane") for t in started] == [True] * side_by_side
+    lanes.close()
+    assert not any(thread.is_alive() for thread in started)
 
 
 def test_a_failing_half_of_a_pair_fails_the_job_after_the_other_half_is_done() -> None:

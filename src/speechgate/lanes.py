@@ -45,6 +45,12 @@ class Lanes:
         self.widest = max(widths)
         self._side_by_side = isinstance(engine, SideBySide) and engine.side_by_side
         self._helper: ThreadPoolExecutor | None = None
+        if self._side_by_side:
+            # Its thread is started now, not at the first pair: a thread inherits the cores
+            # of the one that starts it, and one started while the pool moves the worker's
+            # threads (which it lists first) could keep cores the job no longer has.
+            self._helper = ThreadPoolExecutor(1, thread_name_prefix="speechgate-lane")
+            self._helper.submit(int).result()
         self.width = self._narrowest
         self.pairs = 0
         """How many pairs were spoken side by side (for tests and the curious)."""
@@ -93,8 +99,7 @@ class Lanes:
     ) -> tuple[list[T], list[T]]:
         """Both parts' chunks, spoken at once on the narrowest width; the engine is idle again
         when this returns or raises."""
-        if self._helper is None:
-            self._helper = ThreadPoolExecutor(1, thread_name_prefix="speechgate-lane")
+        assert self._helper is not None  # started with the lanes of a `SideBySide` engine
         self._use_threads(self._narrowest)
         try:
             later = self._helper.submit(lambda: list(speak(second)))
