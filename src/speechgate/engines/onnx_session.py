@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 import onnxruntime
 
@@ -97,6 +99,84 @@ def pinned_session(
         sess_options=options,
         providers=["CPUExecutionProvider"],
     )
+
+
+class Runs:
+    """The onnxruntime runs under way in a process, so that another thread can end them.
+
+    A worker's engine computes on the worker's one thread, which reads the gateway's messages
+    only between segments, and one segment's run takes up to seconds (a long Kokoro sentence a
+    core wide). `stop` ends the runs under way at their next node, with an error, and every
+    run that starts afterwards at once, until `allow`: a cancelled job's sentence stops
+    instead of keeping its cores for nothing. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._under_way: set[onnxruntime.RunOptions] = set()
+        self._stopped = False
+
+    @property
+    def under_way(self) -> int:
+        with self._lock:
+            return len(self._under_way)
+
+    @contextlib.contextmanager
+    def options(self) -> Iterator[onnxruntime.RunOptions]:
+        """Options for one run, counted among those under way while it runs."""
+        options = onnxruntime.RunOptions()
+        with self._lock:
+            options.terminate = self._stopped
+            self._under_way.add(options)
+        try:
+            yield options
+        finally:
+            with self._lock:
+                self._under_way.discard(options)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            for options in self._under_way:
+                options.terminate = True
+
+    def allow(self) -> None:
+        with self._lock:
+            self._stopped = False
+
+
+RUNS = Runs()
+"""This process's runs (a worker's: `speechgate.workers.process` stops them)."""
+
+
+class _StoppableSession:
+    """An `InferenceSession` whose every run is one of `runs` (the engines' libraries call
+    `run(None, feeds)` on the session they are given); anything else is the session's."""
+
+    def __init__(self, session: onnxruntime.InferenceSession, runs: Runs) -> None:
+        self._session = session
+        self._runs = runs
+
+    def run(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: onnxruntime.RunOptions | None = None,
+    ) -> Any:
+        if run_options is not None:
+            return self._session.run(output_names, input_feed, run_options)
+        with self._runs.options() as options:
+            return self._session.run(output_names, input_feed, options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
+def stoppable(
+    session: onnxruntime.InferenceSession, runs: Runs = RUNS
+) -> onnxruntime.InferenceSession:
+    """`session`, its runs stoppable through `runs` (typed as the session it stands for)."""
+    return cast(onnxruntime.InferenceSession, _StoppableSession(session, runs))
 
 
 @dataclass(frozen=True)
@@ -229,6 +309,8 @@ class WidthSessions:
         self, source: Path | bytes, width: int, optimized: bool = False, save: Path | None = None
     ) -> onnxruntime.InferenceSession:
         spinning = self._onnx.wide_spinning and width > self._narrowest
-        return pinned_session(
-            source, width, self._onnx, spinning, optimized=optimized, save_optimized=save
+        return stoppable(
+            pinned_session(
+                source, width, self._onnx, spinning, optimized=optimized, save_optimized=save
+            )
         )

@@ -6,10 +6,15 @@ whole cloning job. Steps never overlap: the engine runs on this one thread, and 
 finished (its engine generator closed, pocket-tts' generation threads drained) before another
 job's begins, so engines that are not thread-safe stay safe. (A `SideBySide` engine's job with
 every core speaks two segments at once, one on a helper thread, within one step:
-`speechgate.lanes`.) Between steps the worker reads what
+`speechgate.lanes`.) Between steps the worker acts on what
 the gateway sent (new jobs, Cancel, Pause, Resume, Width) and picks the next job: one that has
 sent nothing yet first, so a new request's first audio never waits for another's long text to
 end, then the others in turn.
+
+The messages are read as they come, on a thread of their own (`_Inbox`): a Cancel of the job
+whose step is running (or a Shutdown) stops that step's onnxruntime runs at once
+(`onnx_session.RUNS`), so a client that leaves mid-sentence frees the cores now rather than
+after the sentence (or the pair). Engines that compute otherwise stop at their next chunk.
 """
 
 from __future__ import annotations
@@ -17,13 +22,16 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import queue
 import signal
 import socket
+import threading
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 
 from speechgate.engines.base import Engine, EngineConfig, EngineInfo, VoiceCloner
+from speechgate.engines.onnx_session import RUNS
 from speechgate.lanes import Lanes
 from speechgate.pipeline import render
 from speechgate.workers import wire
@@ -75,10 +83,13 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
     except Exception as error:
         wire.send(conn, StartupFailed(f"{type(error).__name__}: {error}"))
         return
-    wire.send(conn, Ready(EngineInfo.of(engine)))
+    # The worker's threads are all started before Ready: once it is sent, the gateway may move
+    # them between cores, and a thread started during a move could be missed by it.
     lanes = Lanes(engine, config.widths)
+    jobs = _Jobs(engine, conn, lanes)
+    wire.send(conn, Ready(EngineInfo.of(engine)))
     try:
-        _Jobs(engine, conn, lanes).serve()
+        jobs.serve()
     except (EOFError, OSError):
         return  # the gateway is gone
     finally:
@@ -104,12 +115,70 @@ class _Active:
     busy: float = 0.0  # seconds of this worker's time spent on it
 
 
+class _Inbox:
+    """The gateway's messages, read on a thread of their own as they arrive, for the job loop
+    to take between steps; one that cancels the job in its step (or shuts the worker down)
+    stops that step's onnxruntime runs at once, before the loop sees it."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self._conn = conn
+        self._messages: queue.SimpleQueue[ToWorker | EOFError | OSError] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._stepping: int | None = None  # the job whose step is running
+        self._stopped = False  # and whether its runs were stopped
+        threading.Thread(target=self._read, name="speechgate-inbox", daemon=True).start()
+
+    def pending(self) -> bool:
+        return not self._messages.empty()
+
+    def receive(self) -> ToWorker:
+        """The next message, waiting for it; raises `EOFError` when the gateway is gone."""
+        message = self._messages.get()
+        if isinstance(message, EOFError | OSError):
+            raise message
+        return message
+
+    @contextlib.contextmanager
+    def step(self, job_id: int) -> Iterator[None]:
+        """Mark job `job_id`'s step running, for a Cancel to stop."""
+        with self._lock:
+            self._stepping, self._stopped = job_id, False
+            RUNS.allow()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._stepping = None
+
+    def stopped(self) -> bool:
+        """Whether the last step was stopped (so its failure is the stop's)."""
+        with self._lock:
+            return self._stopped
+
+    def _read(self) -> None:
+        try:
+            while True:
+                message: ToWorker = wire.receive(self._conn)  # type: ignore[assignment]
+                if isinstance(message, Cancel | Shutdown):
+                    self._stop(None if isinstance(message, Shutdown) else message.job_id)
+                self._messages.put(message)
+        except (EOFError, OSError) as error:
+            self._messages.put(error)
+
+    def _stop(self, job_id: int | None) -> None:
+        with self._lock:
+            if self._stepping is not None and job_id in (None, self._stepping):
+                self._stopped = True
+                RUNS.stop()
+
+
 class _Jobs:
     """The jobs one worker holds, and the loop that runs them a step at a time."""
 
     def __init__(self, engine: Engine, conn: socket.socket, lanes: Lanes) -> None:
         self._engine = engine
         self._conn = conn
+        self._inbox = _Inbox(conn)
         self._lanes = lanes  # the engine's width, set here only
         self._jobs: dict[int, _Active] = {}  # in turn order: a job that steps goes last
 
@@ -118,8 +187,8 @@ class _Jobs:
         try:
             while True:
                 runnable = [job for job in self._jobs.values() if not job.paused]
-                if not runnable or wire.pending(self._conn):
-                    if not self._handle(wire.receive(self._conn)):  # type: ignore[arg-type]
+                if not runnable or self._inbox.pending():
+                    if not self._handle(self._inbox.receive()):
                         return
                     continue
                 job = next((job for job in runnable if not job.sent), runnable[0])
@@ -136,13 +205,17 @@ class _Jobs:
         while True:
             started = time.perf_counter()
             try:
-                message, boundary = next(job.steps)
+                with self._inbox.step(job.job_id):
+                    message, boundary = next(job.steps)
             except StopIteration:
                 job.busy += time.perf_counter() - started
                 self._end(job, Done(job.job_id, busy=job.busy))
                 return True
             except Exception as error:
-                self._end(job, Failed(job.job_id, f"{type(error).__name__}: {error}"))
+                if self._inbox.stopped():  # its Cancel (or Shutdown) is yet to be read
+                    self._end(job, Done(job.job_id, cancelled=True, busy=job.busy))
+                else:
+                    self._end(job, Failed(job.job_id, f"{type(error).__name__}: {error}"))
                 return True
             job.busy += time.perf_counter() - started
             wire.send(self._conn, message)
@@ -152,8 +225,8 @@ class _Jobs:
             # Within a segment (pocket-tts streams ~80 ms frames of it): a Cancel stops the
             # job at its next chunk, not its next segment. A Pause waits for the boundary: the
             # segment cannot be set aside half done.
-            while wire.pending(self._conn):
-                if not self._handle(wire.receive(self._conn)):  # type: ignore[arg-type]
+            while self._inbox.pending():
+                if not self._handle(self._inbox.receive()):
                     return False
             if job.job_id not in self._jobs:
                 return True

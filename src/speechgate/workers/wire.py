@@ -2,14 +2,13 @@
 
 The gateway reads through asyncio streams, so a worker that stalls halfway through a message
 (frozen, or killed mid-write) can never block the event loop; the worker side is plain
-blocking socket I/O, looked at (`pending`) between the steps of its jobs.
+blocking socket I/O, on a thread that does nothing else (`speechgate.workers.process`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import pickle
-import select
 import socket
 import struct
 
@@ -35,12 +34,6 @@ def receive(sock: socket.socket) -> object:
     """Block for the next message; raises `EOFError` when the gateway is gone."""
     (size,) = _HEADER.unpack(_exactly(sock, _HEADER.size))
     return pickle.loads(_exactly(sock, size))
-
-
-def pending(sock: socket.socket) -> bool:
-    """Whether a message (or the end of the stream) is waiting, without blocking."""
-    readable, _, _ = select.select([sock], [], [], 0)
-    return bool(readable)
 
 
 def _exactly(sock: socket.socket, size: int) -> bytes:

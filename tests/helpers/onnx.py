@@ -1,0 +1,50 @@
+"""A tiny onnxruntime model that runs until it is stopped, for tests of stopping runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime
+
+
+def endless_model() -> bytes:
+    """A serialized model whose one Loop adds 1 to its input for ever (no trip count, its
+    condition always true): a run of it ends only when stopped."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Add", ["v_in", "one"], ["v_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [1]),
+        ],
+        [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["", "always", "x"], ["y"], body=body)],
+        "endless",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        [helper.make_tensor("always", TensorProto.BOOL, [], [True])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return bytes(model.SerializeToString())
+
+
+def endless_run(session: onnxruntime.InferenceSession, failed: list[Exception]) -> None:
+    """Run the endless model; note how it ended (it cannot end otherwise)."""
+    try:
+        session.run(None, {"x": np.zeros(1, dtype=np.float32)})
+    except Exception as error:  # onnxruntime's own kind of error
+        failed.append(error)
