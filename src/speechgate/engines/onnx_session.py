@@ -104,9 +104,9 @@ def pinned_session(
 class Runs:
     """The onnxruntime runs under way in a process, so that another thread can end them.
 
-    A worker's engine computes on the worker's one thread, which reads the gateway's messages
-    only between segments, and one segment's run takes up to seconds (a long Kokoro sentence a
-    core wide). `stop` ends the runs under way at their next node, with an error, and every
+    A worker's engine computes on the worker's main thread, which acts on the gateway's
+    messages only between segments, and one segment's run takes up to seconds (a long Kokoro
+    sentence a core wide). `stop` ends the runs under way at their next node, with an error, and every
     run that starts afterwards at once, until `allow`: a cancelled job's sentence stops
     instead of keeping its cores for nothing. Thread-safe.
     """
