@@ -53,6 +53,13 @@ def barge_in(url: str, model: str, text: str) -> None:
 
 
 def main() -> None:
+    try:
+        measure()
+    except httpx.HTTPError as error:  # a server not there, or one that refused the request
+        raise SystemExit(f"barge_in: {error.request.url}: {error}") from None
+
+
+def measure() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", action="append", required=True, help="repeat to compare")
     parser.add_argument("--model", default="tts-1")
