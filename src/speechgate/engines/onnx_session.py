@@ -106,9 +106,9 @@ class Runs:
 
     A worker's engine computes on the worker's main thread, which acts on the gateway's
     messages only between segments, and one segment's run takes up to seconds (a long Kokoro
-    sentence a core wide). `stop` ends the runs under way at their next node, with an error, and every
-    run that starts afterwards at once, until `allow`: a cancelled job's sentence stops
-    instead of keeping its cores for nothing. Thread-safe.
+    sentence a core wide). `stop` ends the runs under way at their next node, with an error,
+    and every run that starts afterwards at once, until `allow`: a cancelled job's sentence
+    stops instead of keeping its cores for nothing. Thread-safe.
     """
 
     def __init__(self) -> None:
