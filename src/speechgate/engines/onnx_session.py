@@ -121,6 +121,12 @@ class Runs:
         with self._lock:
             return len(self._under_way)
 
+    @property
+    def stopped(self) -> bool:
+        """Whether `stop` was called since the last `allow`."""
+        with self._lock:
+            return self._stopped
+
     @contextlib.contextmanager
     def options(self) -> Iterator[onnxruntime.RunOptions]:
         """Options for one run, counted among those under way while it runs."""

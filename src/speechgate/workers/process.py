@@ -125,7 +125,6 @@ class _Inbox:
         self._messages: queue.SimpleQueue[ToWorker | EOFError | OSError] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._stepping: int | None = None  # the job whose step is running
-        self._stopped = False  # and whether its runs were stopped
         threading.Thread(target=self._read, name="speechgate-inbox", daemon=True).start()
 
     def pending(self) -> bool:
@@ -140,20 +139,16 @@ class _Inbox:
 
     @contextlib.contextmanager
     def step(self, job_id: int) -> Iterator[None]:
-        """Mark job `job_id`'s step running, for a Cancel to stop."""
+        """Mark job `job_id`'s step running, for a Cancel to stop (`RUNS.stopped` says whether
+        one did)."""
         with self._lock:
-            self._stepping, self._stopped = job_id, False
+            self._stepping = job_id
             RUNS.allow()
         try:
             yield
         finally:
             with self._lock:
                 self._stepping = None
-
-    def stopped(self) -> bool:
-        """Whether the last step was stopped (so its failure is the stop's)."""
-        with self._lock:
-            return self._stopped
 
     def _read(self) -> None:
         try:
@@ -168,7 +163,6 @@ class _Inbox:
     def _stop(self, job_id: int | None) -> None:
         with self._lock:
             if self._stepping is not None and job_id in (None, self._stepping):
-                self._stopped = True
                 RUNS.stop()
 
 
@@ -212,7 +206,7 @@ class _Jobs:
                 self._end(job, Done(job.job_id, busy=job.busy))
                 return True
             except Exception as error:
-                if self._inbox.stopped():  # its Cancel (or Shutdown) is yet to be read
+                if RUNS.stopped:  # the step's failure is its stop; the Cancel is yet to be read
                     self._end(job, Done(job.job_id, cancelled=True, busy=job.busy))
                 else:
                     self._end(job, Failed(job.job_id, f"{type(error).__name__}: {error}"))
