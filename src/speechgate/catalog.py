@@ -244,6 +244,11 @@ class Catalog:
         """The engine's voices: its own, then the installed ones it does not report."""
         return self._voices.entries[engine]
 
+    def language(self, engine: str, voice: str) -> str | None:
+        """The language of the engine's voice `voice` (its id), where known."""
+        found = self._voices.by_id[engine].get(normalize(voice))
+        return found.language if found is not None else None
+
     def voice(self, engine: str, name: str, language: str | None = None) -> str:
         """The engine's own id for voice `name` (a canonical blend, for a blend of voices).
 

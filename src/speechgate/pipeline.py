@@ -22,8 +22,10 @@ from speechgate.audio.loudness import normalize_loudness
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import Engine, SynthesisRequest, WordTimer
 from speechgate.lanes import Lanes
-from speechgate.text.segment import mask_abbreviation_periods, offsets, segment
-from speechgate.timing import TimedChunk, WordTime, carry_words, estimate_words
+from speechgate.text.prepare import Silence, Speech, prepare
+from speechgate.text.rewrite import Rewrite
+from speechgate.text.segment import clean_text, mask_abbreviation_periods, offsets, segment
+from speechgate.timing import SourceWords, TimedChunk, WordTime, carry_words, estimate_words
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,48 @@ def speak_timed(
     return _segments(engine, request, loudness, timed=True)
 
 
+@dataclass(frozen=True)
+class _Part:
+    """One segment for the engine: `request` says it; its characters start at `start` of
+    `rewrite.spoken`, whose map leads back to the client's text; `pause` seconds of silence
+    come before it."""
+
+    request: SynthesisRequest
+    rewrite: Rewrite
+    start: int
+    pause: float
+
+
+def _parts(request: SynthesisRequest, sample_rate: int) -> tuple[list[_Part], float]:
+    """The request's segments, and the seconds of silence after the last (an SSML break at
+    the end). Between segments the pause of a sentence end, unless a break says otherwise."""
+    text = clean_text(request.text)
+    options = request.text_options
+    blocks = prepare(text, options) if options is not None else (Speech(Rewrite.identity(text)),)
+    parts: list[_Part] = []
+    silence: float | None = None
+    for block in blocks:
+        if isinstance(block, Silence):
+            silence = (silence or 0.0) + block.seconds
+            continue
+        spoken = block.rewrite.spoken
+        texts = segment(spoken)
+        for piece, start in zip(texts, offsets(spoken, texts), strict=True):
+            if silence is None:
+                pause = segment_pause(request.speed, sample_rate).duration if parts else 0.0
+            else:
+                pause = silence
+            said = replace(
+                request,
+                text=mask_abbreviation_periods(piece),
+                speed=request.speed * block.speed,
+                text_options=None,
+            )
+            parts.append(_Part(said, block.rewrite, start, pause))
+            silence = None
+    return parts, silence or 0.0
+
+
 def _segments(
     engine: Engine,
     request: SynthesisRequest,
@@ -109,23 +153,23 @@ def _segments(
     timed: bool,
     lanes: Lanes | None = None,
 ) -> Generator[TimedChunk]:
-    pause = segment_pause(request.speed, engine.sample_rate)
     elapsed = 0.0
-    texts = segment(request.text)
-    parts = [replace(request, text=mask_abbreviation_periods(text)) for text in texts]
+    parts, tail = _parts(request, engine.sample_rate)
 
     def speak(part: SynthesisRequest) -> Iterator[TimedChunk]:
         return _synthesize(engine, part, timed)
 
     # One segment's chunks per `next`, asked for only after the pause before it.
-    spoken = lanes.segments(parts, speak) if lanes is not None else map(speak, parts)
-    for index, start in enumerate(offsets(request.text, texts)):
-        if index:
-            yield _Pause(pause)
-            elapsed += pause.duration
+    requests = [part.request for part in parts]
+    spoken = lanes.segments(requests, speak) if lanes is not None else map(speak, requests)
+    for part in parts:
+        if part.pause > 0:
+            yield _Pause(PcmChunk.silence(part.pause, engine.sample_rate))
+            elapsed += part.pause
         # Faded edges: the join with the pause is silent. Closing this closes the engine's.
         chunks = carry_words(fade_edges, next(spoken))
         segment_start = elapsed
+        words = SourceWords(part.rewrite, part.start)
         with contextlib.closing(chunks):
             source: Iterable[TimedChunk] = chunks
             if loudness is not None:
@@ -133,13 +177,16 @@ def _segments(
                 if not held:
                     continue
                 whole = PcmChunk(np.concatenate([c.pcm.samples for c in held]), engine.sample_rate)
-                words = tuple(word for chunk in held for word in chunk.words)
-                source = [TimedChunk(normalize_loudness(whole, loudness), words)]
+                said = tuple(word for chunk in held for word in chunk.words)
+                source = [TimedChunk(normalize_loudness(whole, loudness), said)]
             for chunk in source:
-                yield TimedChunk(
-                    chunk.pcm, tuple(word.shifted(segment_start, start) for word in chunk.words)
-                )
+                yield TimedChunk(chunk.pcm, words.feed(chunk.words, segment_start))
                 elapsed += chunk.pcm.duration
+            if held_back := words.flush():
+                # A word that the next one might still have belonged to ("five" of "$5").
+                yield TimedChunk(PcmChunk.silence(0.0, engine.sample_rate), held_back)
+    if tail > 0:
+        yield _Pause(PcmChunk.silence(tail, engine.sample_rate))
 
 
 def _synthesize(engine: Engine, request: SynthesisRequest, timed: bool) -> Iterator[TimedChunk]:

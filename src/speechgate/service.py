@@ -28,6 +28,7 @@ from speechgate.metrics import Metrics
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
 from speechgate.speech import SpeechRequest, StreamFormat
+from speechgate.text.prepare import TextOptions
 from speechgate.text.segment import clean_text
 from speechgate.timing import WordFeed
 from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
@@ -227,6 +228,7 @@ class SpeechService:
                 speed=request.speed,
                 instructions=request.instructions,
                 seed=request.seed,
+                text_options=self._text_options(request, engine, voice),
             ),
             output=OutputSpec(
                 fmt.format,
@@ -239,6 +241,22 @@ class SpeechService:
             instructions_ignored=bool(request.instructions) and not engine.supports_instructions,
             reference_audio=reference,
             voice_id=voice_id,
+        )
+
+    def _text_options(self, request: SpeechRequest, engine: EngineInfo, voice: str) -> TextOptions:
+        """How the engine's text is prepared: in the request's language, else its voice's."""
+        normalize = (
+            self._settings.text_normalization
+            if request.normalization == "auto"
+            else request.normalization == "on"
+        )
+        language = request.language or self._catalog.language(engine.name, voice) or "en"
+        return TextOptions(
+            normalize=normalize,
+            ssml=request.ssml,
+            language=language,
+            phonemes=engine.phonemes,
+            engine=engine.name,
         )
 
     def _voice(

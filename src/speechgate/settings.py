@@ -323,6 +323,11 @@ class Settings(BaseSettings):
     audio is held until all of it exists. Needs the `loudness` extra (pyloudnorm). None: each
     engine's own level."""
 
+    text_normalization: bool = True
+    """Read text as meant before speaking it ("$5.20" as "five dollars and twenty cents",
+    dates, times, units, abbreviations; see docs/text.md) when a request leaves it to the
+    server (`apply_text_normalization` absent or `auto`); off: as written."""
+
     engine_options: dict[str, dict[str, str]] = Field(default_factory=dict)
     """Per engine, options passed to it when it loads (JSON in the environment), e.g.
     `{"piper": {"model": "/voices/en_GB-alan.onnx"}, "pocket": {"config": "/m/pocket.yaml",

@@ -14,6 +14,9 @@ from typing import Literal
 from speechgate.audio.formats import OutputFormat
 
 StreamFormat = Literal["audio", "sse"]
+Normalization = Literal["auto", "on", "off"]
+"""Whether the text is read as meant ("$5" as "five dollars") or as written; `auto`: the
+server's setting. ElevenLabs' `apply_text_normalization` values."""
 """How the encoded audio is framed: the bytes themselves, or server-sent events carrying them.
 Part of the request rather than of one front end because a relay to an upstream must ask that
 upstream for the same framing."""
@@ -46,6 +49,10 @@ class SpeechRequest:
     """Whether word timestamps go out with the audio: the answer's `Answer.words` for front
     ends with a place for them (ElevenLabs' timestamps routes), events of their own in an SSE
     stream or a streaming session (a raw audio body has none)."""
+
+    normalization: Normalization = "auto"
+    ssml: bool | None = None
+    """Whether `text` is an SSML document; None: it is if it is a `<speak>` element."""
 
     @property
     def words_beside_audio(self) -> bool:

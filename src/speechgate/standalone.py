@@ -14,7 +14,7 @@ from speechgate.pipeline import render
 from speechgate.runtime import engine_config
 from speechgate.service import SpeechService
 from speechgate.settings import Settings
-from speechgate.speech import SpeechRequest
+from speechgate.speech import Normalization, SpeechRequest
 from speechgate.timing import WordTime
 from speechgate.voices.cloning import VoiceCloning
 from speechgate.voices.library import VoiceLibrary
@@ -47,6 +47,7 @@ def synthesize_to_file(
     speed: float,
     seed: int | None = None,
     captions: Path | None = None,
+    normalization: Normalization = "auto",
 ) -> float:
     """Speak `text` into `output` (with a built-in or a stored voice); returns the seconds of
     audio written. With `captions` (a `.srt` or `.vtt` path), writes its words' times there."""
@@ -67,6 +68,7 @@ def synthesize_to_file(
             speed=speed,
             seed=seed,
             word_times=captions is not None,
+            normalization=normalization,
         )
         plan = SpeechService(settings, catalog, pools={}, voices=voices).plan(request)
         seconds = 0.0

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from speechgate.audio.pcm import PcmChunk
+from speechgate.text.rewrite import Rewrite
 
 
 @dataclass(frozen=True)
@@ -293,6 +294,49 @@ class WordsFromCharacters:
             words.append(WordTime(start, end, self._starts[start], self._ends[end - 1]))
             self._next += 1
         return words
+
+
+class SourceWords:
+    """Word times of a segment of a rewritten text, moved to the characters the client sent.
+
+    Engines time the words they say ("five", "dollars", "and", "twenty", "cents"); a client
+    asked for "$5.20". The words standing for one written word become one, from the first's
+    start to the last's end. The last word is held until the next shows whether it goes on.
+    """
+
+    def __init__(self, rewrite: Rewrite, start: int) -> None:
+        """`start`: where the segment starts in `rewrite.spoken`."""
+        self._rewrite = rewrite
+        self._start = start
+        self._held: WordTime | None = None
+
+    def feed(self, words: Iterable[WordTime], seconds: float) -> tuple[WordTime, ...]:
+        """`words` (characters of the segment, seconds from its start) in the client's
+        characters, `seconds` later; those complete so far."""
+        done: list[WordTime] = []
+        for word in words:
+            start, end = self._rewrite.source_span(
+                word.start_char + self._start, word.end_char + self._start
+            )
+            moved = WordTime(start, end, word.start_s + seconds, word.end_s + seconds)
+            held = self._held
+            if held is not None and (held.start_char, held.end_char) == (start, end):
+                moved = replace(held, end_s=max(held.end_s, moved.end_s))
+            elif held is not None:
+                done.append(held)
+            self._held = moved
+        if self._held is not None and self._rewrite.kept(
+            self._held.start_char, self._held.end_char
+        ):
+            # Characters the rewrite kept as they were: no later word can be part of it.
+            done.append(self._held)
+            self._held = None
+        return tuple(done)
+
+    def flush(self) -> tuple[WordTime, ...]:
+        """The word held back, if any."""
+        held, self._held = self._held, None
+        return () if held is None else (held,)
 
 
 class WordFeed:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import AsyncGenerator, Callable, Coroutine
-from typing import Annotated, Any
+from typing import Annotated, Any, cast, get_args
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -44,6 +44,7 @@ from speechgate.audio.formats import OutputFormat, parse_format
 from speechgate.catalog import Catalog, Model, normalize
 from speechgate.errors import (
     EngineFailed,
+    InvalidRequest,
     ModelNotFound,
     NotFound,
     SpeechgateError,
@@ -54,7 +55,7 @@ from speechgate.errors import (
 from speechgate.metering.meter import Meter
 from speechgate.routing.providers import Answer
 from speechgate.routing.router import Router
-from speechgate.speech import SpeechRequest
+from speechgate.speech import Normalization, SpeechRequest
 from speechgate.timing import (
     CharacterAligner,
     CharacterAlignment,
@@ -181,8 +182,8 @@ class VoiceSettings(BaseModel):
 
 
 class TextToSpeechBody(BaseModel):
-    """ElevenLabs' text-to-speech body. Fields it has that do not apply here (pronunciation
-    dictionaries, request stitching ids, text normalization) are accepted and ignored."""
+    """ElevenLabs' text-to-speech body. Fields it has that do not apply here (request
+    stitching ids) are accepted and ignored."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -196,6 +197,12 @@ class TextToSpeechBody(BaseModel):
     language_code: str | None = Field(default=None, description="ISO 639-1, e.g. `de`.")
     seed: int | None = Field(
         default=None, ge=0, le=4294967295, description="Honoured where the engine can."
+    )
+    apply_text_normalization: str | None = Field(
+        default=None,
+        description="`auto` (the server's setting, on unless changed), `on` or `off`: whether "
+        'numbers, dates, units and abbreviations are read as meant ("$5.20" as "five dollars '
+        'and twenty cents").',
     )
     previous_text: str | None = Field(default=None, description="Accepted; ignored.")
     next_text: str | None = Field(default=None, description="Accepted; ignored.")
@@ -295,6 +302,20 @@ def _seed(routed: bool, catalog: Catalog, model: str, seed: int | None) -> int |
         return seed
 
 
+def _normalization(value: str | None) -> Normalization:
+    """ElevenLabs' `apply_text_normalization`, checked here rather than by the body's model: a
+    value it does not know is a 400 naming it, as ElevenLabs answers."""
+    if value is None:
+        return "auto"
+    if value not in get_args(Normalization):
+        raise InvalidRequest(
+            f"`apply_text_normalization` must be `auto`, `on` or `off`, not {value!r}.",
+            param="apply_text_normalization",
+            code="invalid_value",
+        )
+    return cast(Normalization, value)
+
+
 def _ignored(body: TextToSpeechBody, seed: int | None) -> list[str]:
     settings = body.voice_settings
     names = [
@@ -333,6 +354,7 @@ async def _translate(
 ) -> tuple[SpeechRequest, Meter, dict[str, str]]:
     """The body as a speech request, admitted; and the headers that say what was ignored."""
     fmt = _output_format(output_format)
+    normalization = _normalization(body.apply_text_normalization)
     state = app_state(request)
     catalog, routing = state.runtime.catalog, state.router
     model = _model(routing, catalog, body.model_id)
@@ -348,6 +370,7 @@ async def _translate(
         language=body.language_code,
         seed=seed,
         word_times=word_times,
+        normalization=normalization,
     )
     ignored = _ignored(body, seed)
     return speech, meter, {IGNORED_HEADER: ", ".join(ignored)} if ignored else {}

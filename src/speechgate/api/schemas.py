@@ -18,7 +18,7 @@ from pydantic_core import PydanticCustomError
 
 from speechgate.audio.formats import FORMAT_NAMES, OutputFormat, parse_format
 from speechgate.errors import InvalidRequest
-from speechgate.speech import SpeechRequest, StreamFormat
+from speechgate.speech import Normalization, SpeechRequest, StreamFormat
 from speechgate.timing import WordTime
 from speechgate.voices.naming import language_tag
 
@@ -115,6 +115,18 @@ class SpeechOptions(BaseModel):
         examples=[["word"]],
     )
 
+    apply_text_normalization: Normalization = Field(
+        default="auto",
+        description="speechgate extension (ElevenLabs' name): `on` reads numbers, money, dates, "
+        'times, units and abbreviations as meant ("$5.20" as "five dollars and twenty cents"), '
+        "`off` as written, `auto` as the server is set (on unless changed).",
+    )
+    ssml: bool | None = Field(
+        default=None,
+        description="speechgate extension: whether `input` is SSML; absent, it is if it is a "
+        "`<speak>` document.",
+    )
+
     @property
     def voice_name(self) -> str:
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
@@ -135,6 +147,8 @@ class SpeechOptions(BaseModel):
             reference_audio=self._reference_audio(),
             stream_format=stream_format,
             word_times="word" in self.timestamp_granularities,
+            normalization=self.apply_text_normalization,
+            ssml=self.ssml,
         )
 
     def _language(self) -> str | None:

@@ -32,6 +32,14 @@ def say(
         Path | None,
         typer.Option(help="Also write captions from the word times: SRT or WebVTT, by suffix."),
     ] = None,
+    normalize: Annotated[
+        bool | None,
+        typer.Option(
+            "--normalize/--no-normalize",
+            help='Read numbers, dates, units and abbreviations as meant ("$5" as "five '
+            'dollars") or as written [default: the text_normalization setting].',
+        ),
+    ] = None,
 ) -> None:
     """Synthesize to a file in-process, without a server (built-in or stored voices)."""
     from speechgate.captions import CAPTION_FORMATS
@@ -59,6 +67,7 @@ def say(
             speed=speed,
             seed=seed,
             captions=captions,
+            normalization="auto" if normalize is None else "on" if normalize else "off",
         )
     except SpeechgateError as error:
         console.print(f"[red]error:[/red] {error.message}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from speechgate.audio.pcm import PcmChunk
+from speechgate.text.prepare import TextOptions
 from speechgate.timing import TimedChunk
 
 
@@ -44,6 +45,9 @@ class SynthesisRequest:
     instructions: str | None = None
     seed: int | None = None
     reference: PcmChunk | None = None
+    text_options: TextOptions | None = None
+    """How the pipeline reads `text` before any engine sees it (`speechgate.text.prepare`):
+    None, as it is. Engines are given each prepared segment with this cleared."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,8 @@ class EngineInfo:
     blends_voices: bool = False
     can_clone: bool = False
     max_prompt_seconds: float = 0.0
+    phonemes: bool = False
+    """Whether the engine speaks `[[ IPA ]]` blocks in its text as those phonemes."""
 
     @classmethod
     def of(cls, engine: Engine) -> EngineInfo:

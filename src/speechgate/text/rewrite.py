@@ -66,6 +66,13 @@ class Rewrite:
         finish = last.source_start + (end - last.spoken_start) if last.same else last.source_end
         return begin, max(begin, finish)
 
+    def kept(self, start: int, end: int) -> bool:
+        """Whether source characters `start:end` are spoken as they are written."""
+        return any(
+            part.same and part.source_start <= start and end <= part.source_end
+            for part in self.parts
+        )
+
     def then(self, following: Rewrite) -> Rewrite:
         """This rewrite, then `following` (whose source is this one's spoken text): one rewrite
         from this source to `following.spoken`."""
