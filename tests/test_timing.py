@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
+from speechgate.text.rewrite import Rewrite
 from speechgate.timing import (
     CharacterAligner,
+    SourceWords,
     TimedChunk,
     WordFeed,
     WordsFromCharacters,
@@ -211,3 +215,43 @@ def test_an_estimate_gives_each_phrase_its_run_of_sound() -> None:
     assert said(text, words) == ["Hello", "there", "world"]
     assert [round(w.start_s, 2) for w in words] == [0.1, round(0.1 + 0.8 * 5 / 10, 2), 1.5]
     assert round(words[-1].end_s, 2) == 1.8
+
+
+def test_the_words_said_for_one_written_word_become_that_word() -> None:
+    rewrite = Rewrite.from_replacements("Pay $5.20 now.", [(4, 9, "five dollars and twenty cents")])
+    spoken = rewrite.spoken  # "Pay five dollars and twenty cents now."
+    said = [(m.start(), m.end()) for m in re.finditer(r"\w+", spoken)]
+    engine_words = [WordTime(s, e, 0.1 * i, 0.1 * i + 0.08) for i, (s, e) in enumerate(said)]
+    words = SourceWords(rewrite, 0)
+    # Fed a word at a time, as a streaming engine tells them.
+    found = [word for one in engine_words for word in words.feed([one], 1.0)]
+    found += words.flush()
+    assert [(w.start_char, w.end_char) for w in found] == [(0, 3), (4, 9), (10, 13)]
+    pay, money, now = found
+    assert (pay.start_s, pay.spoken) == (1.0, None)
+    assert money.start_s == pytest.approx(1.1)
+    assert money.end_s == pytest.approx(1.5 + 0.08)
+    assert money.spoken == "five dollars and twenty cents"
+    assert (now.start_s, now.spoken) == (pytest.approx(1.6), None)
+
+
+def test_a_segment_later_in_the_spoken_text_maps_from_where_it_starts() -> None:
+    rewrite = Rewrite.from_replacements("Hi. Dr. No.", [(4, 7, "Doctor")])
+    start = rewrite.spoken.index("Doctor")
+    words = SourceWords(rewrite, start)
+    # Held: a next word might still be part of "Dr.".
+    assert words.feed([WordTime(0, 6, 0.0, 0.3)], 2.0) == ()
+    words = SourceWords(rewrite, start)
+    held = words.feed([WordTime(0, 6, 0.0, 0.3), WordTime(7, 9, 0.35, 0.5)], 2.0)
+    assert [(w.start_char, w.end_char, w.spoken) for w in held] == [(4, 7, "Doctor"), (8, 10, None)]
+
+
+def test_the_normalized_alignment_spells_what_was_said() -> None:
+    words = [WordTime(0, 3, 0.0, 0.2), WordTime(4, 9, 0.3, 1.0, "five dollars")]
+    written = character_alignment("Pay $5.20", words)
+    said = character_alignment("Pay $5.20", words, spoken=True)
+    assert "".join(written.characters) == "Pay $5.20"
+    assert "".join(said.characters) == "Pay five dollars"
+    assert len(said.character_start_times_seconds) == len("Pay five dollars")
+    assert said.character_start_times_seconds[4] == pytest.approx(0.3)
+    assert said.character_end_times_seconds[-1] == pytest.approx(1.0)

@@ -33,6 +33,9 @@ class WordTime:
     end_char: int
     start_s: float
     end_s: float
+    spoken: str | None = None
+    """What was said for these characters where it is not they ("five dollars and twenty
+    cents" for "$5.20"); None: the characters as written."""
 
     def shifted(self, seconds: float = 0.0, chars: int = 0) -> WordTime:
         return WordTime(
@@ -40,6 +43,7 @@ class WordTime:
             self.end_char + chars,
             self.start_s + seconds,
             self.end_s + seconds,
+            self.spoken,
         )
 
     def scaled(self, factor: float) -> WordTime:
@@ -217,14 +221,16 @@ def carry_words(
         yield TimedChunk(PcmChunk(np.zeros(0, np.int16), rates[-1]), tuple(taken))
 
 
-def character_alignment(text: str, words: Sequence[WordTime]) -> CharacterAlignment:
+def character_alignment(
+    text: str, words: Sequence[WordTime], spoken: bool = False
+) -> CharacterAlignment:
     """One start and end per character of `text`, from its word times.
 
     A word's characters share its time evenly, in order. The characters between two words
     (spaces, punctuation) share the gap from the first's end to the next's start evenly, those
     before the first word run from 0 to its start, and those after the last sit at its end.
     """
-    aligner = CharacterAligner(text)
+    aligner = CharacterAligner(text, spoken)
     return aligner.add(words) + aligner.finish()
 
 
@@ -237,23 +243,31 @@ class CharacterAligner:
     those `add` returns never change later. Not thread-safe.
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, spoken: bool = False) -> None:
+        """`spoken`: align the text as it was said (ElevenLabs' `normalized_alignment`), each
+        word's `spoken` form in place of its characters."""
         self._text = text
+        self._spoken = spoken
         self._char = 0
         self._time = 0.0
 
     def add(self, words: Iterable[WordTime]) -> CharacterAlignment:
-        first = self._char
+        characters: list[str] = []
         starts: list[float] = []
         ends: list[float] = []
         for word in sorted(words, key=lambda w: w.start_char):
             # A word overlapping one already placed (or past the text) has nothing to add.
             if word.start_char < self._char or word.end_char > len(self._text):
                 continue
-            _spread(starts, ends, word.start_char - self._char, self._time, word.start_s)
-            _spread(starts, ends, word.end_char - word.start_char, word.start_s, word.end_s)
+            between = self._text[self._char : word.start_char]
+            said = self._text[word.start_char : word.end_char]
+            if self._spoken and word.spoken is not None:
+                said = word.spoken
+            characters += [*between, *said]
+            _spread(starts, ends, len(between), self._time, word.start_s)
+            _spread(starts, ends, len(said), word.start_s, word.end_s)
             self._char, self._time = word.end_char, max(word.end_s, word.start_s)
-        return CharacterAlignment(list(self._text[first : self._char]), starts, ends)
+        return CharacterAlignment(characters, starts, ends)
 
     def finish(self) -> CharacterAlignment:
         """The characters after the last word, at its end."""
@@ -301,7 +315,8 @@ class SourceWords:
 
     Engines time the words they say ("five", "dollars", "and", "twenty", "cents"); a client
     asked for "$5.20". The words standing for one written word become one, from the first's
-    start to the last's end. The last word is held until the next shows whether it goes on.
+    start to the last's end, with what was said for it (`WordTime.spoken`). A word of rewritten
+    characters is held until the next shows whether it goes on.
     """
 
     def __init__(self, rewrite: Rewrite, start: int) -> None:
@@ -309,34 +324,36 @@ class SourceWords:
         self._rewrite = rewrite
         self._start = start
         self._held: WordTime | None = None
+        self._said = (0, 0)  # the held word's characters in `rewrite.spoken`
 
     def feed(self, words: Iterable[WordTime], seconds: float) -> tuple[WordTime, ...]:
         """`words` (characters of the segment, seconds from its start) in the client's
         characters, `seconds` later; those complete so far."""
         done: list[WordTime] = []
         for word in words:
-            start, end = self._rewrite.source_span(
-                word.start_char + self._start, word.end_char + self._start
-            )
+            said = (word.start_char + self._start, word.end_char + self._start)
+            start, end = self._rewrite.source_span(*said)
             moved = WordTime(start, end, word.start_s + seconds, word.end_s + seconds)
             held = self._held
             if held is not None and (held.start_char, held.end_char) == (start, end):
+                said = (self._said[0], said[1])
                 moved = replace(held, end_s=max(held.end_s, moved.end_s))
             elif held is not None:
-                done.append(held)
-            self._held = moved
-        if self._held is not None and self._rewrite.kept(
-            self._held.start_char, self._held.end_char
-        ):
-            # Characters the rewrite kept as they were: no later word can be part of it.
-            done.append(self._held)
-            self._held = None
+                done.extend(self.flush())
+            self._held, self._said = moved, said
+            if self._rewrite.kept(start, end):
+                # Characters kept as they were: no later word can be part of this one.
+                done.extend(self.flush())
         return tuple(done)
 
     def flush(self) -> tuple[WordTime, ...]:
         """The word held back, if any."""
         held, self._held = self._held, None
-        return () if held is None else (held,)
+        if held is None:
+            return ()
+        if self._rewrite.kept(held.start_char, held.end_char):
+            return (held,)
+        return (replace(held, spoken=self._rewrite.spoken[self._said[0] : self._said[1]]),)
 
 
 class WordFeed:

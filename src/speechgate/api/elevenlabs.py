@@ -254,7 +254,7 @@ class AudioWithTimestamps(BaseModel):
     alignment: Alignment | None
     """Over the text as sent."""
     normalized_alignment: Alignment | None
-    """Over the text as normalized for speech: here the text as sent, too."""
+    """Over the text as spoken: each word as it was read ("five dollars" for "$5")."""
 
 
 class VoicesResponse(BaseModel):
@@ -391,13 +391,11 @@ def _alignment(found: CharacterAlignment) -> Alignment:
     )
 
 
-def _timed(data: bytes, found: CharacterAlignment) -> AudioWithTimestamps:
-    # Characters are the client's own text: nothing normalized, so both alignments are one.
-    alignment = _alignment(found)
+def _timed(data: bytes, found: CharacterAlignment, said: CharacterAlignment) -> AudioWithTimestamps:
     return AudioWithTimestamps(
         audio_base64=base64.b64encode(data).decode(),
-        alignment=alignment,
-        normalized_alignment=alignment,
+        alignment=_alignment(found),
+        normalized_alignment=_alignment(said),
     )
 
 
@@ -408,18 +406,24 @@ async def _whole(answer: Answer, feed: WordFeed, text: str) -> AudioWithTimestam
         audio += data
         words += feed.take()
     words += feed.take()
-    return _timed(bytes(audio), character_alignment(text, words))
+    return _timed(
+        bytes(audio), character_alignment(text, words), character_alignment(text, words, True)
+    )
 
 
 async def _lines(answer: Answer, feed: WordFeed, text: str) -> AsyncGenerator[bytes]:
     """One NDJSON line per piece of audio, with the characters first known with it; the
     characters after the last word, if any, on a line of their own without audio."""
-    aligner = CharacterAligner(text)
+    written, said = CharacterAligner(text), CharacterAligner(text, spoken=True)
     async for data in answer.body:
-        yield _timed(data, aligner.add(feed.take())).model_dump_json().encode() + b"\n"
-    rest = aligner.add(feed.take()) + aligner.finish()
+        words = feed.take()
+        line = _timed(data, written.add(words), said.add(words))
+        yield line.model_dump_json().encode() + b"\n"
+    words = feed.take()
+    rest = written.add(words) + written.finish()
+    rest_said = said.add(words) + said.finish()
     if rest.characters:
-        yield _timed(b"", rest).model_dump_json().encode() + b"\n"
+        yield _timed(b"", rest, rest_said).model_dump_json().encode() + b"\n"
 
 
 async def _speak_timed(

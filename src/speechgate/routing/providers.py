@@ -160,7 +160,7 @@ def openai_body(request: SpeechRequest) -> dict[str, Any]:
     """The body of OpenAI's `POST /audio/speech` for `request`. Fields at their defaults are
     left out, so that an upstream that knows only OpenAI's fields is sent nothing else unless
     the client asked for it (speechgate's extensions: `sample_rate`, `seed`, `language`,
-    `reference_audio`, `timestamp_granularities`)."""
+    `reference_audio`, `timestamp_granularities`, `apply_text_normalization`, `ssml`)."""
     body: dict[str, Any] = {
         "model": request.model,
         "input": request.text,
@@ -182,6 +182,10 @@ def openai_body(request: SpeechRequest) -> dict[str, Any]:
         "reference_audio": None
         if request.reference_audio is None
         else base64.b64encode(request.reference_audio).decode(),
+        "apply_text_normalization": None
+        if request.normalization == "auto"
+        else request.normalization,
+        "ssml": request.ssml,
     }
     body |= {name: value for name, value in optional.items() if value is not None}
     return body
