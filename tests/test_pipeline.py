@@ -13,6 +13,8 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import SynthesisRequest, load_engine
 from speechgate.engines.base import Engine, EngineConfig, Voice
 from speechgate.pipeline import SEGMENT_PAUSE, OutputSpec, render, speak_segments, speak_timed
+from speechgate.text.prepare import Silence, Speech, TextOptions
+from speechgate.text.rewrite import Rewrite
 from speechgate.timing import TimedChunk, WordTime, word_spans
 
 
@@ -239,3 +241,34 @@ def test_chunks_between_segments_come_when_the_engine_holds_nothing_of_the_reque
     ]
     assert [open for between, open in seen if between] == [0, 0]
     assert any(open for _, open in seen)  # the count sees a segment being spoken
+
+
+def _longest_quiet_run(pcm: PcmChunk) -> float:
+    """Seconds of the longest run of samples quieter than -40 dBFS inside the speech."""
+    loud = np.flatnonzero(np.abs(pcm.samples.astype(np.int32)) > 328)
+    return float(np.max(np.diff(loud))) / pcm.sample_rate
+
+
+@pytest.mark.parametrize("name", ["espeak", "piper"])
+def test_a_break_asked_for_is_the_silence_heard_the_engines_own_cut_around_it(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "Hello there. Welcome back."
+    cut = text.index(" W")
+    blocks = (
+        Speech(Rewrite.from_replacements(text, [(cut, len(text), "")])),
+        Silence(1.5),
+        Speech(Rewrite.from_replacements(text, [(0, cut + 1, "")])),
+    )
+    monkeypatch.setattr("speechgate.pipeline.prepare", lambda text, options: blocks)
+    engine = load_engine(EngineConfig(name))
+    try:
+        request = SynthesisRequest(text, engine.voices()[0].id, text_options=TextOptions())
+        chunks = list(speak_timed(engine, request))
+    finally:
+        engine.close()
+    audio = PcmChunk(np.concatenate([c.pcm.samples for c in chunks]), engine.sample_rate)
+    words = [w for chunk in chunks for w in chunk.words]
+    welcome = next(w for w in words if text[w.start_char : w.end_char] == "Welcome")
+    assert _longest_quiet_run(audio) == pytest.approx(1.5, abs=0.03)
+    assert welcome.start_s > 1.5

@@ -108,12 +108,15 @@ def speak_timed(
 class _Part:
     """One segment for the engine: `request` says it; its characters start at `start` of
     `rewrite.spoken`, whose map leads back to the client's text; `pause` seconds of silence
-    come before it."""
+    come before it. Next to a break that a request asks for (`break_before`, `break_after`),
+    the engine's own silence at that edge is cut, so the break is as long as asked."""
 
     request: SynthesisRequest
     rewrite: Rewrite
     start: int
     pause: float
+    break_before: bool = False
+    break_after: bool = False
 
 
 def _parts(request: SynthesisRequest, sample_rate: int) -> tuple[list[_Part], float]:
@@ -127,21 +130,23 @@ def _parts(request: SynthesisRequest, sample_rate: int) -> tuple[list[_Part], fl
     for block in blocks:
         if isinstance(block, Silence):
             silence = (silence or 0.0) + block.seconds
+            if parts:
+                parts[-1] = replace(parts[-1], break_after=True)
             continue
         spoken = block.rewrite.spoken
         texts = segment(spoken)
         for piece, start in zip(texts, offsets(spoken, texts), strict=True):
-            if silence is None:
-                pause = segment_pause(request.speed, sample_rate).duration if parts else 0.0
-            else:
-                pause = silence
             said = replace(
                 request,
                 text=mask_abbreviation_periods(piece),
                 speed=request.speed * block.speed,
                 text_options=None,
             )
-            parts.append(_Part(said, block.rewrite, start, pause))
+            if silence is None:
+                pause = segment_pause(request.speed, sample_rate).duration if parts else 0.0
+                parts.append(_Part(said, block.rewrite, start, pause))
+            else:
+                parts.append(_Part(said, block.rewrite, start, silence, break_before=True))
             silence = None
     return parts, silence or 0.0
 
@@ -166,8 +171,11 @@ def _segments(
         if part.pause > 0:
             yield _Pause(PcmChunk.silence(part.pause, engine.sample_rate))
             elapsed += part.pause
+        said = next(spoken)
+        if part.break_before or part.break_after:
+            said = _trim_silence(said, part.break_before, part.break_after)
         # Faded edges: the join with the pause is silent. Closing this closes the engine's.
-        chunks = carry_words(fade_edges, next(spoken))
+        chunks = carry_words(fade_edges, said)
         segment_start = elapsed
         words = SourceWords(part.rewrite, part.start)
         with contextlib.closing(chunks):
@@ -177,8 +185,8 @@ def _segments(
                 if not held:
                     continue
                 whole = PcmChunk(np.concatenate([c.pcm.samples for c in held]), engine.sample_rate)
-                said = tuple(word for chunk in held for word in chunk.words)
-                source = [TimedChunk(normalize_loudness(whole, loudness), said)]
+                found = tuple(word for chunk in held for word in chunk.words)
+                source = [TimedChunk(normalize_loudness(whole, loudness), found)]
             for chunk in source:
                 yield TimedChunk(chunk.pcm, words.feed(chunk.words, segment_start))
                 elapsed += chunk.pcm.duration
@@ -187,6 +195,42 @@ def _segments(
                 yield TimedChunk(PcmChunk.silence(0.0, engine.sample_rate), held_back)
     if tail > 0:
         yield _Pause(PcmChunk.silence(tail, engine.sample_rate))
+
+
+# Quieter than this (-40 dBFS) is an engine's silence before or after its speech, not speech.
+_QUIET = round(0.01 * 32767)
+# Kept of that silence next to the speech, so a soft onset or decay is not cut.
+_MARGIN_SECONDS = 0.01
+
+
+def _earlier(word: WordTime, seconds: float) -> WordTime:
+    moved = word.shifted(-seconds)
+    return replace(moved, start_s=max(0.0, moved.start_s), end_s=max(0.0, moved.end_s))
+
+
+def _trim_silence(chunks: Iterator[TimedChunk], lead: bool, tail: bool) -> Generator[TimedChunk]:
+    """`chunks` without the silence the engine put before its speech (`lead`) or after it
+    (`tail`); words move with the audio. Trailing quiet is held until more sound follows."""
+    with contextlib.closing(chunks) if isinstance(chunks, Generator) else contextlib.nullcontext():
+        cut = 0.0  # seconds cut from the start
+        started = not lead
+        pending = np.zeros(0, np.int16)
+        for chunk in chunks:
+            rate = chunk.pcm.sample_rate
+            samples = chunk.pcm.samples
+            margin = round(_MARGIN_SECONDS * rate)
+            loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > _QUIET)
+            if not started:
+                first = samples.shape[0] if loud.size == 0 else max(0, int(loud[0]) - margin)
+                cut += first / rate
+                samples, loud, started = samples[first:], loud - first, loud.size > 0
+            if tail:
+                samples = np.concatenate([pending, samples])
+                loud = loud + pending.shape[0]
+                end = 0 if loud.size == 0 else min(samples.shape[0], int(loud[-1]) + 1 + margin)
+                samples, pending = samples[:end], samples[end:]
+            words = tuple(_earlier(word, cut) for word in chunk.words)
+            yield TimedChunk(PcmChunk(samples, rate), words)
 
 
 def _synthesize(engine: Engine, request: SynthesisRequest, timed: bool) -> Iterator[TimedChunk]:
