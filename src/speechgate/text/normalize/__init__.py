@@ -1,0 +1,50 @@
+"""Text normalization: written forms ("$5.20", "Dec. 2nd", "Henry VIII") as a careful speaker
+says them, with a map back to the written characters.
+
+`normalize(text, language)` rewrites a sentence or a whole text; `say_as(text, interpret_as)`
+says one token as SSML's `<say-as>` asks. English has the full set of rules; German, French and
+Spanish have numbers, money, dates and times; any other language keeps its text as written
+(only emoji are dropped). `[[ ... ]]` phoneme blocks are never touched.
+
+Pure functions, safe to call from any thread; number words come from CLDR's rules, loaded per
+language on first use (`warm` loads them ahead).
+"""
+
+from __future__ import annotations
+
+from speechgate.text.normalize import english, french, german, spanish
+from speechgate.text.normalize import number_words as _number_words
+from speechgate.text.normalize.say_as import INTERPRETATIONS, UnknownSayAs, say_as
+from speechgate.text.normalize.scan import EMOJI, Context, Rule, apply
+from speechgate.text.rewrite import Rewrite
+
+__all__ = ["INTERPRETATIONS", "UnknownSayAs", "language_of", "normalize", "say_as", "warm"]
+
+_RULES: dict[str, tuple[Rule, ...]] = {
+    "en": english.RULES,
+    "de": german.RULES,
+    "fr": french.RULES,
+    "es": spanish.RULES,
+}
+_UNSUPPORTED: tuple[Rule, ...] = (EMOJI,)
+
+
+def language_of(tag: str) -> Context:
+    """A BCP 47 tag ("en", "en-GB", "de_DE", "zh-Hant-TW") as a language and a region."""
+    parts = tag.replace("_", "-").split("-")
+    region = next((p.upper() for p in parts[1:] if len(p) == 2), "")
+    return Context(parts[0].lower(), region)
+
+
+def normalize(text: str, language: str = "en") -> Rewrite:
+    """`text` as it should be spoken in `language` (a BCP 47 tag), mapped back to `text`."""
+    context = language_of(language)
+    return apply(text, _RULES.get(context.language, _UNSUPPORTED), context)
+
+
+def warm(language: str = "en") -> None:
+    """Load `language`'s number rules now, so the first sentence does not pay for it."""
+    code = language_of(language).language
+    if code in _RULES:
+        _number_words.engine(code)
+        normalize("1", language)
