@@ -272,3 +272,26 @@ def test_a_break_asked_for_is_the_silence_heard_the_engines_own_cut_around_it(
     welcome = next(w for w in words if text[w.start_char : w.end_char] == "Welcome")
     assert _longest_quiet_run(audio) == pytest.approx(1.5, abs=0.03)
     assert welcome.start_s > 1.5
+
+
+def test_money_is_read_as_meant_and_timed_as_the_one_word_the_client_wrote() -> None:
+    engine = load_engine(EngineConfig("espeak"))
+    text = "It costs $5.20 today."
+    try:
+        voice = engine.voices()[0].id
+        read = list(speak_timed(engine, SynthesisRequest(text, voice, text_options=TextOptions())))
+        written = TextOptions(normalize=False)
+        as_is = list(speak_timed(engine, SynthesisRequest(text, voice, text_options=written)))
+    finally:
+        engine.close()
+    words = [w for chunk in read for w in chunk.words]
+    assert [text[w.start_char : w.end_char] for w in words] == ["It", "costs", "$5.20", "today"]
+    money = words[2]
+    assert money.spoken is not None and money.spoken.startswith("five dollars")
+    # "five dollars and twenty cents" takes longer to say than "dollar five point two zero"
+    # would not: the word spans the whole of it, and ends before the next begins.
+    assert money.end_s - money.start_s > 0.8
+    assert money.end_s <= words[3].start_s + 1e-6
+    assert all(w.spoken is None for w in words if w is not money)
+    as_is_words = [w for chunk in as_is for w in chunk.words]
+    assert all(w.spoken is None for w in as_is_words)

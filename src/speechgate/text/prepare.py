@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from speechgate.text.normalize import normalize as normalize_text
 from speechgate.text.rewrite import Rewrite
 
 Normalizer = Callable[[str, str], Rewrite]
@@ -38,12 +39,8 @@ class Silence:
 Block = Speech | Silence
 
 
-def _identity(text: str, language: str) -> Rewrite:
-    return Rewrite.identity(text)
-
-
 def prepare(
-    text: str, options: TextOptions, normalize: Normalizer = _identity
+    text: str, options: TextOptions, normalize: Normalizer = normalize_text
 ) -> tuple[Block, ...]:
     rewrite = normalize(text, options.language) if options.normalize else Rewrite.identity(text)
     return (Speech(rewrite),)

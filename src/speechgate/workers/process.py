@@ -77,7 +77,12 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
     limit_threads(config.threads)
 
     from speechgate.engines import load_engine
+    from speechgate.text import normalize
 
+    # The number rules of every language the normalizer reads, loaded before the first job
+    # rather than on its first sentence.
+    for language in normalize.LANGUAGES:
+        normalize.warm(language)
     try:
         engine = load_engine(config)
     except Exception as error:

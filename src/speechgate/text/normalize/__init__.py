@@ -18,7 +18,15 @@ from speechgate.text.normalize.say_as import INTERPRETATIONS, UnknownSayAs, say_
 from speechgate.text.normalize.scan import EMOJI, Context, Rule, apply
 from speechgate.text.rewrite import Rewrite
 
-__all__ = ["INTERPRETATIONS", "UnknownSayAs", "language_of", "normalize", "say_as", "warm"]
+__all__ = [
+    "INTERPRETATIONS",
+    "LANGUAGES",
+    "UnknownSayAs",
+    "language_of",
+    "normalize",
+    "say_as",
+    "warm",
+]
 
 _RULES: dict[str, tuple[Rule, ...]] = {
     "en": english.RULES,
@@ -27,6 +35,8 @@ _RULES: dict[str, tuple[Rule, ...]] = {
     "es": spanish.RULES,
 }
 _UNSUPPORTED: tuple[Rule, ...] = (EMOJI,)
+LANGUAGES = tuple(_RULES)
+"""The languages whose numbers, money, dates and times are read as meant."""
 
 
 def language_of(tag: str) -> Context:
