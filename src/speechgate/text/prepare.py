@@ -1,32 +1,54 @@
-"""From the client's text to what an engine says: SSML, lexicons and normalization.
+"""From the client's text to what engines say: SSML (or ElevenLabs' inline tags), say-as,
+sub aliases, the pronunciation lexicon, then the normalizer, in that order.
 
-Provisional: plain text, normalized or not (the full version brings SSML and lexicons).
+The result is a row of blocks: `Speech` (a rewrite whose source is the client's whole text, so
+word times point at the client's characters, and a speed from `<prosody rate>`) and `Silence`
+(a `<break>`, the pause between paragraphs). Plain text with no lexicon and normalization off
+comes back as it was, one `Speech` block of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from importlib import import_module
 
-from speechgate.text.normalize import normalize as normalize_text
-from speechgate.text.rewrite import Rewrite
+from speechgate.errors import InvalidRequest
+from speechgate.text import ssml
+from speechgate.text.lexicon import EMPTY, Lexicon
+from speechgate.text.rewrite import Rewrite, RewriteBuilder
 
-Normalizer = Callable[[str, str], Rewrite]
+PHONEMES_UNSUPPORTED = "phonemes_unsupported"
+
+Normalize = Callable[[str, str], Rewrite]
 
 
 @dataclass(frozen=True)
 class TextOptions:
-    """How a request's text is read."""
+    """How to prepare one request's text.
+
+    `ssml`: True reads the text as SSML (it must be a `<speak>` document), False never does,
+    None does when the text is one. `inline_tags`: honour ElevenLabs' `<break>` and `<phoneme>`
+    in text that is not SSML. `phonemes`: the engine speaks phoneme blocks; without it, IPA in
+    the text or a matching phoneme rule is refused, naming `engine`. `lexicon_param`: the request
+    field that brought the lexicon, named in its errors.
+    """
 
     normalize: bool = True
     ssml: bool | None = None
     language: str = "en"
+    lexicon: Lexicon = EMPTY
     phonemes: bool = False
-    engine: str = ""
+    engine: str = "this engine"
+    inline_tags: bool = True
+    lexicon_param: str | None = None
 
 
 @dataclass(frozen=True)
 class Speech:
+    """Say `rewrite.spoken` (made from the client's whole text) at `speed` times the normal
+    rate."""
+
     rewrite: Rewrite
     speed: float = 1.0
 
@@ -39,8 +61,134 @@ class Silence:
 Block = Speech | Silence
 
 
+class Prepared(tuple[Block, ...]):
+    """The blocks in order, with what of the input was ignored (SSML markup speechgate does
+    not act on, named once each, e.g. "emphasis", "prosody pitch"), for the response to say."""
+
+    ignored: tuple[str, ...]
+
+    def __new__(cls, blocks: Iterable[Block], ignored: Iterable[str] = ()) -> Prepared:
+        prepared = super().__new__(cls, blocks)
+        prepared.ignored = tuple(ignored)
+        return prepared
+
+
+def _identity(text: str, language: str = "en") -> Rewrite:
+    return Rewrite.identity(text)
+
+
+def default_normalize() -> Normalize:
+    """`speechgate.text.normalize.normalize`, or no change where it is not installed."""
+    try:
+        module = import_module("speechgate.text.normalize")
+    except ImportError:
+        return _identity
+    normalize: Normalize = module.normalize
+    return normalize
+
+
+def default_say_as() -> ssml.SayAs:
+    """`speechgate.text.normalize.say_as`, or the text as written where it is not installed."""
+    try:
+        module = import_module("speechgate.text.normalize")
+    except ImportError:
+        return ssml.keep_text
+    say_as: ssml.SayAs = module.say_as
+    return say_as
+
+
 def prepare(
-    text: str, options: TextOptions, normalize: Normalizer = normalize_text
-) -> tuple[Block, ...]:
-    rewrite = normalize(text, options.language) if options.normalize else Rewrite.identity(text)
-    return (Speech(rewrite),)
+    text: str,
+    options: TextOptions,
+    normalize: Normalize | None = None,
+    say_as: ssml.SayAs | None = None,
+) -> Prepared:
+    """`text` as blocks to speak and pause; raises `InvalidRequest` for invalid SSML
+    (`invalid_ssml`) or phonemes the engine cannot speak (`phonemes_unsupported`)."""
+    markup = _markup(text, options, say_as)
+    if markup is None:
+        voiced: list[tuple[Rewrite, float] | Silence] = [(Rewrite.identity(text), 1.0)]
+        ignored: tuple[str, ...] = ()
+    else:
+        voiced = [
+            (_rewrite(text, part.pieces), part.speed)
+            if isinstance(part, ssml.Voiced)
+            else Silence(part.seconds)
+            for part in markup.parts
+        ]
+        ignored = markup.ignored
+        if not options.phonemes and any(
+            piece.phoneme
+            for part in markup.parts
+            if isinstance(part, ssml.Voiced)
+            for piece in part.pieces
+        ):
+            raise _phonemes_unsupported(options, "input", "IPA phonemes (<phoneme>)")
+    spoken_by = normalize or default_normalize()
+    blocks: list[Block] = []
+    for item in voiced:
+        if isinstance(item, Silence):
+            blocks.append(item)
+            continue
+        rewrite, speed = item
+        if options.lexicon:
+            by_lexicon = options.lexicon.apply(rewrite.spoken)
+            if not options.phonemes and any(
+                match.rule.kind == "phoneme" for match in options.lexicon.matches(rewrite.spoken)
+            ):
+                raise _phonemes_unsupported(
+                    options, options.lexicon_param or "input", "a phoneme rule of its lexicon"
+                )
+            rewrite = rewrite.then(by_lexicon)
+        if options.normalize:
+            rewrite = rewrite.then(spoken_by(rewrite.spoken, options.language))
+        blocks.append(Speech(rewrite, speed))
+    return Prepared(blocks, ignored)
+
+
+def _markup(text: str, options: TextOptions, say_as: ssml.SayAs | None) -> ssml.Markup | None:
+    """The text's markup, or None for plain text (spoken as it is)."""
+    as_ssml = ssml.is_ssml(text) if options.ssml is None else options.ssml
+    if as_ssml:
+        if not ssml.is_ssml(text):
+            raise InvalidRequest(
+                "The input was to be read as SSML but is not a <speak> document.",
+                param="input",
+                code=ssml.INVALID_SSML,
+            )
+        return ssml.parse_ssml(text, say_as or default_say_as(), options.language)
+    if options.inline_tags and ssml.has_inline_tags(text):
+        return ssml.parse_inline(text)
+    return None
+
+
+def _rewrite(source: str, pieces: Iterable[ssml.Piece]) -> Rewrite:
+    """`source` said as `pieces` (what lies outside them deleted), without the whitespace at
+    either end."""
+    builder = RewriteBuilder(source)
+    at = 0
+    for piece in pieces:
+        if piece.start > at:
+            builder.replace(at, piece.start, "")
+        if piece.spoken is not None:
+            builder.replace(piece.start, piece.end, piece.spoken)
+        at = piece.end
+    if at < len(source):
+        builder.replace(at, len(source), "")
+    rewrite = builder.build()
+    spoken = rewrite.spoken
+    lead = len(spoken) - len(spoken.lstrip())
+    trail = len(spoken.rstrip())
+    if lead == 0 and trail == len(spoken):
+        return rewrite
+    trimmed = Rewrite.from_replacements(spoken, [(0, lead, ""), (trail, len(spoken), "")])
+    return rewrite.then(trimmed)
+
+
+def _phonemes_unsupported(options: TextOptions, param: str, what: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"The engine {options.engine!r} cannot speak phonemes, and the request has {what}. "
+        "Use an engine that takes them (Piper, Kokoro, espeak-ng) or an alias instead.",
+        param=param,
+        code=PHONEMES_UNSUPPORTED,
+    )
