@@ -196,3 +196,16 @@ def test_a_setting_whose_extra_is_missing_names_it(
     only_importable(monkeypatch, "espeakng_loader")
     with pytest.raises(ValidationError, match=rf"install speechgate\[{extra}\]"):
         Settings.model_validate({"engines": ["espeak"], **values})
+
+
+def test_an_invalid_operator_lexicon_fails_at_start(tmp_path: Path) -> None:
+    good = tmp_path / "lexicon.json"
+    good.write_text('[{"type": "alias", "string_to_replace": "nginx", "alias": "engine x"}]')
+    assert Settings(lexicon_path=good).lexicon_path == good
+    looping = tmp_path / "looping.yaml"
+    looping.write_text(
+        "- {type: alias, string_to_replace: A, alias: B}\n"
+        "- {type: alias, string_to_replace: B, alias: A}\n"
+    )
+    with pytest.raises(ValidationError, match=r"lexicon_path: .*looping\.yaml: the aliases loop"):
+        Settings(lexicon_path=looping)

@@ -380,6 +380,15 @@ class Settings(BaseSettings):
     """Seconds to wait for the LLM server to connect or to send its next bytes. A streamed
     completion may take longer in all, as long as tokens keep coming."""
 
+    # --- text: how input is read before an engine speaks it --------------------------------
+
+    lexicon_path: FilePath | None = None
+    """Pronunciation lexicon applied to every request: a PLS file (`.pls`, `.xml`, what
+    ElevenLabs' add-from-file takes) or JSON/YAML rules in ElevenLabs' shape (`[{"type":
+    "alias", "string_to_replace": "nginx", "alias": "engine x"}, ...]`). A key's and a
+    request's dictionaries override its rules for the same word. Checked at start-up (invalid
+    IPA, looping aliases, over 1 MB or 5,000 rules are refused). See docs/text.md."""
+
     # --- tenancy: API keys, per-key limits, usage metering and cost reports ---------------
 
     auth_mode: Literal["none", "keys"] = "none"
@@ -554,6 +563,17 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"limits_url must be a redis://, rediss:// or unix:// URL, not {self.limits_url!r}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_lexicon(self) -> Self:
+        if self.lexicon_path is not None:
+            from speechgate.text.lexicon import InvalidLexicon, load_lexicon
+
+            try:
+                load_lexicon(self.lexicon_path)
+            except InvalidLexicon as error:
+                raise ValueError(f"lexicon_path: {error}") from None
         return self
 
     @model_validator(mode="after")
