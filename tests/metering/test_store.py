@@ -57,7 +57,7 @@ def test_migrating_twice_is_harmless(store: Store) -> None:
     store.migrate()
     with store.engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == (
-            "0001"
+            "0002"
         )
 
 
@@ -188,3 +188,16 @@ def test_appending_usage_keeps_sqlite_memory_bounded(tmp_path: Path) -> None:
     finally:
         store.close()
     assert after - before < 32 * 1024
+
+
+def test_pronunciation_dictionaries_belong_to_their_key(store: Store) -> None:
+    rules = [{"type": "alias", "string_to_replace": "nginx", "alias": "engine x"}]
+    mine = store.add_dictionary("key_a", "ops", "words", rules, NOW)
+    keyless = store.add_dictionary(None, "open", None, rules, NOW)
+    assert store.get_dictionary(mine.id, "key_a") == mine
+    assert store.get_dictionary(mine.id, "key_b") is None
+    assert store.get_dictionary(mine.id, None) is None
+    assert store.get_dictionary(keyless.id, None) == keyless
+    assert store.get_dictionary(keyless.id, "key_a") is None
+    assert [d.id for d in store.list_dictionaries("key_a")] == [mine.id]
+    assert store.delete_dictionary(mine.id) and store.get_dictionary(mine.id, "key_a") is None

@@ -12,6 +12,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
 )
 
 metadata = MetaData()
@@ -51,4 +52,19 @@ usage = Table(
     Column("status", Integer, nullable=False),
     Index("ix_usage_at", "at"),
     Index("ix_usage_key_at", "key_id", "at"),
+)
+
+# Pronunciation dictionaries (ElevenLabs' name for lexicons), each owned by the key that made it
+# (`key_id` NULL: made without a key, with auth_mode `none`).
+pronunciation_dictionaries = Table(
+    "pronunciation_dictionaries",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("version_id", String(40), nullable=False),
+    Column("key_id", String(40), nullable=True),
+    Column("name", String(200), nullable=False),
+    Column("description", Text, nullable=True),
+    Column("rules", JSON, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Index("ix_pronunciation_dictionaries_key", "key_id"),
 )

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from speechgate.metering.keys import ApiKey, KeyLimits, generate_key, hash_key, key_hint
 from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
-from speechgate.metering.schema import api_keys, usage
+from speechgate.metering.schema import api_keys, pronunciation_dictionaries, usage
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 # Successes and client aborts used an engine; errors did not (see UsageRecord.billable).
@@ -53,6 +53,19 @@ class UsageTotals:
     audio_seconds: float
     busy_seconds: float
     """Request time of billable requests: what a compute cost per hour is charged on."""
+
+
+@dataclass(frozen=True)
+class StoredDictionary:
+    """A pronunciation dictionary: its rules in ElevenLabs' shape, already validated."""
+
+    id: str
+    version_id: str
+    key_id: str | None
+    name: str
+    description: str | None
+    rules: list[dict[str, Any]]
+    created_at: datetime
 
 
 def _engine(url: str) -> Engine:
@@ -95,6 +108,18 @@ def _key(row: Row[Any]) -> ApiKey:
         ),
         created_at=row.created_at,
         revoked_at=row.revoked_at,
+    )
+
+
+def _dictionary(row: Row[Any]) -> StoredDictionary:
+    return StoredDictionary(
+        id=row.id,
+        version_id=row.version_id,
+        key_id=row.key_id,
+        name=row.name,
+        description=row.description,
+        rules=list(row.rules),
+        created_at=row.created_at,
     )
 
 
@@ -182,6 +207,60 @@ class Store:
                 .values(revoked_at=now)
             )
         return self.get_key(key_id)
+
+    # --- pronunciation dictionaries ------------------------------------------------------
+
+    def add_dictionary(
+        self,
+        key_id: str | None,
+        name: str,
+        description: str | None,
+        rules: list[dict[str, Any]],
+        now: datetime,
+    ) -> StoredDictionary:
+        """Store a dictionary for `key_id` in one insert: it is there whole or not at all."""
+        dictionary = StoredDictionary(
+            id=f"pd_{secrets.token_hex(10)}",
+            version_id=f"pdv_{secrets.token_hex(10)}",
+            key_id=key_id,
+            name=name,
+            description=description,
+            rules=rules,
+            created_at=now,
+        )
+        with self.engine.begin() as connection:
+            connection.execute(
+                insert(pronunciation_dictionaries).values(
+                    {f.name: getattr(dictionary, f.name) for f in fields(dictionary)}
+                )
+            )
+        return dictionary
+
+    def get_dictionary(self, dictionary_id: str, key_id: str | None) -> StoredDictionary | None:
+        """The dictionary, if `key_id` owns it (None: one made without a key)."""
+        table = pronunciation_dictionaries
+        owner = table.c.key_id.is_(None) if key_id is None else table.c.key_id == key_id
+        with self.engine.connect() as connection:
+            row = connection.execute(
+                select(table).where(table.c.id == dictionary_id, owner)
+            ).first()
+        return None if row is None else _dictionary(row)
+
+    def list_dictionaries(self, key_id: str | None) -> list[StoredDictionary]:
+        table = pronunciation_dictionaries
+        owner = table.c.key_id.is_(None) if key_id is None else table.c.key_id == key_id
+        with self.engine.connect() as connection:
+            rows = connection.execute(select(table).where(owner).order_by(table.c.created_at))
+            return [_dictionary(row) for row in rows]
+
+    def delete_dictionary(self, dictionary_id: str) -> bool:
+        with self.engine.begin() as connection:
+            deleted = connection.execute(
+                pronunciation_dictionaries.delete().where(
+                    pronunciation_dictionaries.c.id == dictionary_id
+                )
+            )
+        return bool(deleted.rowcount)
 
     # --- usage --------------------------------------------------------------------------
 
