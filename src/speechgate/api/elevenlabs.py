@@ -12,9 +12,11 @@ array of ElevenLabs model objects; without, OpenAI's list.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 from collections.abc import AsyncGenerator, Callable, Coroutine
+from datetime import UTC
 from typing import Annotated, Any, cast, get_args
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -53,9 +55,11 @@ from speechgate.errors import (
     VoiceNotInstalled,
 )
 from speechgate.metering.meter import Meter
+from speechgate.metering.store import StoredDictionary
 from speechgate.routing.providers import Answer
 from speechgate.routing.router import Router
 from speechgate.speech import Normalization, SpeechRequest
+from speechgate.text.lexicon import InvalidLexicon, Lexicon
 from speechgate.timing import (
     CharacterAligner,
     CharacterAlignment,
@@ -645,3 +649,100 @@ router.add_api_route(
     include_in_schema=False,
     route_class_override=_KeyedRoute,
 )
+
+
+# --- pronunciation dictionaries -------------------------------------------------------------
+
+
+class DictionaryRulesBody(BaseModel):
+    """ElevenLabs' add-from-rules body. `workspace_access` is accepted and ignored: a
+    dictionary belongs to the key that made it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(min_length=1, max_length=200)
+    rules: list[Any] = Field(
+        description="Alias rules `{type: alias, string_to_replace, alias}` and phoneme rules "
+        "`{type: phoneme, string_to_replace, phoneme, alphabet: ipa}`; optional "
+        "`case_sensitive`, `word_boundaries` (default true)."
+    )
+    description: str | None = Field(default=None, max_length=2000)
+    workspace_access: str | None = Field(default=None, description="Accepted; ignored.")
+
+
+class DictionaryObject(BaseModel):
+    """A dictionary as ElevenLabs describes one (both its create and get answers' fields)."""
+
+    id: str
+    name: str
+    created_by: str
+    creation_time_unix: int
+    version_id: str
+    latest_version_id: str
+    version_rules_num: int
+    latest_version_rules_num: int
+    description: str | None
+    permission_on_resource: str = "admin"
+    archived_time_unix: int | None = None
+
+
+def _dictionary_object(found: StoredDictionary) -> DictionaryObject:
+    return DictionaryObject(
+        id=found.id,
+        name=found.name,
+        created_by=found.key_id or "anonymous",
+        creation_time_unix=int(found.created_at.replace(tzinfo=UTC).timestamp()),
+        version_id=found.version_id,
+        latest_version_id=found.version_id,
+        version_rules_num=len(found.rules),
+        latest_version_rules_num=len(found.rules),
+        description=found.description,
+    )
+
+
+@router.post(
+    "/v1/pronunciation-dictionaries/add-from-rules",
+    response_model=DictionaryObject,
+    summary="Create a pronunciation dictionary from rules",
+    dependencies=[Depends(require_json)],
+)
+async def add_dictionary_from_rules(
+    body: DictionaryRulesBody, principal: CurrentPrincipal, request: Request
+) -> DictionaryObject:
+    try:
+        lexicon = Lexicon.from_dicts(body.rules)
+    except InvalidLexicon as error:
+        raise Unprocessable(
+            f"Invalid pronunciation rules: {error}", param="rules", code="invalid_rules"
+        ) from None
+    tenancy = app_state(request).tenancy
+    stored = await asyncio.to_thread(
+        tenancy.store.add_dictionary,
+        principal.key_id,
+        body.name,
+        body.description,
+        lexicon.to_dicts(),
+        tenancy.now(),
+    )
+    return _dictionary_object(stored)
+
+
+@router.get(
+    "/v1/pronunciation-dictionaries/{dictionary_id}",
+    response_model=DictionaryObject,
+    summary="One pronunciation dictionary",
+)
+async def get_dictionary(
+    dictionary_id: Annotated[str, Path(max_length=100)],
+    principal: CurrentPrincipal,
+    request: Request,
+) -> DictionaryObject:
+    tenancy = app_state(request).tenancy
+    found = await asyncio.to_thread(tenancy.store.get_dictionary, dictionary_id, principal.key_id)
+    if found is None:
+        raise NotFound(
+            f"No pronunciation dictionary {dictionary_id!r} belongs to this key.",
+            param="pronunciation_dictionary_id",
+            code="pronunciation_dictionary_not_found",
+        )
+    return _dictionary_object(found)

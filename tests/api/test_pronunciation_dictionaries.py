@@ -1,0 +1,97 @@
+"""ElevenLabs' pronunciation dictionaries through a real server with keys: made from rules,
+owned by their key, invalid rules refused with nothing stored."""
+
+# ruff: noqa: RUF001 - IPA in strings
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from speechgate.metering.store import Store
+from tests.helpers.server import RunningServer, running_server
+from tests.helpers.settings import fake_settings
+from tests.helpers.tenancy import ADMIN_KEY, new_key, tenancy
+
+ADD = "/v1/pronunciation-dictionaries/add-from-rules"
+RULES = [
+    {"type": "alias", "string_to_replace": "nginx", "alias": "engine x"},
+    {"type": "phoneme", "string_to_replace": "tomato", "phoneme": "təˈmɑːtoʊ", "alphabet": "ipa"},
+]
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
+    settings = fake_settings(auth_mode="keys", admin_key=ADMIN_KEY, database_url=url)
+    with running_server(settings) as server:
+        yield server
+
+
+def client(server: RunningServer, secret: str) -> httpx.Client:
+    return httpx.Client(base_url=server.url, headers={"xi-api-key": secret}, timeout=30)
+
+
+def stored(server: RunningServer, key_id: str) -> int:
+    store: Store = tenancy(server).store
+    return len(store.list_dictionaries(key_id))
+
+
+def test_a_dictionary_is_made_from_rules_and_only_its_key_sees_it(keyed: RunningServer) -> None:
+    mine, secret = new_key(keyed)
+    _, other = new_key(keyed)
+    with client(keyed, secret) as elevenlabs:
+        made = elevenlabs.post(ADD, json={"name": "ops", "rules": RULES})
+        assert made.status_code == 200, made.text
+        body = made.json()
+        assert body["name"] == "ops" and body["version_rules_num"] == 2
+        assert body["id"] and body["version_id"] and body["created_by"] == mine
+        got = elevenlabs.get(f"/v1/pronunciation-dictionaries/{body['id']}")
+        assert got.status_code == 200 and got.json()["latest_version_id"] == body["version_id"]
+    with client(keyed, other) as elevenlabs:
+        hidden = elevenlabs.get(f"/v1/pronunciation-dictionaries/{body['id']}")
+    assert hidden.status_code == 404
+    assert hidden.json()["detail"]["status"] == "pronunciation_dictionary_not_found"
+    assert httpx.get(f"{keyed.url}/v1/pronunciation-dictionaries/{body['id']}").status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("rules", "named"),
+    [
+        (
+            [RULES[0], {"type": "phoneme", "string_to_replace": "tomato", "phoneme": "tə'mɑːto"}],
+            "rule 1 ('tomato'): invalid IPA",
+        ),
+        (
+            [
+                {"type": "alias", "string_to_replace": "A", "alias": "B"},
+                {"type": "alias", "string_to_replace": "B", "alias": "A"},
+            ],
+            "the aliases loop",
+        ),
+        ([{"type": "alias", "string_to_replace": "", "alias": "x"}], "string_to_replace"),
+    ],
+)
+def test_invalid_rules_are_refused_and_nothing_is_stored(
+    keyed: RunningServer, rules: list[object], named: str
+) -> None:
+    key_id, secret = new_key(keyed)
+    with client(keyed, secret) as elevenlabs:
+        refused = elevenlabs.post(ADD, json={"name": "bad", "rules": rules})
+    assert refused.status_code == 422
+    detail = refused.json()["detail"]
+    assert detail["status"] == "invalid_rules" and named in detail["message"]
+    assert stored(keyed, key_id) == 0
+
+
+def test_a_ten_megabyte_dictionary_is_refused(keyed: RunningServer, tmp_path: Path) -> None:
+    key_id, secret = new_key(keyed)
+    rules = [
+        {"type": "alias", "string_to_replace": f"w{i}", "alias": "x" * 200} for i in range(50_000)
+    ]
+    with client(keyed, secret) as elevenlabs:
+        refused = elevenlabs.post(ADD, json={"name": "huge", "rules": rules})
+    assert refused.status_code == 413
+    assert stored(keyed, key_id) == 0
