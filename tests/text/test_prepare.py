@@ -161,3 +161,12 @@ def test_invalid_ssml_is_a_request_error() -> None:
     with pytest.raises(InvalidRequest, match="line 1, column") as caught:
         prepare("<speak>Hello <b>world</speak>", TextOptions())
     assert (caught.value.param, caught.value.code) == ("input", "invalid_ssml")
+
+
+def test_the_real_normalizer_speaks_say_as_and_plain_numbers() -> None:
+    document = '<speak>Room <say-as interpret-as="cardinal">12</say-as> costs $5.</speak>'
+    blocks = prepare(document, TextOptions())
+    assert isinstance(blocks[0], Speech)
+    said = blocks[0].rewrite.spoken
+    assert "twelve" in said and "five dollars" in said and "<" not in said
+    assert source_of(blocks[0], "twelve") == "12"
