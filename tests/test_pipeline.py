@@ -45,7 +45,7 @@ class _Clicks:
 
     name = "clicks"
     sample_rate = 16000
-    supports_instructions = supports_seed = blends_voices = False
+    supports_instructions = supports_seed = blends_voices = phonemes = False
 
     def voices(self) -> list[Voice]:
         return [Voice("v", "v")]

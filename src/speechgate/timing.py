@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from speechgate.audio.pcm import PcmChunk
+from speechgate.text import phonemes as phoneme_blocks
 from speechgate.text.rewrite import Rewrite
 
 
@@ -85,15 +86,20 @@ _TOKEN = re.compile(r"\S+")
 
 def word_spans(text: str) -> list[tuple[int, int]]:
     """The words of `text` as (start, end) character offsets: whitespace-separated tokens
-    without the punctuation at their edges."""
+    without the punctuation at their edges, and each phoneme block ("[[ həloʊ ]]", see
+    `speechgate.text.phonemes`) one word, brackets included, as it stands for one."""
     spans = []
-    for match in _TOKEN.finditer(text):
-        start, end = match.span()
-        while start < end and text[start] in _EDGE:
-            start += 1
-        while end > start and text[end - 1] in _EDGE:
-            end -= 1
-        spans.append((start, end) if start < end else match.span())
+    for run in phoneme_blocks.runs(text):
+        if run.is_block:
+            spans.append((run.start, run.end))
+            continue
+        for match in _TOKEN.finditer(text, run.start, run.end):
+            start, end = match.span()
+            while start < end and text[start] in _EDGE:
+                start += 1
+            while end > start and text[end - 1] in _EDGE:
+                end -= 1
+            spans.append((start, end) if start < end else match.span())
     return spans
 
 

@@ -22,7 +22,7 @@ class Recorder:
 
     name = "recorder"
     sample_rate = 16000
-    supports_instructions = supports_seed = blends_voices = False
+    supports_instructions = supports_seed = blends_voices = phonemes = False
     side_by_side = True
 
     def __init__(self, meet: frozenset[str] = frozenset(), fail_on: str | None = None) -> None:

@@ -92,7 +92,7 @@ class Endless:
 
     name = "endless"
     sample_rate = 16000
-    supports_instructions = supports_seed = blends_voices = False
+    supports_instructions = supports_seed = blends_voices = phonemes = False
 
     def __init__(self) -> None:
         self._session = stoppable(pinned_session(endless_model(), 1))

@@ -36,7 +36,8 @@ class SynthesisRequest:
 
     `reference`, for an engine that clones, is a one-off voice prompt that replaces `voice`.
     `seed`, for an engine that `supports_seed`, makes the output repeatable: the same seed,
-    text and voice give the same PCM.
+    text and voice give the same PCM. `text` may hold phoneme blocks only for an engine that
+    speaks them (`Engine.phonemes`).
     """
 
     text: str
@@ -109,6 +110,13 @@ class Engine(Protocol):
     @property
     def blends_voices(self) -> bool:
         """Whether `SynthesisRequest.voice` may be a blend of its voices (see `blend`)."""
+        ...
+
+    @property
+    def phonemes(self) -> bool:
+        """Whether phoneme blocks in `SynthesisRequest.text` ("[[ həloʊ ]]": IPA, see
+        `speechgate.text.phonemes`) are spoken as those phonemes. An engine without would
+        read the block's symbols as text: it must not be given any."""
         ...
 
     def voices(self) -> Sequence[Voice]:
@@ -188,7 +196,8 @@ class EngineInfo:
     can_clone: bool = False
     max_prompt_seconds: float = 0.0
     phonemes: bool = False
-    """Whether the engine speaks `[[ IPA ]]` blocks in its text as those phonemes."""
+    """Whether the engine speaks `[[ IPA ]]` blocks in its text as those phonemes
+    (`Engine.phonemes`)."""
 
     @classmethod
     def of(cls, engine: Engine) -> EngineInfo:
@@ -202,6 +211,7 @@ class EngineInfo:
             blends_voices=engine.blends_voices,
             can_clone=cloner is not None,
             max_prompt_seconds=cloner.max_prompt_seconds if cloner else 0.0,
+            phonemes=engine.phonemes,
         )
 
 

