@@ -59,6 +59,19 @@ def test_words_are_tokens_without_their_edge_punctuation() -> None:
     ]
 
 
+def test_a_phoneme_block_is_one_word_brackets_and_all() -> None:
+    text = "Say [[ hə loʊ ]], ([[noʊ]]) now."
+    assert [text[a:b] for a, b in word_spans(text)] == [
+        "Say",
+        "[[ hə loʊ ]]",
+        ",",
+        "(",
+        "[[noʊ]]",
+        ")",
+        "now",
+    ]
+
+
 def test_anchors_start_their_words_and_unanchored_words_are_interpolated() -> None:
     text = "one two three, - four"
     # "two" has no anchor (an engine merged it), "-" has none and is punctuation: not said.

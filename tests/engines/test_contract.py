@@ -31,6 +31,7 @@ class Case:
     seconds: tuple[float, float] = (0.3, 5.0)  # how long `text` may last
     needs: tuple[str, ...] = ()  # modules without which the engine is not installed
     onnx: bool = False  # computes in onnxruntime sessions (its runs can be stopped)
+    phonemes: bool = True  # speaks phoneme blocks ("[[ həˈloʊ ]]")
 
 
 def _pocket_voice(model_dir: Path) -> str:
@@ -82,6 +83,7 @@ CASES = [
         # With EOS out of reach, pocket-tts' cap for the text: (tokens / 3 + 2) s.
         seconds=(2.0, 15.0),
         needs=("pocket_tts", "torch"),
+        phonemes=False,
     ),
 ]
 
@@ -146,6 +148,24 @@ def test_is_an_engine_that_describes_itself(engine: Engine, case: Case) -> None:
     info = EngineInfo.of(engine)
     assert info.name == case.name
     assert info.sample_rate == case.rate
+
+
+def test_says_whether_it_speaks_phoneme_blocks(engine: Engine, case: Case) -> None:
+    assert engine.phonemes is case.phonemes
+    assert EngineInfo.of(engine).phonemes is case.phonemes
+
+
+def test_a_phoneme_block_is_spoken_as_the_word_it_spells(
+    engine: Engine, case: Case, model_dir: Path
+) -> None:
+    """As long as the word, give or take VITS's random durations: read out by name, the
+    block's symbols ("aitch schwa stress el oh ...") would last several times as long."""
+    if not case.phonemes:
+        pytest.skip("takes no phoneme blocks")
+    voice = case.voice(model_dir)
+    word = engine.synthesize(SynthesisRequest("Say hello now.", voice))
+    block = engine.synthesize(SynthesisRequest("Say [[ həˈloʊ ]] now.", voice))
+    assert samples_of(list(block)) / samples_of(list(word)) == pytest.approx(1.0, abs=0.15)
 
 
 def test_speaks_mono_int16_chunks_at_its_rate(engine: Engine, case: Case, model_dir: Path) -> None:

@@ -87,6 +87,20 @@ def test_an_unbroken_token_is_cut_at_the_limit() -> None:
     assert [len(piece) for piece in pieces] == [100, 100, 50]
 
 
+def test_a_phoneme_block_is_never_cut() -> None:
+    # IPA's "." parts syllables; before a stress mark it looks like a sentence's end.
+    assert segment("Say [[ hə. \u02c8loʊ ]] now. Next one.") == [
+        "Say [[ hə. \u02c8loʊ ]] now.",
+        "Next one.",
+    ]
+    text = "Some words come before a block [[ " + "ə " * 30 + "]] and after."
+    pieces = segment(text, SegmentLimits(first=40, longest=200))
+    assert pieces == ["Some words come before a block", text[31:]]
+    # A block longer than the limit is cut after it, not inside.
+    long_block = "[[ " + "ə " * 30 + "]] and after."
+    assert segment(long_block, SegmentLimits(first=20, longest=200))[0] == long_block[:65]
+
+
 def test_incremental_feeding_matches_whole_text_one_character_at_a_time() -> None:
     text = " ".join(sentence for _, sentences in CORPUS for sentence in sentences)
     segmenter = Segmenter()

@@ -275,6 +275,12 @@ class PiperEngine:
         # pitch-preserving time stretch, which keeps OpenAI's "2.0 = half the duration".
         return stretch(resample(sentences, self.sample_rate), self.sample_rate, request.speed)
 
+    def phonemize(self, text: str, voice: str) -> list[list[str]]:
+        """The phonemes `voice` speaks for `text`, sentence by sentence (phoneme blocks
+        fitted to its ids): what its model is given."""
+        loaded, _ = self._prepare(SynthesisRequest(text, voice))
+        return loaded.voice.phonemize(text)
+
     def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
         """`synthesize` with word times from the model's own phoneme durations (see
         `_DURATIONS`), each word found among the phonemes by phonemizing it alone, and
