@@ -17,8 +17,10 @@ from speechgate.voices import installed
 from speechgate.voices.installed import InstalledVoice, Manifest
 from tests.helpers.settings import make_settings
 
-PIPER = EngineInfo("piper", 22050, False, (Voice("en_US-joe-medium", "Joe"),))
-ESPEAK = EngineInfo("espeak", 22050, False, (Voice("en-us", "English"), Voice("en-us+f3", "f3")))
+PIPER = EngineInfo("piper", 22050, False, (Voice("en_US-joe-medium", "Joe"),), phonemes=True)
+ESPEAK = EngineInfo(
+    "espeak", 22050, False, (Voice("en-us", "English"), Voice("en-us+f3", "f3")), phonemes=True
+)
 
 
 @pytest.fixture
@@ -86,7 +88,12 @@ def test_unknown_voice_is_400_on_voice_and_lists_the_valid_ones(catalog: Catalog
 
 def test_blends_resolve_each_voice_on_engines_that_blend() -> None:
     kokoro = EngineInfo(
-        "kokoro", 24000, False, (Voice("jf_alpha", "a"), Voice("jm_kumo", "k")), blends_voices=True
+        "kokoro",
+        24000,
+        False,
+        (Voice("jf_alpha", "a"), Voice("jm_kumo", "k")),
+        blends_voices=True,
+        phonemes=True,
     )
     catalog = Catalog({"kokoro": kokoro}, {}, {"kokoro": {"alloy": "jf_alpha"}})
     assert catalog.voice("kokoro", "alloy(2) + JM-kumo") == "jf_alpha(2)+jm_kumo(1)"
@@ -126,9 +133,13 @@ def install_piper(models: Path, key: str, language: str, gender: str | None = No
     installed.install(staging, models, manifest)
 
 
-JOE = EngineInfo("piper", 22050, False, (Voice("en_US-joe-medium", "Joe", "en-us"),))
+JOE = EngineInfo("piper", 22050, False, (Voice("en_US-joe-medium", "Joe", "en-us"),), phonemes=True)
 ESPEAK_DE = EngineInfo(
-    "espeak", 22050, False, (Voice("en-us", "English", "en-us"), Voice("de", "German", "de"))
+    "espeak",
+    22050,
+    False,
+    (Voice("en-us", "English", "en-us"), Voice("de", "German", "de")),
+    phonemes=True,
 )
 
 
