@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, RUF002 - IPA symbols look like Latin letters and punctuation
 """Phoneme blocks ("[[ həˈloʊ ]]") on the engines that speak them: a block is said as the word
 it spells, nothing of its brackets or symbols is read aloud, and it is one word in the word
 times. Each engine is checked by what it is given (Piper's and Kokoro's phonemes, espeak-ng's

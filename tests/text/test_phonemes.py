@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, RUF003 - IPA symbols look like Latin letters and punctuation
 import pytest
 
 from speechgate.text.phonemes import (

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, RUF002 - IPA symbols look like Latin letters and punctuation
 """espeak-ng (formant synthesis) through its C library, bundled by the `espeakng-loader` wheel.
 
 The wheel ships libespeak-ng 1.52 and its data, so nothing comes from apt. We call the library

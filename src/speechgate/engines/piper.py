@@ -21,7 +21,7 @@ Every chunk is at the primary model's rate (22.05 kHz for joe): x_low and low vo
 16 kHz, and a voice at another rate is resampled here, because everything downstream
 (encoders, streaming sessions) takes the engine's one `sample_rate`.
 
-Phoneme blocks (`speechgate.text.phonemes`, "say [[ həˈloʊ ]]") are spoken as their IPA: the
+Phoneme blocks (`speechgate.text.phonemes`, "say [[ həloʊ ]]") are spoken as their IPA: the
 text between them is phonemized by espeak-ng as always, each block's IPA is fitted to the voice's
 own phoneme ids (`phonemes.fit`; stress moved onto the vowel, as espeak-ng writes it), and the
 two are joined as piper joins a sentence's words. piper's own `[[ ]]` pass-through is not used:
@@ -139,7 +139,7 @@ class _Voice(PiperVoice):
     @functools.cached_property
     def _ipa_ids(self) -> dict[str, str]:
         """The IPA this voice has ids for: each IPA symbol of its id map, and the vowel
-        clusters it merges ("aɪ"; a cluster it does not merge would be an id its model never
+        clusters it merges ("aʊ"; a cluster it does not merge would be an id its model never
         saw, as espeak-ng's text is never given it)."""
         clusters = {"".join(cluster) for cluster in self.config.vowel_clusters or ()}
         return {

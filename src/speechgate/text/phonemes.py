@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, RUF002 - IPA symbols look like Latin letters and punctuation
 """Phoneme blocks: `[[ <IPA> ]]` in an engine's text, spoken as those phonemes in place of words.
 
 A lexicon's phoneme rule or SSML's `<phoneme alphabet="ipa">` becomes a block in the text an
@@ -17,6 +18,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from speechgate.text import ipa as ipa_inventory
 from speechgate.text.rewrite import Rewrite, RewriteBuilder
 
 # A block's content may hold no bracket, so "[[ a ]] b ]]" ends at the first "]]" and a block is
@@ -61,32 +63,16 @@ def blocks(text: str) -> list[tuple[int, int]]:
 
 def block(ipa: str) -> str:
     """The phoneme block that says `ipa` (which should pass `is_ipa`)."""
-    return f"[[ {ipa} ]]"
+    return ipa_inventory.phoneme_block(ipa)
 
 
-# The IPA chart (2020) letter by letter, with what phonemizers commonly write besides: the
-# r-coloured vowels, espeak's ᵻ, the affricate ligatures, ASCII g beside the IPA's ɡ.
-_CONSONANTS = (
-    "pbtdʈɖcɟkɡgqɢʔmɱnɳɲŋɴʙrʀⱱɾɽɸβfvθðszʃʒʂʐçʝxɣχʁħʕhɦɬɮʋɹɻjɰlɭʎʟʘǀǃǂǁɓɗʄɠʛʍwɥʜʢʡɕʑɺɧɫʦʣʧʤʨʥʪʫ"
-)
-_VOWELS = "iyɨʉɯuɪʏʊeøɘɵɤoəɛœɜɞʌɔæɐaɶɑɒɚɝᵻᵿᵊ"
-# Stress, length, breaks (syllable, minor and major group, linking), tone letters and arrows.
-_SUPRASEGMENTALS = "ˈˌːˑ.|‖‿˥˦˧˨˩ꜛꜜ↗↘↑↓"
-# Diacritics written as letters after the symbol they modify: aspiration, palatalization,
-# labialization, velarization, pharyngealization, nasal and lateral release, ejective, rhotic.
-_MODIFIERS = "ʰʱʲʷˠˤⁿˡʼ˞"
-# Diacritics that combine with the symbol before them (a letter with one precomposed, "ã" or
-# "ç", is taken apart first): voiceless, voiced, rounding, advanced and retracted, centralized,
-# syllabic, non-syllabic, breathy and creaky, linguolabial, raised and lowered, tongue root,
-# dental, apical, laminal, nasalized, no audible release, the tie bars, and the tone marks.
-_COMBINING = (
-    "\u0325\u030a\u032c\u0339\u031c\u031f\u0320\u0308\u033d\u0329\u030d\u032f\u0311"
-    "\u0324\u0330\u033c\u0334\u031d\u031e\u0318\u0319\u032a\u033a\u033b\u0303\u031a"
-    "\u0361\u035c\u0327\u0306\u030b\u0301\u0304\u0300\u030f\u030c\u0302\u1dc4\u1dc5\u1dc8"
-)
-IPA_SYMBOLS = frozenset(_CONSONANTS + _VOWELS + _SUPRASEGMENTALS + _MODIFIERS + _COMBINING + " ")
+IPA_SYMBOLS = ipa_inventory.SYMBOLS
 """Every character `is_ipa` accepts (after canonical decomposition), a space included: it
-separates the words of a block."""
+separates the words of a block. One inventory with `speechgate.text.ipa`, which checks the IPA
+of SSML and lexicons."""
+
+# The vowels, where stress marks go (`stress_on_vowels`).
+_VOWELS = "iyɨʉɯuɪʏʊeøɘɵɤoəɛœɜɞʌɔæɐaɶɑɒɚɝᵻᵿᵊ"
 
 # Not sounds: a phoneme set without them loses nothing when they are dropped, and an engine that
 # has them ("." and "|" are its punctuation, a pause) must not be given them as such.
