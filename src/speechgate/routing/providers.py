@@ -31,6 +31,7 @@ from speechgate.errors import (
     UpstreamRejected,
 )
 from speechgate.openai_upstream import raise_for_error, upstream_errors
+from speechgate.routing.answer_check import SSE_CONTENT_TYPE, AnswerCheck
 from speechgate.routing.config import (
     ElevenLabsProviderConfig,
     LocalProviderConfig,
@@ -204,6 +205,20 @@ async def _untimed(response: httpx.Response) -> AsyncGenerator[Piece]:
         yield Piece(chunk)
 
 
+async def _first_pieces(pieces: AsyncIterator[Piece], check: AnswerCheck) -> list[Piece]:
+    """The body's first pieces: the first, and as many more as `check` needs to decide that
+    the body is the audio asked for (it raises if not)."""
+    firsts: list[Piece] = []
+    while not firsts or not check.decided:
+        piece = await anext(pieces, None)
+        if piece is None:
+            check.end()
+            break
+        firsts.append(piece)
+        check.feed(piece.audio)
+    return firsts
+
+
 Render = Callable[[SpeechPlan, SpeechStream], Answer]
 """Turns a local stream into the response the speech route would send (headers, SSE)."""
 
@@ -231,8 +246,9 @@ class LocalProvider:
 
 class _Relay:
     """An upstream reached over HTTP, through one pooled client. The upstream's bytes are
-    relayed as they arrive: nothing is buffered beyond the chunk in hand. Subclasses say how
-    a request and the upstream's errors are spelled."""
+    relayed as they arrive: nothing is buffered beyond the chunk in hand, but for the first
+    bytes, held until they show that the body is the format asked for (`AnswerCheck`).
+    Subclasses say how a request and the upstream's errors are spelled."""
 
     def __init__(
         self,
@@ -273,6 +289,11 @@ class _Relay:
         """Headers of this provider's own to add to the answer."""
         return {}
 
+    def _wraps_audio(self, request: SpeechRequest) -> bool:
+        """Whether the upstream's body wraps the audio in a framing of this API's own (its
+        `Content-Type` is that framing's, not the audio's)."""
+        return False
+
     def _pieces(self, request: SpeechRequest, response: httpx.Response) -> AsyncIterator[Piece]:
         """The upstream's body as audio, and the words first known with it for a request with
         word times beside its audio."""
@@ -297,9 +318,12 @@ class _Relay:
                 with upstream_errors(self._base_url, self._timeout, self._what):
                     await response.aread()
                 self._raise_for_error(response)
+            check = AnswerCheck(request, self._what)
+            if not self._wraps_audio(request):
+                check.media_type(response.headers.get("content-type"))
             pieces = self._pieces(request, response)
             with upstream_errors(self._base_url, self._timeout, self._what):
-                first = await anext(pieces, Piece(b""))
+                firsts = await _first_pieces(pieces, check)
         except BaseException:
             await response.aclose()
             raise
@@ -312,10 +336,15 @@ class _Relay:
         progress = Relayed(self._clock() - started)
         timed = request.words_beside_audio
         words = WordFeed() if timed else None
-        media_type = response.headers.get("content-type", "application/octet-stream")
+        # Checked to be what was asked for: named as speechgate names it, whatever the label.
+        media_type = (
+            SSE_CONTENT_TYPE
+            if request.stream_format == "sse"
+            else request.format.format.content_type
+        )
         return Answer(
-            media_type=request.format.format.content_type if timed else media_type,
-            body=self._relay(first, pieces, response, progress, _seconds_per_byte(request), words),
+            media_type=media_type,
+            body=self._relay(firsts, pieces, response, progress, _seconds_per_byte(request), words),
             progress=progress,
             headers=headers,
             on_close=response.aclose,
@@ -324,7 +353,7 @@ class _Relay:
 
     async def _relay(
         self,
-        first: Piece,
+        firsts: list[Piece],
         pieces: AsyncIterator[Piece],
         response: httpx.Response,
         progress: Relayed,
@@ -332,11 +361,12 @@ class _Relay:
         words: WordFeed | None,
     ) -> AsyncGenerator[bytes]:
         try:
-            if words is not None:
-                words.add(first.words)
-            if first.audio:
-                progress.audio_seconds += len(first.audio) * seconds_per_byte
-                yield first.audio
+            for first in firsts:
+                if words is not None:
+                    words.add(first.words)
+                if first.audio:
+                    progress.audio_seconds += len(first.audio) * seconds_per_byte
+                    yield first.audio
             with upstream_errors(self._base_url, self._timeout, self._what):
                 async for piece in pieces:
                     if words is not None:
@@ -449,6 +479,10 @@ class ElevenLabsProvider(_Relay):
                     f"({error})."
                 ) from None
             yield Piece(audio, tuple(known))
+
+    def _wraps_audio(self, request: SpeechRequest) -> bool:
+        # The with-timestamps route sends JSON lines, each with its audio in base64.
+        return request.words_beside_audio
 
     def _headers(self, request: SpeechRequest) -> dict[str, str]:
         # ElevenLabs' API has no instructions to send them with.
