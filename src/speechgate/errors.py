@@ -141,6 +141,15 @@ class RequestTimeout(InvalidRequest):
     default_code = "request_timeout"
 
 
+class SessionExpired(SpeechgateError):
+    """A streaming session reached its maximum length (`max_session_seconds`) and was closed;
+    a new session may carry on."""
+
+    status_code = 408
+    error_type = "invalid_request_error"
+    default_code = "session_expired"
+
+
 # --- capacity: try again later ------------------------------------------------------------
 
 

@@ -415,6 +415,16 @@ class Settings(BaseSettings):
     `speechgate keys revoke|update` from another process takes to reach a running server
     (the admin API's changes apply at once)."""
 
+    session_check_interval: float = Field(default=1.0, gt=0, le=60)
+    """Seconds between re-checks of the key of an open streaming session
+    (`WS /v1/audio/speech/stream`): a key revoked, expired or no longer allowed the session's
+    model closes the session at the next check. A change made by another process reaches it
+    within `key_cache_ttl` more."""
+
+    max_session_seconds: float = Field(default=3600.0, gt=0)
+    """Longest a streaming session stays open; then it is closed with a `session_expired`
+    error event (close code 1000), and the client may open a new one."""
+
     limits_url: str | None = None
     """Redis URL where per-key limits are kept, e.g. `redis://127.0.0.1:6379/0` (needs the
     `redis` extra): every gateway pointed at it shares each key's request rate, concurrency cap

@@ -7,7 +7,9 @@ import contextlib
 import logging
 import time
 import uuid
-from typing import Annotated, Literal
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Annotated, Literal, NoReturn
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -15,10 +17,18 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from speechgate.api.errors import error_body
 from speechgate.api.schemas import SpeechOptions, SpeechWord
 from speechgate.api.state import app_state
-from speechgate.errors import InsufficientQuota, InvalidRequest, SpeechgateError
+from speechgate.api.tenancy import credentials
+from speechgate.errors import (
+    AuthenticationFailed,
+    InsufficientQuota,
+    InvalidRequest,
+    PermissionDenied,
+    SessionExpired,
+    SpeechgateError,
+)
 from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
-from speechgate.metering.tenancy import Principal
+from speechgate.metering.tenancy import Principal, Tenancy
 from speechgate.streaming_sessions import (
     SegmentDone,
     SegmentStarted,
@@ -29,7 +39,8 @@ from speechgate.streaming_sessions import (
 router = APIRouter()
 log = logging.getLogger(__name__)
 
-# Close codes (RFC 6455): a bad message, a server failure, "try again later".
+# Close codes (RFC 6455): done, a bad message, a server failure, "try again later".
+_NORMAL = 1000
 _POLICY_VIOLATION = 1008
 _INTERNAL_ERROR = 1011
 _TRY_AGAIN_LATER = 1013
@@ -51,7 +62,10 @@ class TextControl(BaseModel):
 
 def _close_code(error: SpeechgateError) -> int:
     """Busy (a full queue, a key's rate) is worth retrying; a spent quota or a bad request is
-    not; anything else is the server's failure."""
+    not; anything else is the server's failure. A session at its maximum length ends as
+    sessions end: it had what it may have."""
+    if isinstance(error, SessionExpired):
+        return _NORMAL
     if error.status_code in (429, 503) and not isinstance(error, InsufficientQuota):
         return _TRY_AGAIN_LATER
     if 400 <= error.status_code < 500:
@@ -170,18 +184,26 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
     )
     feeder = asyncio.create_task(_feed(websocket, session))
     speaker = asyncio.create_task(_speak(websocket, session))
+    check = partial(_check_key, tenancy, credentials(websocket), principal, meter.model)
+    settings = state.settings
+    guard = asyncio.create_task(
+        guard_session(check, settings.session_check_interval, settings.max_session_seconds)
+    )
     # Whichever ends first decides: the speech ending (done or failed) stops the listening;
-    # the client leaving or sending garbage stops the speech, and the job in its worker.
-    _, pending = await asyncio.wait({feeder, speaker}, return_when=asyncio.FIRST_COMPLETED)
+    # the client leaving or sending garbage stops the speech, and the job in its worker; the
+    # key going bad or the session's time running out stops both.
+    tasks = (feeder, speaker, guard)
+    _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     for task in pending:
         task.cancel()
-    await asyncio.gather(feeder, speaker, return_exceptions=True)
+    await asyncio.gather(*tasks, return_exceptions=True)
     status = 200 if session.completed else CLIENT_CLOSED
-    for task in (feeder, speaker):
+    for task in tasks:
         failure = task.exception() if not task.cancelled() else None
         if isinstance(failure, SpeechgateError):
             await _fail(websocket, failure)
-            status = failure.status_code
+            # A session that had all the time it may have was served, and is billed.
+            status = 200 if isinstance(failure, SessionExpired) else failure.status_code
         elif failure is not None and not isinstance(failure, WebSocketDisconnect | OSError):
             # A bug, not the client leaving (a send to a closed socket is an OSError).
             log.error("speech session failed", exc_info=failure)
@@ -189,6 +211,53 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
             await _fail(websocket, unexpected)
             status = unexpected.status_code
     return status
+
+
+async def guard_session(
+    check: Callable[[], Awaitable[None]], interval: float, max_seconds: float
+) -> NoReturn:
+    """Run `check` every `interval` seconds (of the event loop's clock) until it raises, and
+    raise SessionExpired once `max_seconds` have passed. Ends only by raising (or being
+    cancelled, when the session ends otherwise)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_seconds
+    while True:
+        await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
+        if loop.time() >= deadline:
+            raise SessionExpired(
+                f"The session reached its maximum length of {max_seconds:g} s and was closed; "
+                "open a new session to go on."
+            )
+        await check()
+
+
+async def _check_key(
+    tenancy: Tenancy, authorization: str | None, principal: Principal, model: str
+) -> None:
+    """Raise if the key a session was opened with may no longer speak with `model`: revoked,
+    expired, or its models changed. The same lookup as a request's (its cache included)."""
+    key = principal.key
+    if key is None:
+        return  # the admin, or anyone where no key is needed: nothing to take back
+    try:
+        current = (await tenancy.authenticate(authorization)).key
+    except AuthenticationFailed:
+        current = None
+    except Exception:
+        # The store failing revokes no one: the next check tries again.
+        log.warning("could not re-check the key of a speech session", exc_info=True)
+        return
+    if current is None or current.id != key.id:
+        raise AuthenticationFailed(
+            "This session's API key was revoked or has expired; the session is closed."
+        )
+    if not current.allows_model(model):
+        raise PermissionDenied(
+            f"This session's API key is no longer allowed to use the model {model!r}; the "
+            "session is closed.",
+            param="model",
+            code="model_not_allowed",
+        )
 
 
 async def _speak(websocket: WebSocket, session: SpeechSession) -> None:
