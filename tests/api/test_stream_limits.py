@@ -1,6 +1,8 @@
 """An open streaming session (`WS /v1/audio/speech/stream`) is held to its key while it runs:
-revoked, expired or denied its model, the key closes the session at the next check; and no
-session outlives `max_session_seconds`."""
+revoked, expired or denied its model, the key closes the session at the next check; no
+session outlives `max_session_seconds`; and a session sends no more than
+`session_max_lead_seconds` of audio ahead of real time, so that little is left in flight when
+it is closed."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from speechgate.api.stream import guard_session
+from speechgate.api.stream import SendPacer, guard_session
 from speechgate.errors import AuthenticationFailed, SessionExpired
 from tests.helpers.clock import Clock, run_on, settle
 from tests.helpers.server import RunningServer, running_server
@@ -176,3 +178,43 @@ def test_the_guard_raises_what_the_check_raises() -> None:
             guard.result()
 
     run_on(clock, scenario)
+
+
+def test_the_pacer_lets_a_lead_through_then_holds_to_real_time() -> None:
+    clock = Clock()
+    waited: list[float] = []
+
+    async def send(pacer: SendPacer, seconds: float) -> None:
+        started = clock()
+        sending = asyncio.ensure_future(pacer.sent(seconds))
+        while not sending.done():
+            await settle()
+            if not sending.done():
+                clock.advance(0.25)
+        waited.append(clock() - started)
+
+    async def scenario() -> None:
+        pacer = SendPacer(max_lead=3)
+        for _ in range(3):
+            await send(pacer, 1)  # the lead: sent as fast as it comes
+        assert waited == [0, 0, 0]
+        await send(pacer, 1)  # beyond it: one second of audio a second
+        await send(pacer, 2)
+        assert waited[3:] == [1, 2]
+        # A pause (the text is late) gives the client time to play what it has; it earns no
+        # lead beyond the bound.
+        clock.advance(60)
+        for _ in range(4):
+            await send(pacer, 1)
+        assert waited[5:] == [0, 0, 0, 1]
+
+    run_on(clock, scenario)
+
+
+def test_no_bound_no_wait() -> None:
+    async def scenario() -> None:
+        pacer = SendPacer(max_lead=None)
+        for _ in range(100):
+            await pacer.sent(10)
+
+    run_on(Clock(), scenario)

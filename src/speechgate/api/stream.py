@@ -183,9 +183,10 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
         }
     )
     feeder = asyncio.create_task(_feed(websocket, session))
-    speaker = asyncio.create_task(_speak(websocket, session))
-    check = partial(_check_key, tenancy, credentials(websocket), principal, meter.model)
     settings = state.settings
+    pacer = SendPacer(settings.session_max_lead_seconds)
+    speaker = asyncio.create_task(_speak(websocket, session, pacer))
+    check = partial(_check_key, tenancy, credentials(websocket), principal, meter.model)
     guard = asyncio.create_task(
         guard_session(check, settings.session_check_interval, settings.max_session_seconds)
     )
@@ -260,10 +261,35 @@ async def _check_key(
         )
 
 
-async def _speak(websocket: WebSocket, session: SpeechSession) -> None:
+class SendPacer:
+    """Keeps what a session has sent at most `max_lead` seconds of audio ahead of a client
+    that plays it as it comes (on the event loop's clock). Bytes sent but not yet read wait in
+    socket buffers, which hold minutes of audio: without a bound, a client would go on hearing
+    them long after its session was closed."""
+
+    def __init__(self, max_lead: float | None) -> None:
+        self._max_lead = max_lead
+        self._played_until = 0.0
+
+    async def sent(self, seconds: float) -> None:
+        """`seconds` of audio went out: wait until the lead is back within bounds."""
+        if self._max_lead is None:
+            return
+        now = asyncio.get_running_loop().time()
+        self._played_until = max(self._played_until, now) + seconds
+        ahead = self._played_until - now - self._max_lead
+        if ahead > 0:
+            await asyncio.sleep(ahead)
+
+
+async def _speak(websocket: WebSocket, session: SpeechSession, pacer: SendPacer) -> None:
+    counted = 0.0
     async for item in session.speak():
         if isinstance(item, bytes):
             await websocket.send_bytes(item)
+            # The audio an item holds is what the session encoded since the last one.
+            await pacer.sent(session.audio_seconds - counted)
+            counted = session.audio_seconds
         elif isinstance(item, SegmentStarted):
             await websocket.send_json(
                 {
