@@ -425,12 +425,12 @@ class Settings(BaseSettings):
     """Longest a streaming session stays open; then it is closed with a `session_expired`
     error event (close code 1000), and the client may open a new one."""
 
-    session_max_lead_seconds: float | None = Field(default=2.0, gt=0)
+    session_max_lead_seconds: float = Field(default=2.0, ge=0)
     """Seconds of audio a streaming session sends ahead of real time at most (as if the client
     played each piece as it came): a client reading faster gets the rest at real time. This
     bounds the audio in flight, which is what a client still hears after the server closes its
     session (a key revoked, the maximum length reached) and before the close reaches it.
-    None: as fast as the client reads."""
+    0: as fast as the client reads."""
 
     limits_url: str | None = None
     """Redis URL where per-key limits are kept, e.g. `redis://127.0.0.1:6379/0` (needs the

@@ -184,7 +184,7 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
     )
     feeder = asyncio.create_task(_feed(websocket, session))
     settings = state.settings
-    pacer = SendPacer(settings.session_max_lead_seconds)
+    pacer = SendPacer(settings.session_max_lead_seconds or None)
     speaker = asyncio.create_task(_speak(websocket, session, pacer))
     check = partial(_check_key, tenancy, credentials(websocket), principal, meter.model)
     guard = asyncio.create_task(
