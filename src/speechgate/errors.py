@@ -219,6 +219,18 @@ class WorkerLost(SpeechgateError):
         super().__init__(message, headers=_retry_headers(1))
 
 
+class WorkerStalled(WorkerLost):
+    """The worker running a job stopped making progress (not even its heartbeat) and was
+    replaced; the request may be retried."""
+
+    default_code = "worker_stalled"
+
+    def __init__(self, silent: float) -> None:
+        super().__init__(
+            f"The synthesis worker made no progress for {silent:g} s and was replaced; retry."
+        )
+
+
 class NotReady(SpeechgateError):
     status_code = 503
     default_code = "not_ready"

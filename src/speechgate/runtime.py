@@ -61,6 +61,8 @@ def _pools(settings: Settings, cluster: RayCluster | None) -> dict[str, Pool]:
                 job_timeout=settings.job_timeout,
                 slow_reader_timeout=settings.slow_reader_timeout,
                 jobs_per_worker=settings.jobs_per_worker,
+                max_retry_after=settings.max_retry_after,
+                stall_timeout=settings.stall_timeout,
                 cores=settings.worker_cores,
                 shared_cores=shared_cores,
             )

@@ -291,15 +291,19 @@ class SpeechService:
         prompt = await self._voices.decode(plan.reference_audio, engine, "reference_audio")
         return dataclasses.replace(plan.request, reference=prompt)
 
-    async def open(self, plan: SpeechPlan, sender: Hashable | None = None) -> SpeechStream:
+    async def open(
+        self, plan: SpeechPlan, sender: Hashable | None = None, principal: Hashable = None
+    ) -> SpeechStream:
         """Admit the job and wait for its first audio (or its first error). `sender` (the
         key and address it comes from) with the plan tells a retry of a refused request from
-        a new one: refused, it keeps a place for its retry."""
+        a new one: refused, it may keep a place for its retry. `principal`: whom admission
+        shares the workers fairly between (a key; an unauthenticated client's address); all
+        callers that name none are one principal."""
         started = self._clock()
         # The plan's hash, not the plan: a kept place must not keep a long text alive.
         retry_key = None if sender is None else (sender, hash(plan))
         chunks = self._pools[plan.engine].synthesize(
-            await self.prepare(plan), plan.output, retry_key
+            await self.prepare(plan), plan.output, retry_key, principal
         )
         try:
             first: EncodedChunk | None = await anext(chunks)

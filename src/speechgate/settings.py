@@ -278,6 +278,18 @@ class Settings(BaseSettings):
     with that prediction as Retry-After. Admitted requests wait their turn: only a pool that
     serves nobody for `job_timeout` + 10 x this answers them 503 `queue_stalled`."""
 
+    max_retry_after: float = Field(default=30.0, ge=1)
+    """Longest Retry-After a request refused for capacity is told (429 `queue_full`): a
+    prediction further out is mostly error, and a client told minutes goes elsewhere. The
+    workers are shared fairly between callers (an API key; an unauthenticated client's
+    address; Wyoming's connections together), so one caller's flood delays its own requests,
+    not others' (docs/admission.md)."""
+
+    stall_timeout: float = Field(default=15.0, gt=0)
+    """Seconds a local worker may send nothing, not even the heartbeat it sends every fifth of
+    this while it lives (whatever its engine computes), before it is taken for wedged: killed
+    and replaced, its clients answered 503 `worker_stalled` with Retry-After."""
+
     job_timeout: float = Field(default=300.0, gt=0)
     """Seconds of synthesis one job may take before its worker is killed and restarted. Time
     its worker spends paused for a slow reader does not count (see `slow_reader_timeout`)."""

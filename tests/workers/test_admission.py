@@ -39,6 +39,7 @@ def make(
     capacity: int = 1,
     clock: Clock | None = None,
     times: ServiceTimes | None = None,
+    max_retry_after: float = 60.0,
 ) -> Admission[str]:
     return Admission(
         queue_size,
@@ -46,6 +47,7 @@ def make(
         lambda: capacity,
         times or ten_characters_a_second(),
         clock or Clock(),
+        max_retry_after=max_retry_after,
     )
 
 
@@ -465,3 +467,144 @@ def test_a_kept_place_is_bounded_and_expires_unless_its_sender_comes_back_when_d
         assert admission.reserved == 0
 
     run_on(clock, scenario)
+
+
+class _Flood:
+    """One worker speaking 40 characters a second on a fake clock, timed from its first job
+    on (as the pool times its jobs): sender A's `loops` send 10 s texts back to back, each
+    retrying a refusal at its Retry-After; sender B sends a 1 s text every `every` seconds and
+    gives up when refused."""
+
+    def __init__(self, clock: Clock, loops: int = 3, every: float = 5.0) -> None:
+        self.clock = clock
+        self.times = ServiceTimes()
+        self.admission = make(
+            queue_size=16, max_wait=30.0, clock=clock, times=self.times, max_retry_after=30.0
+        )
+        self.admission.release("w")
+        self.loops = loops
+        self.every = every
+        self.served: dict[str, int] = {"A": 0, "B": 0}
+        self.refused: dict[str, int] = {"A": 0, "B": 0}
+        self.retry_after: list[float] = []
+
+    async def _request(self, sender: str, key: str, work: float) -> bool:
+        try:
+            worker = await acquire_from(self.admission, work, key, sender)
+        except QueueFull as error:
+            self.refused[sender] += 1
+            self.retry_after.append(error.retry_after)
+            return False
+        self.served[sender] += 1
+        try:
+            await asyncio.sleep(work / 40)
+            self.times.record(work / 40, work / 15, work)
+        finally:
+            self.admission.release(worker)
+        return True
+
+    async def _loop(self, index: int) -> None:
+        while True:
+            if not await self._request("A", f"A text {index}", 400):
+                await asyncio.sleep(self.retry_after[-1])
+
+    async def run(self, seconds: float) -> None:
+        loops = [asyncio.create_task(self._loop(index)) for index in range(self.loops)]
+        await settle()
+        b: list[asyncio.Task[bool]] = []
+        for step in range(int(seconds / self.every)):
+            b.append(asyncio.create_task(self._request("B", f"B text {step}", 40)))
+            for _ in range(int(self.every * 10)):
+                self.clock.advance(0.1)
+                await settle()
+        for task in loops:
+            task.cancel()
+        while not all(task.done() for task in b):  # B's last requests, admitted, are served
+            self.clock.advance(0.1)
+            await settle()
+
+
+def acquire_from(
+    admission: Admission[str], work: float, key: str, sender: str
+) -> Coroutine[Any, Any, str]:
+    return admission.acquire(work, (sender, key), sender=sender)
+
+
+def test_a_sender_looping_on_refusals_cannot_lock_another_out() -> None:
+    clock = Clock()
+
+    async def scenario() -> _Flood:
+        flood = _Flood(clock)
+        await flood.run(300.0)
+        return flood
+
+    flood = run_on(clock, scenario)
+    attempts = flood.served["B"] + flood.refused["B"]
+    assert attempts == 60
+    assert flood.served["B"] >= 0.9 * attempts
+    assert flood.served["A"] > 0  # the flood is still served, at its share
+    assert max(flood.retry_after) <= 30.0
+
+
+def test_a_sender_keeps_at_most_its_share_of_the_places_and_none_beyond_the_bound() -> None:
+    clock = Clock()
+
+    async def scenario() -> None:
+        admission = make(queue_size=4, max_wait=5.0, clock=clock, max_retry_after=20.0)
+        admission.release("w")
+        await admission.acquire(40, sender="A")  # 4 s in service
+        ahead = asyncio.create_task(admission.acquire(20, sender="A"))  # starts at 4 s
+        await settle()
+        refused = [at_once(admission.acquire(10, ("A", n), sender="A")) for n in range(4)]
+        # A and nobody else: every place is A's to keep.
+        assert admission.reserved == 4
+        assert all(isinstance(error, QueueFull) for error in refused)
+        # B, holding nothing, is not held back for A's places: B is admitted ahead of them.
+        b = asyncio.create_task(admission.acquire(10, ("B", 0), sender="B"))
+        await settle()
+        assert admission.queued == 2
+        # 4 s behind A's job in service and 1 s in B's turn before A's queued one.
+        assert admission.predicted_wait("C") == pytest.approx(5.0)
+        # A long text ahead: every refusal is told at most the bound, and keeps no place.
+        await asyncio.sleep(0)
+        long = at_once(admission.acquire(1000, ("A", 9), sender="A"))
+        assert isinstance(long, QueueFull)
+        assert long.retry_after <= 20.0
+        ahead.cancel()
+        b.cancel()
+
+    run_on(clock, scenario)
+
+
+def test_a_full_queue_refuses_the_sender_holding_most_of_it_first() -> None:
+    async def scenario() -> tuple[BaseException, list[str]]:
+        admission = make(queue_size=3, max_wait=60.0)
+        admission.release("w")
+        await admission.acquire(10, sender="A")
+        flood = [asyncio.create_task(admission.acquire(10, sender="A")) for _ in range(3)]
+        await settle()
+        assert admission.queued == 3
+        # B waits for nothing: the newest of A's three makes room for it.
+        b = asyncio.create_task(admission.acquire(10, sender="B"))
+        await settle()
+        pushed_out = flood[2].exception()
+        assert admission.rejected["pushed_out"] == 1
+        # A third sender pushes out A's next; then each holds its share, and a fourth is
+        # refused.
+        c = asyncio.create_task(admission.acquire(10, sender="C"))
+        await settle()
+        assert isinstance(flood[1].exception(), QueueFull)
+        refused = at_once(admission.acquire(10, sender="D"))
+        order: list[str] = []
+        for name, task in [("A1", flood[0]), ("B", b), ("C", c)]:
+            task.add_done_callback(lambda _, name=name: order.append(name))
+        for _ in range(3):
+            admission.release("w")
+            await settle()
+        assert isinstance(refused, QueueFull)
+        assert pushed_out is not None
+        return pushed_out, order
+
+    pushed_out, order = run_on(Clock(), scenario)
+    assert isinstance(pushed_out, QueueFull)
+    assert order == ["B", "C", "A1"]  # A has been served already: the others go first

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import signal
@@ -14,7 +15,7 @@ import pytest
 
 from speechgate.audio.formats import AudioFormat
 from speechgate.engines.base import EngineConfig, SynthesisRequest
-from speechgate.errors import EngineFailed, QueueFull, SlowReader, WorkerLost
+from speechgate.errors import EngineFailed, QueueFull, SlowReader, WorkerLost, WorkerStalled
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers.admission import PRIOR_CHARACTERS_PER_SECOND, ServiceTimes
 from speechgate.workers.cores import SharedCores
@@ -55,6 +56,8 @@ def run_with_pool(
     jobs_per_worker: int = 1,
     clock: Callable[[], float] = time.monotonic,
     time_engine: bool = True,
+    stall_timeout: float = 15.0,
+    max_retry_after: float = 30.0,
 ) -> T:
     pool = WorkerPool(
         config or EngineConfig("espeak"),
@@ -65,6 +68,8 @@ def run_with_pool(
         slow_reader_timeout=slow_reader_timeout,
         jobs_per_worker=jobs_per_worker,
         clock=clock,
+        stall_timeout=stall_timeout,
+        max_retry_after=max_retry_after,
     )
     return asyncio.run(with_pool(pool, scenario, time_engine=jobs_per_worker > 1 and time_engine))
 
@@ -209,14 +214,67 @@ def test_a_reader_that_reads_nothing_for_too_long_loses_its_job() -> None:
     run_with_pool(scenario, workers=1, slow_reader_timeout=0.3)
 
 
-def test_completed_jobs_measure_the_service_rate_in_characters() -> None:
-    async def scenario(pool: WorkerPool) -> float:
-        assert pool.service_times.rate == PRIOR_CHARACTERS_PER_SECOND
+def test_the_workers_warm_up_measures_the_service_rate_then_completed_jobs_do() -> None:
+    async def scenario(pool: WorkerPool) -> tuple[float, float]:
+        warmed = pool.service_times.rate
         await collect(pool.synthesize(MEDIUM, PCM))
-        return pool.service_times.rate
+        return warmed, pool.service_times.rate
 
     # espeak speaks hundreds of times faster than real time, far above the real-time prior.
-    assert run_with_pool(scenario, workers=1) > 10 * PRIOR_CHARACTERS_PER_SECOND
+    warmed, measured = run_with_pool(scenario, workers=1)
+    assert warmed > 10 * PRIOR_CHARACTERS_PER_SECOND
+    assert measured > 10 * PRIOR_CHARACTERS_PER_SECOND
+
+
+def test_a_fresh_pool_admits_concurrent_requests_at_its_engines_speed() -> None:
+    async def scenario(pool: WorkerPool) -> list[int]:
+        # 15 sentences each: 28 s at the real-time prior, a fraction of a second here.
+        return await asyncio.gather(*(collect(pool.synthesize(FAKE_MEDIUM, PCM)) for _ in range(4)))
+
+    counts = run_with_pool(
+        scenario,
+        config=EngineConfig("fake"),
+        workers=1,
+        jobs_per_worker=4,
+        max_queue_wait=5.0,
+        time_engine=False,
+    )
+    assert all(count > 15 for count in counts)
+
+
+def test_a_wedged_worker_is_replaced_and_its_clients_told_at_once() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        (pid,) = pool.worker_pids()
+        chunks = pool.synthesize(FAKE_LONG, PCM)
+        await anext(chunks)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(WorkerStalled) as stalled:
+                await collect(chunks)
+            waited = time.monotonic() - started
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        assert stalled.value.status_code == 503
+        assert stalled.value.code == "worker_stalled"
+        assert "Retry-After" in stalled.value.headers
+        assert waited < 30.0  # far below the job timeout
+        await until(lambda: pool.stats().workers[WorkerState.IDLE] == 1)
+        assert pool.worker_pids() != [pid]
+        assert pool.stats().restarts == 1
+        assert await collect(pool.synthesize(FAKE_SHORT, PCM)) >= 2
+
+    run_with_pool(scenario, config=SLOW, workers=1, job_timeout=60.0, stall_timeout=1.0)
+
+
+def test_a_segment_longer_than_the_stall_timeout_is_not_taken_for_a_wedged_worker() -> None:
+    async def scenario(pool: WorkerPool) -> int:
+        return await collect(pool.synthesize(FAKE_SHORT, PCM))
+
+    # Each sentence takes the engine 1.5 s, all in one step; the heartbeat goes on meanwhile.
+    slow = EngineConfig("fake", options={"chunk_delay": "1.5"})
+    assert run_with_pool(scenario, config=slow, workers=1, stall_timeout=1.0) >= 2
 
 
 def test_a_request_behind_too_much_work_is_refused_at_once_and_the_admitted_are_served() -> None:
@@ -241,12 +299,18 @@ def test_a_request_behind_too_much_work_is_refused_at_once_and_the_admitted_are_
             "predicted_wait": 1,
             "held_for_retry": 0,
             "queue_stalled": 0,
+            "pushed_out": 0,
         }
         assert stats.jobs["completed"] == 2
 
     assert len(FAKE_LONG.text) / 10 < 300 < (len(FAKE_LONG.text) + len(FAKE_MEDIUM.text)) / 10
     run_with_pool(
-        scenario, config=EngineConfig("fake"), workers=1, max_queue_wait=300, clock=Clock()
+        scenario,
+        config=EngineConfig("fake"),
+        workers=1,
+        max_queue_wait=300,
+        clock=Clock(),
+        max_retry_after=600,
     )
 
 
@@ -625,9 +689,8 @@ def test_a_worker_is_shared_only_by_jobs_each_still_faster_than_real_time() -> N
         )
 
     fast, slow = asyncio.run(both())
-    # Untimed, an engine may be too slow to share: one job at a time, the others queued. Timed,
-    # this one is fast enough for all three at once.
-    assert fast == [(1, 2), (3, 0)]
+    # Timed by its warm-up at start-up, this one is fast enough for all three at once.
+    assert fast == [(3, 0), (3, 0)]
     # Too slow to share: one job at a time, the others queued.
     assert slow == (1, 2)
 

@@ -176,12 +176,12 @@ async def open_answer(
             )
             meter.engine = plan.engine
             # What a client keeps across a retry: its key and its address.
-            sender = (
-                request.state.principal.key_id,
-                request.client.host if request.client else None,
-            )
+            key_id = request.state.principal.key_id
+            address = request.client.host if request.client else None
+            # Whom the workers are shared fairly between: a key, or else an address.
+            principal = key_id if key_id is not None else ("address", address)
             stream = await unless_disconnected(
-                request, service.open(plan, sender), SpeechStream.aclose
+                request, service.open(plan, (key_id, address), principal), SpeechStream.aclose
             )
             answer = local_answer(service, plan, stream)
     except ClientGone:

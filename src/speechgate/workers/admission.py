@@ -1,21 +1,32 @@
-"""Admission control: admit a job only if it can expect a worker within `max_queue_wait`.
+"""Admission control: admit a job only if it can expect a worker within `max_queue_wait`,
+and share the workers fairly between the callers (senders) who compete for them.
 
-A request either gets an idle worker at once, or joins a FIFO queue if its predicted start is
+A request either gets an idle worker at once, or joins the queue if its predicted start is
 within `max_queue_wait` (and the queue holds fewer than `queue_size`), or is turned away at
-once (`QueueFull`, 429) with that prediction as its Retry-After. Once admitted, it waits its
-turn: only a pool that stops serving altogether (`safety_wait`) ends the wait with a 503.
+once (`QueueFull`, 429) with that prediction as its Retry-After, never more than
+`max_retry_after`. Once admitted, it waits its turn: only a pool that stops serving
+altogether (`safety_wait`) ends the wait with a 503.
 
-The prediction deals the work ahead (the rest of the jobs in service, then the queue in order)
-to the workers as each frees, at the service rate measured on completed jobs: characters of
-text per second of a worker's time. That is how the FIFO queue will run, so a long text ahead
-makes everyone behind it wait longer, and a request is refused before it waits, not after.
+The queue is fair between senders (`sender`: an API key, an address, a front end's own
+principal): a freed worker goes to the waiting request whose sender was served least recently,
+oldest first among equals, so a sender with many requests queued takes turns with the others
+instead of going ahead of them. The prediction deals the work ahead of a request in that order
+(the rest of the jobs in service, then the queued jobs that go first) to the workers as each
+frees, at the service rate measured on completed jobs: characters of text per second of a
+worker's time. So a flood from one sender makes that sender's own requests wait, and another
+sender's wait only for the jobs in service and one turn of each other sender. A full queue
+refuses the sender holding most of it first: a sender with less than its share of it pushes out
+the newest request of one holding more (which is told `QueueFull`).
 
-A refused request that says who sends it (`retry_key`: its key, address and body) keeps a
+A refused request that says who sends it (`retry_key`: its key, address and body) may keep a
 place for its retry: a reservation of its work, due at its Retry-After. Requests arriving
 meanwhile are admitted only if the retry, joining the queue when it is due, would still wait
 at most half of `max_wait` (the other half absorbs the predictions' error); the retry takes
 its place from its due time on, for `RETRY_GRACE` seconds, and then it expires. Without it,
-fresh requests refill the queue before the retry comes and it is refused again.
+fresh requests refill the queue before the retry comes and it is refused again. A sender keeps
+at most its share of the places (`queue_size` over the senders present), none due later than
+`max_retry_after`, and its places hold back only senders that hold no less than it does: a
+caller looping on 429 cannot reserve the queue for itself.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import heapq
+import itertools
 import math
 import time
 from collections import deque
@@ -36,11 +48,11 @@ T = TypeVar("T")
 
 # Until real jobs have been timed, assume a short clip takes about a second.
 _DEFAULT_SERVICE_TIME = 1.0
-# Until a speech job has been timed, assume a worker speaks only in real time (English speech
-# runs at about 15 characters a second): no faster than the slowest engine here on one core
-# (Kokoro, ~1-1.5x real time; Piper ~12x, espeak-ng ~1000x), so the first predictions overstate
-# waits and refuse early rather than admit a queue that cannot be served in time. The first
-# completed job replaces it.
+# Until a speech job (or a worker's warm-up, `ServiceTimes.warm`) has been timed, assume a
+# worker speaks only in real time (English speech runs at about 15 characters a second): no
+# faster than the slowest engine here on one core (Kokoro, ~1-1.5x real time; Piper ~12x,
+# espeak-ng ~1000x), so the first predictions overstate waits and refuse early rather than
+# admit a queue that cannot be served in time. The first measurement replaces it.
 PRIOR_CHARACTERS_PER_SECOND = 15.0
 # Characters of text per second of speech, until measured: what a cloning job's prompt is
 # worth in the work of speaking it (computing a voice state costs no more than speaking it).
@@ -48,6 +60,9 @@ _PRIOR_CHARACTERS_PER_AUDIO_SECOND = 15.0
 # Seconds a reserved place waits past its due time for the retry: a client's timer, a new
 # connection or a proxy make it arrive a little late, never early.
 RETRY_GRACE = 1.0
+# The longest Retry-After told by default: a client told to come back in minutes goes
+# elsewhere, and any prediction that far out is mostly error.
+MAX_RETRY_AFTER = 30.0
 
 
 def safety_wait(max_queue_wait: float, job_timeout: float) -> float:
@@ -86,6 +101,15 @@ class ServiceTimes:
         self._audio = 0.0
         self._characters = 0.0
         self._recorded = 0
+        # Workers' warm-up syntheses (seconds, audio seconds, characters): the estimate from
+        # start-up until the first job has been timed.
+        self._warm = (0.0, 0.0, 0.0)
+
+    def warm(self, seconds: float, audio_seconds: float, characters: float) -> None:
+        """A worker's warm-up synthesis at start-up: the estimate until a job is recorded.
+        Slower than the jobs that follow (a cold engine), so it errs toward longer waits."""
+        busy, audio, chars = self._warm
+        self._warm = (busy + seconds, audio + audio_seconds, chars + characters)
 
     def record(self, seconds: float, audio_seconds: float = 0.0, characters: float = 0.0) -> None:
         """One completed job: `seconds` of a worker's time for `characters` of text, which
@@ -112,11 +136,19 @@ class ServiceTimes:
             return _DEFAULT_SERVICE_TIME
         return self._busy / len(self._recent)
 
+    def _sums(self) -> tuple[float, float, float]:
+        """Seconds, audio seconds and characters of the jobs measured, or else of the warm-ups."""
+        if self._recent and self._busy > 0:
+            return self._busy, self._audio, self._characters
+        return self._warm
+
     @property
     def rate(self) -> float:
-        """Characters one worker speaks per second of its time (the prior before any job)."""
-        if self._characters > 0 and self._busy > 0:
-            return self._characters / self._busy
+        """Characters one worker speaks per second of its time (before any job, as the
+        warm-ups went, or the prior)."""
+        busy, _, characters = self._sums()
+        if characters > 0 and busy > 0:
+            return characters / busy
         return PRIOR_CHARACTERS_PER_SECOND
 
     def duration(self, work: float) -> float:
@@ -125,23 +157,28 @@ class ServiceTimes:
 
     def clone_work(self, prompt_seconds: float) -> float:
         """A cloning job's work in characters: those of speaking as long as its prompt."""
+        _, audio, characters = self._sums()
         per_audio_second = (
-            self._characters / self._audio
-            if self._characters > 0 and self._audio > 0
+            characters / audio
+            if characters > 0 and audio > 0
             else _PRIOR_CHARACTERS_PER_AUDIO_SECOND
         )
         return prompt_seconds * per_audio_second
 
     @property
     def real_time_factor(self) -> float | None:
-        """Seconds of audio per second of work over the recent jobs; None before any."""
-        return self._audio / self._busy if self._recent and self._busy > 0 else None
+        """Seconds of audio per second of work over the recent jobs (before any, over the
+        warm-ups); None before either."""
+        busy, audio, _ = self._sums()
+        return audio / busy if busy > 0 and audio > 0 else None
 
 
 @dataclass(eq=False)
 class _Waiter(Generic[T]):
     future: asyncio.Future[T]
     work: float
+    sender: Hashable
+    arrival: int  # order of arrival, among the waiters
 
 
 @dataclass(eq=False)
@@ -149,11 +186,19 @@ class _Reservation:
     key: Hashable
     work: float
     due: float  # on the admission's clock: when the refused request was told to retry
+    sender: Hashable = None
+
+
+@dataclass(eq=False)
+class _Serving:
+    work: float
+    started: float
+    sender: Hashable
 
 
 class Admission(Generic[T]):
-    """A FIFO of admitted waiters in front of a set of interchangeable resources (free job
-    slots of the workers).
+    """A fair queue of admitted waiters in front of a set of interchangeable resources (free
+    job slots of the workers).
 
     Idle resources are handed out lowest `rank` first (default: all equal, oldest first). The
     pool ranks workers by index, so a light load keeps landing on the same few workers, whose
@@ -175,11 +220,13 @@ class Admission(Generic[T]):
         rank: Callable[[T], int] = lambda _: 0,
         safety_wait: float | None = None,
         share: Callable[[], int] = lambda: 1,
+        max_retry_after: float = MAX_RETRY_AFTER,
     ) -> None:
         """`safety_wait`: seconds after which an admitted waiter gives up on a pool that
         serves nobody (`QueueStalled`); default ten times `max_wait`. `share`: how many
         resources share one worker's time now (a worker's open job slots): while all are taken,
-        as they are whenever anyone waits, each job runs at 1/`share` of the measured rate."""
+        as they are whenever anyone waits, each job runs at 1/`share` of the measured rate.
+        `max_retry_after`: the longest Retry-After a refusal tells."""
         self._queue_size = queue_size
         self._max_wait = max_wait
         self._safety_wait = safety_wait if safety_wait is not None else 10 * max_wait
@@ -188,16 +235,25 @@ class Admission(Generic[T]):
         self._clock = clock
         self._rank = rank
         self._share = share
+        self._max_retry_after = max(1.0, max_retry_after)
         self._idle: list[T] = []  # sorted by rank
-        self._waiters: deque[_Waiter[T]] = deque()
-        self._serving: dict[T, tuple[float, float]] = {}  # resource -> (work, started)
+        self._waiters: list[_Waiter[T]] = []  # in order of arrival
+        self._serving: dict[T, _Serving] = {}
         # Places kept for refused requests' retries, by due time; at most `queue_size`.
         self._reservations: deque[_Reservation] = deque()
+        self._arrivals = itertools.count()
+        # The fair order (start-time fair queueing, on characters of work): the next resource
+        # goes to the waiter whose sender has been handed the least work, counted from the
+        # virtual time (the start of the work handed out last); senders with no work beyond
+        # it are not kept.
+        self._virtual = 0.0
+        self._finish: dict[Hashable, float] = {}
         self.rejected = {
             "queue_full": 0,
             "predicted_wait": 0,
             "held_for_retry": 0,
             "queue_stalled": 0,
+            "pushed_out": 0,
         }
 
     @property
@@ -218,9 +274,11 @@ class Admission(Generic[T]):
         """Places kept for retries (expired ones go at the next request)."""
         return len(self._reservations)
 
-    def predicted_wait(self) -> float:
-        """Seconds until a request that joins the queue now can expect a worker."""
-        if self._idle and not self.queued:
+    def predicted_wait(self, sender: Hashable = None) -> float:
+        """Seconds until a request from `sender` that joins the queue now can expect a
+        worker, in the queue's fair order."""
+        pending = self._pending()
+        if self._idle and not pending:
             return 0.0
         now = self._clock()
 
@@ -231,36 +289,43 @@ class Admission(Generic[T]):
             return self._service_times.duration(work) * share
 
         remaining = [
-            max(0.0, duration(work) - (now - started)) for work, started in self._serving.values()
+            max(0.0, duration(job.work) - (now - job.started)) for job in self._serving.values()
         ]
-        queued = [duration(w.work) for w in self._waiters if not w.future.done()]
+        queued = [duration(waiter.work) for waiter in self._ahead_of(sender)]
         return predicted_start(remaining, queued, max(self._capacity(), len(remaining)))
 
-    async def acquire(self, work: float = 1.0, retry_key: Hashable | None = None) -> T:
-        """Admit a job of `work` characters and wait for its resource. Raises QueueFull at once
-        when its predicted wait is beyond `max_wait` or the queue is full; QueueStalled only
-        when nothing is served for `safety_wait` seconds.
+    async def acquire(
+        self, work: float = 1.0, retry_key: Hashable | None = None, sender: Hashable = None
+    ) -> T:
+        """Admit a job of `work` characters from `sender` and wait for its resource. Raises
+        QueueFull at once when its predicted wait is beyond `max_wait` or the queue is full
+        (or later, if a sender with less than its share of the queue pushes it out);
+        QueueStalled only when nothing is served for `safety_wait` seconds.
 
-        `retry_key` names the sender (what a client keeps across a retry); a request refused
-        with one keeps a place for the retry at its Retry-After, which a request with the same
-        key takes from then on."""
+        `sender`: who sends it (a key, an address; None is one sender too), for fairness.
+        `retry_key` names the request (what a client keeps across a retry); a request refused
+        with one may keep a place for the retry at its Retry-After, which a request with the
+        same key takes from then on."""
         now = self._clock()
         self._expire(now)
         retrying = retry_key is not None and self._claim(retry_key, now)
+        holds_back = self._holds_back(sender)
         # A retry's place was counted in the plans of all who came after it.
-        keeps_places = retrying or self._keeps_reservations(now, work)
+        keeps_places = retrying or self._keeps_reservations(now, work, holds_back)
         if self._idle and not self.queued and keeps_places:
             resource = self._idle.pop(0)
-            self._serving[resource] = (work, now)
+            self._hand_out(resource, work, sender, now)
             return resource
-        waiting = self.queued + (0 if retrying else len(self._reservations))
-        if waiting >= self._queue_size:
-            self._refuse("queue_full", now, work, retry_key)
-        if self.predicted_wait() > self._max_wait:
-            self._refuse("predicted_wait", now, work, retry_key)
+        kept = 0 if retrying else sum(1 for r in self._reservations if holds_back(r))
+        waiting = self.queued + kept
+        if waiting >= self._queue_size and not self._push_out(sender, now):
+            self._refuse("queue_full", now, work, retry_key, sender)
+        if self.predicted_wait(sender) > self._max_wait:
+            self._refuse("predicted_wait", now, work, retry_key, sender)
         if not keeps_places:
-            self._refuse("held_for_retry", now, work, retry_key)
-        waiter = _Waiter[T](asyncio.get_running_loop().create_future(), work)
+            self._refuse("held_for_retry", now, work, retry_key, sender)
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        waiter = _Waiter(future, work, sender, next(self._arrivals))
         self._waiters.append(waiter)
         granted = False
         try:
@@ -276,22 +341,117 @@ class Admission(Generic[T]):
                 self._waiters.remove(waiter)
             # Handed a resource in the same loop turn as a cancellation or timeout: pass it on.
             future = waiter.future
-            if not granted and future.done() and not future.cancelled():
+            handed = future.done() and not future.cancelled() and future.exception() is None
+            if not granted and handed:
                 self.release(future.result())
 
-    def _refuse(self, reason: str, now: float, work: float, retry_key: Hashable | None) -> NoReturn:
+    # --- fairness ------------------------------------------------------------------------------
+
+    def _pending(self) -> list[_Waiter[T]]:
+        return [waiter for waiter in self._waiters if not waiter.future.done()]
+
+    def _tag(self, finish: dict[Hashable, float], virtual: float, sender: Hashable) -> float:
+        """Where `sender`'s next job starts in the fair order's virtual time: after the work
+        it was handed before, and never before now (a sender away has no credit saved)."""
+        return max(virtual, finish.get(sender, virtual))
+
+    def _next(
+        self, pending: list[_Waiter[T]], finish: dict[Hashable, float], virtual: float
+    ) -> _Waiter[T]:
+        return min(pending, key=lambda w: (self._tag(finish, virtual, w.sender), w.arrival))
+
+    def _ahead_of(self, sender: Hashable) -> list[_Waiter[T]]:
+        """The waiters that will be handed resources before a request from `sender` joining
+        the queue now, in the fair order (the newcomer goes after those of its tag who came
+        before it)."""
+        finish = dict(self._finish)
+        virtual = self._virtual
+        left = self._pending()
+        ahead: list[_Waiter[T]] = []
+        while left:
+            chosen = self._next(left, finish, virtual)
+            if self._tag(finish, virtual, sender) < self._tag(finish, virtual, chosen.sender):
+                break
+            left.remove(chosen)
+            ahead.append(chosen)
+            virtual = self._tag(finish, virtual, chosen.sender)
+            finish[chosen.sender] = virtual + chosen.work
+        return ahead
+
+    def _hand_out(self, resource: T, work: float, sender: Hashable, now: float) -> None:
+        self._serving[resource] = _Serving(work, now, sender)
+        self._virtual = start = self._tag(self._finish, self._virtual, sender)
+        self._finish[sender] = start + work
+        # Senders whose work handed out is all behind virtual time are as new ones.
+        self._finish = {s: f for s, f in self._finish.items() if f > start}
+
+    def _held(self, sender: Hashable) -> int:
+        """Resources, queue places and kept places `sender` holds."""
+        return (
+            sum(1 for job in self._serving.values() if job.sender == sender)
+            + sum(1 for w in self._pending() if w.sender == sender)
+            + sum(1 for r in self._reservations if r.sender == sender)
+        )
+
+    def _senders(self, sender: Hashable) -> set[Hashable]:
+        """The senders present: holding a resource, waiting or keeping a place; and `sender`."""
+        return (
+            {job.sender for job in self._serving.values()}
+            | {w.sender for w in self._pending()}
+            | {r.sender for r in self._reservations}
+            | {sender}
+        )
+
+    def _push_out(self, sender: Hashable, now: float) -> bool:
+        """Make room in a full queue for `sender`, if it waits for less than its share of the
+        queue, by refusing the newest waiter of the sender waiting for the most, if that one
+        has more than its share. Whether room was made."""
+        pending = self._pending()
+        counts: dict[Hashable, int] = {}
+        for waiter in pending:
+            counts[waiter.sender] = counts.get(waiter.sender, 0) + 1
+        fair = self._queue_size / max(1, len(set(counts) | {sender}))
+        if not counts or counts.get(sender, 0) + 1 > fair:
+            return False
+        hog = max(counts, key=lambda s: counts[s])
+        if counts[hog] <= fair:
+            return False
+        newest = max((w for w in pending if w.sender == hog), key=lambda w: w.arrival)
+        self.rejected["pushed_out"] += 1
+        _, start = self._plan(now, None)
+        newest.future.set_exception(QueueFull(self._bounded(start)))
+        return True
+
+    # --- refusals and kept places --------------------------------------------------------------
+
+    def _bounded(self, retry_after: float) -> float:
+        return min(max(retry_after, 1.0), self._max_retry_after)
+
+    def _refuse(
+        self,
+        reason: str,
+        now: float,
+        work: float,
+        retry_key: Hashable | None,
+        sender: Hashable,
+    ) -> NoReturn:
         """Turn the request away with the start it can expect behind the queue and every kept
-        place, keeping one for its retry if it has a key and there is room."""
+        place (at most `max_retry_after`), keeping one for its retry if it has a key, its
+        sender has places to spare and the place is due within `max_retry_after`."""
         self.rejected[reason] += 1
         _, start = self._plan(now, None)
-        if retry_key is None or len(self._reservations) >= self._queue_size:
-            raise QueueFull(start)
+        places = sum(1 for r in self._reservations if r.sender == sender)
+        share = max(1, self._queue_size // len(self._senders(sender)))
+        if retry_key is None or len(self._reservations) >= self._queue_size or places >= share:
+            raise QueueFull(self._bounded(start))
         # Whole seconds, as Retry-After is written: both headers then name the instant the
         # place is kept from, and a retry is never early for it. Never before the places kept
         # already, so that places arrive in the order the plans assume.
         last = self._reservations[-1].due - now if self._reservations else 0.0
         retry_after = float(max(1, math.ceil(max(start, last) - 1e-9)))
-        self._reservations.append(_Reservation(retry_key, work, now + retry_after))
+        if retry_after > self._max_retry_after:
+            raise QueueFull(self._max_retry_after)
+        self._reservations.append(_Reservation(retry_key, work, now + retry_after, sender))
         raise QueueFull(retry_after)
 
     def _expire(self, now: float) -> None:
@@ -309,29 +469,46 @@ class Admission(Generic[T]):
                 return True
         return False
 
-    def _keeps_reservations(self, now: float, work: float) -> bool:
-        """Whether a job of `work` joining the queue now leaves every kept place within half
-        of `max_wait` of its due time."""
+    def _holds_back(self, sender: Hashable) -> Callable[[_Reservation], bool]:
+        """Which kept places hold a request from `sender` back: those of senders that hold
+        no more than `sender` would with it (a sender's places beyond that are its excess)."""
+        held = self._held(sender) + 1
+        holding: dict[Hashable, int] = {}
+        for reservation in self._reservations:
+            if reservation.sender not in holding:
+                holding[reservation.sender] = self._held(reservation.sender)
+        return lambda reservation: holding.get(reservation.sender, 0) <= held
+
+    def _keeps_reservations(
+        self, now: float, work: float, holds_back: Callable[[_Reservation], bool]
+    ) -> bool:
+        """Whether a job of `work` joining the queue now leaves every kept place that
+        `holds_back` it within half of `max_wait` of its due time."""
         if not self._reservations:
             return True
-        kept, _ = self._plan(now, work)
+        kept, _ = self._plan(now, work, holds_back)
         return kept
 
-    def _plan(self, now: float, work: float | None) -> tuple[bool, float]:
+    def _plan(
+        self,
+        now: float,
+        work: float | None,
+        counts: Callable[[_Reservation], bool] = lambda _: True,
+    ) -> tuple[bool, float]:
         """Deal the jobs in service, the queue (and `work`, joining it now), then the kept
-        places at their due times to the workers as each frees, as the FIFO queue will.
-        Returns whether every place starts within half of `max_wait` of its due time, and when
-        a job arriving behind them all can expect to start (seconds from now)."""
+        places at their due times to the workers as each frees. Returns whether every place
+        that `counts` starts within half of `max_wait` of its due time, and when a job arriving
+        behind them all can expect to start (seconds from now)."""
         times = self._service_times
         free = [
-            max(0.0, times.duration(job) - (now - started))
-            for job, started in self._serving.values()
+            max(0.0, times.duration(job.work) - (now - job.started))
+            for job in self._serving.values()
         ]
         free += [0.0] * max(0, self._capacity() - len(free))
         if not free:
             free = [0.0]
         heapq.heapify(free)
-        queued = [times.duration(w.work) for w in self._waiters if not w.future.done()]
+        queued = [times.duration(w.work) for w in self._pending()]
         if work is not None:
             queued.append(times.duration(work))
         for seconds in queued:
@@ -340,27 +517,39 @@ class Admission(Generic[T]):
         for reservation in self._reservations:
             due = reservation.due - now
             start = max(heapq.heappop(free), due)
-            kept = kept and start - max(due, 0.0) <= self._max_wait / 2
+            if counts(reservation):
+                kept = kept and start - max(due, 0.0) <= self._max_wait / 2
             heapq.heappush(free, start + times.duration(reservation.work))
         return kept, free[0]
 
+    # --- resources -----------------------------------------------------------------------------
+
     def release(self, resource: T) -> None:
-        """End `resource`'s job, if it had one, and give it to the longest-waiting request,
-        or mark it idle."""
+        """End `resource`'s job, if it had one, and give it to the next waiter in the fair
+        order, or mark it idle."""
         self._serving.pop(resource, None)
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.future.done():
-                waiter.future.set_result(resource)
-                self._serving[resource] = (waiter.work, self._clock())
-                return
-        bisect.insort_right(self._idle, resource, key=self._rank)
+        pending = self._pending()
+        self._waiters = pending
+        if pending:
+            waiter = self._next(pending, self._finish, self._virtual)
+            self._waiters.remove(waiter)
+            waiter.future.set_result(resource)
+            self._hand_out(resource, waiter.work, waiter.sender, self._clock())
+        else:
+            bisect.insort_right(self._idle, resource, key=self._rank)
 
     def ending(self, resource: T) -> None:
         """`resource`'s job was cancelled: it ends at its worker's next step, so the work it
         had left is no longer in anyone's prediction."""
         if (serving := self._serving.get(resource)) is not None:
-            self._serving[resource] = (0.0, serving[1])
+            serving.work = 0.0
+
+    def withdraw(self, resource: T) -> bool:
+        """Take `resource` back if it is idle (to be released again later); whether it was."""
+        if resource in self._idle:
+            self._idle.remove(resource)
+            return True
+        return False
 
     def discard(self, resource: T) -> None:
         """Forget a resource that is going away (a worker that died or is being restarted)."""

@@ -60,11 +60,16 @@ class Pool(Protocol):
         """Load the engine everywhere it runs; raises StartupError if it cannot."""
 
     def synthesize(
-        self, request: SynthesisRequest, output: OutputSpec, retry_key: Hashable | None = None
+        self,
+        request: SynthesisRequest,
+        output: OutputSpec,
+        retry_key: Hashable | None = None,
+        sender: Hashable = None,
     ) -> AsyncGenerator[EncodedChunk]:
         """Run the request and yield its audio as it is encoded. Closing the generator early
-        (client gone) stops the job at its next chunk. `retry_key`: who sends it, the same
-        across a retry; refused, it may keep a place for the retry (see `admission.py`)."""
+        (client gone) stops the job at its next chunk. `retry_key`: the request, the same
+        across a retry; refused, it may keep a place for the retry. `sender`: who sends it (a
+        key, an address), whom admission is fair between (see `admission.py`)."""
 
     async def clone(self, prompt: PcmChunk) -> bytes:
         """The voice state the engine computes from `prompt`."""

@@ -1,11 +1,11 @@
 """Typed messages on the pipe between the gateway and one worker process.
 
 Gateway -> worker: `Job` or `CloneJob`, `Cancel`, `Pause`, `Resume`, `Width`, `Shutdown`.
-Worker -> gateway: `Ready` or `StartupFailed` once, then for every `Job` any number of
-`Chunk`s (for a `CloneJob`, one `Cloned`) and exactly one terminal `Done` or `Failed`. A
-worker may hold several jobs at once (as many as the gateway gives it: its job slots); a slot
-is free again only when the terminal message of its job has arrived. Messages about a job
-that has already ended are ignored.
+Worker -> gateway: `Ready` or `StartupFailed` once, then `Heartbeat`s throughout, and for every
+`Job` any number of `Chunk`s (for a `CloneJob`, one `Cloned`) and exactly one terminal `Done` or
+`Failed`. A worker may hold several jobs at once (as many as the gateway gives it: its job
+slots); a slot is free again only when the terminal message of its job has arrived. Messages
+about a job that has already ended are ignored.
 """
 
 from __future__ import annotations
@@ -67,8 +67,25 @@ class Shutdown:
 
 
 @dataclass(frozen=True)
+class WarmUp:
+    """How the worker's warm-up synthesis went: `busy` seconds for `characters` of text, which
+    gave `audio_seconds` of speech."""
+
+    busy: float
+    audio_seconds: float
+    characters: int
+
+
+@dataclass(frozen=True)
 class Ready:
     info: EngineInfo
+    warm_up: WarmUp | None = None  # None: the engine could not speak its warm-up text
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """The worker is alive (sent every few seconds, from a thread of its own, whatever its
+    engine is doing): a worker silent for `stall_timeout` is wedged."""
 
 
 @dataclass(frozen=True)
@@ -104,4 +121,4 @@ class Failed:
 
 
 ToWorker = Job | CloneJob | Cancel | Pause | Resume | Width | Shutdown
-FromWorker = Ready | StartupFailed | Chunk | Cloned | Done | Failed
+FromWorker = Ready | StartupFailed | Heartbeat | Chunk | Cloned | Done | Failed

@@ -10,7 +10,9 @@ another job starts, so one client gets the whole machine and a full queue gets e
 
 The gateway talks to each worker over a pipe read by the event loop (`add_reader`), so the loop
 never blocks on synthesis. Workers that die are restarted (with back-off when they die while
-starting); a job whose worker dies ends with `WorkerLost`, never a hang.
+starting); a job whose worker dies ends with `WorkerLost`, never a hang. A worker that sends
+nothing, not even its heartbeat, for `stall_timeout` is wedged (frozen, or an engine holding
+the GIL): it is killed and replaced, and its jobs end with `WorkerStalled`.
 """
 
 from __future__ import annotations
@@ -28,10 +30,17 @@ from multiprocessing.process import BaseProcess
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, EngineInfo, SynthesisRequest
-from speechgate.errors import EngineFailed, NotReady, SlowReader, SpeechgateError, WorkerLost
+from speechgate.errors import (
+    EngineFailed,
+    NotReady,
+    SlowReader,
+    SpeechgateError,
+    WorkerLost,
+    WorkerStalled,
+)
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers import forking, wire
-from speechgate.workers.admission import Admission, ServiceTimes, safety_wait
+from speechgate.workers.admission import MAX_RETRY_AFTER, Admission, ServiceTimes, safety_wait
 from speechgate.workers.affinity import confine
 from speechgate.workers.base import PoolStats, StartupError, WorkerState
 from speechgate.workers.cores import SharedCores
@@ -43,6 +52,7 @@ from speechgate.workers.messages import (
     Done,
     Failed,
     FromWorker,
+    Heartbeat,
     Job,
     Pause,
     Ready,
@@ -134,6 +144,7 @@ class _Worker:
     failures: int = 0  # consecutive deaths before becoming ready
     wide: bool = False  # its threads are on every core of the pool, not only its own
     ready: asyncio.Future[EngineInfo] | None = None  # only while the pool first starts
+    heard: float = 0.0  # the loop's time of its last message (its heartbeat at least)
 
     def send(self, message: ToWorker) -> None:
         # Buffered by the transport: never blocks the loop, even if the worker is stuck.
@@ -166,12 +177,19 @@ class WorkerPool:
         cores: Sequence[int] | None = None,
         shared_cores: SharedCores | None = None,
         clock: Callable[[], float] = time.monotonic,
+        max_retry_after: float = MAX_RETRY_AFTER,
+        stall_timeout: float = 15.0,
     ) -> None:
         """`jobs_per_worker`: jobs one worker runs at once, interleaved a segment at a time.
         `shared_cores`: what the other local pools on the same cores joined (a job is alone
-        only if it is alone in all of them); default: this pool's cores are its own."""
+        only if it is alone in all of them); default: this pool's cores are its own.
+        `max_retry_after`: the longest Retry-After a refusal tells. `stall_timeout`: seconds
+        a ready worker may send nothing (its heartbeat comes every fifth of it) before it is
+        taken for wedged and replaced."""
         self.config = config
         self._job_timeout = job_timeout
+        self._stall_timeout = stall_timeout
+        self._watchdog: asyncio.TimerHandle | None = None
         self._slow_reader_timeout = slow_reader_timeout
         self._clock = clock
         cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
@@ -203,6 +221,7 @@ class WorkerPool:
             rank=lambda slot: slot.index * len(self._workers) + slot.worker.index,
             safety_wait=safety_wait(max_queue_wait, job_timeout),
             share=self._open_slots,
+            max_retry_after=max_retry_after,
         )
         self._job_ids = itertools.count(1)
         self._restarts = 0
@@ -218,6 +237,7 @@ class WorkerPool:
         for worker in self._workers:
             worker.ready = loop.create_future()
             self._spawn(worker)
+        self._watch()
         results = await asyncio.gather(
             *(w.ready for w in self._workers if w.ready), return_exceptions=True
         )
@@ -233,6 +253,8 @@ class WorkerPool:
     async def close(self) -> None:
         """Stop every worker: politely, then by force."""
         self._closing = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         loop = asyncio.get_running_loop()
         for worker in self._workers:
             for job in worker.jobs.values():
@@ -253,9 +275,14 @@ class WorkerPool:
     # --- the operations --------------------------------------------------------------------
 
     async def synthesize(
-        self, request: SynthesisRequest, output: OutputSpec, retry_key: Hashable | None = None
+        self,
+        request: SynthesisRequest,
+        output: OutputSpec,
+        retry_key: Hashable | None = None,
+        sender: Hashable = None,
     ) -> AsyncGenerator[EncodedChunk]:
-        """Admit the request, run it on a worker and yield its audio as the worker encodes it.
+        """Admit the request (fairly between `sender`s, see `admission.py`), run it on a
+        worker and yield its audio as the worker encodes it.
 
         Closing the iterator early (client gone) cancels the job inside the worker.
         """
@@ -264,6 +291,7 @@ class WorkerPool:
                 lambda job_id, threads: Job(job_id, request, output, threads),
                 len(request.text),
                 retry_key=retry_key,
+                sender=sender,
             )
         ) as messages:
             async for message in messages:
@@ -287,14 +315,17 @@ class WorkerPool:
         characters: int,
         work: float | None = None,
         retry_key: Hashable | None = None,
+        sender: Hashable = None,
     ) -> AsyncGenerator[FromWorker]:
         """Admit a job of `work` characters (default: `characters`, those it speaks), send it
         to a worker (`job_message(job_id, threads)`) and yield what it answers until the job
         ends."""
         if not self._live_workers():
             raise NotReady(f"no {self.config.name} worker is running")
-        self._open_parked()
-        slot = await self._admission.acquire(characters if work is None else work, retry_key)
+        self._fit_slots()
+        slot = await self._admission.acquire(
+            characters if work is None else work, retry_key, sender
+        )
         worker = slot.worker
         threads = self._place(worker)
         job = _Job(next(self._job_ids), slot, characters, left=self._job_timeout)
@@ -352,7 +383,7 @@ class WorkerPool:
         parent, child = socket.socketpair()
         process = forking.CONTEXT.Process(
             target=worker_main,
-            args=(self.config, child, worker.cpus),
+            args=(self.config, child, worker.cpus, self._stall_timeout / 5),
             name=f"speechgate-{self.config.name}-{worker.index}",
             daemon=True,
         )
@@ -367,16 +398,24 @@ class WorkerPool:
     async def _read(self, worker: _Worker, sock: socket.socket) -> None:
         """Dispatch the worker's messages until its end of the socket closes (it died)."""
         reader, worker.writer = await asyncio.open_unix_connection(sock=sock)
+        loop = asyncio.get_running_loop()
         try:
             while True:
-                self._dispatch(worker, await wire.read_message(reader))  # type: ignore[arg-type]
+                message = await wire.read_message(reader)
+                worker.heard = loop.time()
+                self._dispatch(worker, message)  # type: ignore[arg-type]
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         self._on_death(worker)
 
     def _dispatch(self, worker: _Worker, message: FromWorker) -> None:
+        if isinstance(message, Heartbeat):
+            return
         if isinstance(message, Ready):
             self.info = self.info or message.info
+            if message.warm_up is not None:
+                warm = message.warm_up
+                self.service_times.warm(warm.busy, warm.audio_seconds, warm.characters)
             worker.failures = 0
             if worker.ready and not worker.ready.done():
                 worker.ready.set_result(message.info)
@@ -419,6 +458,17 @@ class WorkerPool:
         self._open_parked()
         # The one job left, if one is, has the machine to itself now.
         self._shared_cores.widen_lone()
+
+    def _fit_slots(self) -> None:
+        """Park the idle slots beyond those the engine's measured speed allows now (a first
+        estimate, the warm-up's, may have opened more than later jobs show it can serve), and
+        hand admission the parked ones it allows."""
+        open_slots = self._open_slots()
+        for worker in self._workers:
+            for slot in worker.slots[open_slots:]:
+                if slot not in self._parked and self._admission.withdraw(slot):
+                    self._parked.add(slot)
+        self._open_parked()
 
     def _open_parked(self) -> None:
         """Hand admission the parked slots that the engine's measured speed now allows."""
@@ -538,6 +588,39 @@ class WorkerPool:
                 f"synthesis did not finish within {self._job_timeout:g} s", code="job_timeout"
             )
             worker.process.kill()
+
+    def _watch(self) -> None:
+        """Every so often, replace the ready workers that have been silent for
+        `stall_timeout`: their heartbeat thread is not running, so neither is anything else."""
+        if self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        period = self._stall_timeout / 4
+        # A round that comes late found the gateway's own loop held up: the heartbeats that
+        # arrived meanwhile are not read yet, so judge only on time.
+        on_time = self._watchdog is None or now - self._watchdog.when() < period
+        for worker in self._workers:
+            live = worker.state in (WorkerState.IDLE, WorkerState.BUSY)
+            silent = now - worker.heard > self._stall_timeout
+            if on_time and live and worker.process is not None and silent:
+                self._stalled(worker)
+        self._watchdog = loop.call_later(period, self._watch)
+
+    def _stalled(self, worker: _Worker) -> None:
+        assert worker.process is not None
+        log.error(
+            "%s worker %d (pid %s) sent nothing for %g s: wedged, replacing it",
+            self.config.name,
+            worker.index,
+            worker.process.pid,
+            self._stall_timeout,
+        )
+        for job in worker.jobs.values():
+            job.error = job.error or WorkerStalled(self._stall_timeout)
+        # Its death (the socket closing) restarts it and ends its jobs with that error.
+        worker.process.kill()
+        worker.heard = asyncio.get_running_loop().time()  # killed once, not every round
 
     def _drop_slow_reader(self, worker: _Worker, job: _Job) -> None:
         if worker.jobs.get(job.job_id) is not job:

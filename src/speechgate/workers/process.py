@@ -30,10 +30,17 @@ import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 
-from speechgate.engines.base import Engine, EngineConfig, EngineInfo, VoiceCloner
+from speechgate.audio.formats import AudioFormat
+from speechgate.engines.base import (
+    Engine,
+    EngineConfig,
+    EngineInfo,
+    SynthesisRequest,
+    VoiceCloner,
+)
 from speechgate.engines.onnx_session import RUNS
 from speechgate.lanes import Lanes
-from speechgate.pipeline import render
+from speechgate.pipeline import OutputSpec, render
 from speechgate.workers import wire
 from speechgate.workers.affinity import confine
 from speechgate.workers.messages import (
@@ -44,6 +51,7 @@ from speechgate.workers.messages import (
     Done,
     Failed,
     FromWorker,
+    Heartbeat,
     Job,
     Pause,
     Ready,
@@ -51,12 +59,17 @@ from speechgate.workers.messages import (
     Shutdown,
     StartupFailed,
     ToWorker,
+    WarmUp,
     Width,
 )
 
 # Read by libraries when they are first imported: those a worker imports itself (a Ray replica;
 # what the fork server did not preload). Engines set their compute threads explicitly.
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# Spoken once before Ready: a cold engine's first run (sessions, caches) is paid here rather
+# than by the first client, and timing it gives admission a measured speed from the start.
+# A sentence of ordinary length: short enough to cost little, long enough to time.
+_WARM_UP_TEXT = "The quick brown fox jumps over the lazy dog, then rests in the afternoon sun."
 
 
 def limit_threads(threads: int) -> None:
@@ -65,10 +78,12 @@ def limit_threads(threads: int) -> None:
         os.environ[variable] = str(threads)
 
 
-def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) -> None:
+def worker_main(
+    config: EngineConfig, conn: socket.socket, cpus: Sequence[int], heartbeat: float = 2.0
+) -> None:
     """Entry point of a worker process (forked from the fork server, see
     `speechgate.workers.forking`: its environment is the gateway's when the first worker
-    started)."""
+    started). `heartbeat`: seconds between the `Heartbeat`s it sends while it lives."""
     # Ctrl-C reaches the whole process group; the gateway decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if cpus:
@@ -88,11 +103,15 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
     except Exception as error:
         wire.send(conn, StartupFailed(f"{type(error).__name__}: {error}"))
         return
+    warm_up = _warm_up(engine)
     # The worker's threads are all started before Ready: once it is sent, the gateway may move
     # them between cores, and a thread started during a move could be missed by it.
     lanes = Lanes(engine, config.widths)
     jobs = _Jobs(engine, conn, lanes)
-    wire.send(conn, Ready(EngineInfo.of(engine)))
+    threading.Thread(
+        target=_beat, args=(jobs, heartbeat), name="speechgate-heartbeat", daemon=True
+    ).start()
+    jobs.send(Ready(EngineInfo.of(engine), warm_up))
     try:
         jobs.serve()
     except (EOFError, OSError):
@@ -105,6 +124,34 @@ def worker_main(config: EngineConfig, conn: socket.socket, cpus: Sequence[int]) 
         # every object the imports made: most of a second with torch loaded (pocket-tts), on
         # every shutdown and restart. Frozen objects are skipped.
         gc.freeze()
+
+
+def _warm_up(engine: Engine) -> WarmUp | None:
+    """Speak `_WARM_UP_TEXT` in the engine's first voice and time it; None if it cannot."""
+    voices = engine.voices()
+    if not voices:
+        return None
+    request = SynthesisRequest(_WARM_UP_TEXT, voices[0].id)
+    output = OutputSpec(AudioFormat.PCM, engine.sample_rate)
+    started = time.perf_counter()
+    try:
+        audio = sum(chunk.audio_seconds for chunk in render(engine, request, output))
+    except Exception:
+        return None  # its first client will report what is wrong; the estimate can wait
+    busy = time.perf_counter() - started
+    return WarmUp(busy, audio, len(_WARM_UP_TEXT)) if busy > 0 and audio > 0 else None
+
+
+def _beat(jobs: _Jobs, interval: float) -> None:
+    """Tell the gateway the process lives, whatever its engine is doing: a thread of its own,
+    which runs while the engine computes (outside the GIL) and stops only if the process
+    does (frozen, or a hung engine holding the GIL)."""
+    try:
+        while True:
+            time.sleep(interval)
+            jobs.send(Heartbeat())
+    except OSError:
+        return  # the gateway is gone
 
 
 # What a job sends, message by message, each with whether a step may end after it.
@@ -180,6 +227,12 @@ class _Jobs:
         self._inbox = _Inbox(conn)
         self._lanes = lanes  # the engine's width, set here only
         self._jobs: dict[int, _Active] = {}  # in turn order: a job that steps goes last
+        # The job loop and the heartbeat both send: one message at a time on the socket.
+        self._sending = threading.Lock()
+
+    def send(self, message: FromWorker) -> None:
+        with self._sending:
+            wire.send(self._conn, message)
 
     def serve(self) -> None:
         """Run jobs until Shutdown."""
@@ -217,7 +270,7 @@ class _Jobs:
                     self._end(job, Failed(job.job_id, f"{type(error).__name__}: {error}"))
                 return True
             job.busy += time.perf_counter() - started
-            wire.send(self._conn, message)
+            self.send(message)
             job.sent = True
             if boundary:
                 return True
@@ -257,7 +310,7 @@ class _Jobs:
     def _end(self, job: _Active, message: Done | Failed) -> None:
         del self._jobs[job.job_id]
         job.steps.close()
-        wire.send(self._conn, message)
+        self.send(message)
 
 
 def _speech(engine: Engine, job: Job, lanes: Lanes) -> _Steps:

@@ -232,11 +232,15 @@ class RayPool:
     # --- the operations --------------------------------------------------------------------
 
     async def synthesize(
-        self, request: SynthesisRequest, output: OutputSpec, retry_key: Hashable | None = None
+        self,
+        request: SynthesisRequest,
+        output: OutputSpec,
+        retry_key: Hashable | None = None,
+        sender: Hashable = None,
     ) -> AsyncGenerator[EncodedChunk]:
         """Send the request to a replica and yield its audio as the replica encodes it.
-        `retry_key` is not used: Serve's queue, not this gateway, decides who goes next, so no
-        place can be kept for a retry.
+        `retry_key` and `sender` are not used: Serve's queue, not this gateway, decides who
+        goes next, so no place can be kept for a retry nor turns kept fair.
 
         Closing the iterator early (client gone) cancels the Ray request, and with it the job.
         """
