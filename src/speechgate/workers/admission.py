@@ -237,6 +237,11 @@ class Admission(Generic[T]):
         self._share = share
         self._max_retry_after = max(1.0, max_retry_after)
         self._idle: list[T] = []  # sorted by rank
+        # Resources beyond the capacity, one per worker: each goes to a sender that holds
+        # nothing and would be refused, while others hold every resource (a flood from one
+        # sender, jobs longer than `max_wait`). Never to a waiter: they keep no queue.
+        self._guest: set[T] = set()
+        self._guests: list[T] = []  # idle ones
         self._waiters: list[_Waiter[T]] = []  # in order of arrival
         self._serving: dict[T, _Serving] = {}
         # Places kept for refused requests' retries, by due time; at most `queue_size`.
@@ -318,12 +323,19 @@ class Admission(Generic[T]):
             return resource
         kept = 0 if retrying else sum(1 for r in self._reservations if holds_back(r))
         waiting = self.queued + kept
+        refusal = None
         if waiting >= self._queue_size and not self._push_out(sender, now):
-            self._refuse("queue_full", now, work, retry_key, sender)
-        if self.predicted_wait(sender) > self._max_wait:
-            self._refuse("predicted_wait", now, work, retry_key, sender)
-        if not keeps_places:
-            self._refuse("held_for_retry", now, work, retry_key, sender)
+            refusal = "queue_full"
+        elif self.predicted_wait(sender) > self._max_wait:
+            refusal = "predicted_wait"
+        elif not keeps_places:
+            refusal = "held_for_retry"
+        if refusal is not None:
+            if self._guests and not self._held(sender):
+                resource = self._guests.pop(0)
+                self._hand_out(resource, work, sender, now)
+                return resource
+            self._refuse(refusal, now, work, retry_key, sender)
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(future, work, sender, next(self._arrivals))
         self._waiters.append(waiter)
@@ -528,6 +540,10 @@ class Admission(Generic[T]):
         """End `resource`'s job, if it had one, and give it to the next waiter in the fair
         order, or mark it idle."""
         self._serving.pop(resource, None)
+        if resource in self._guest:
+            if resource not in self._guests:
+                self._guests.append(resource)
+            return
         pending = self._pending()
         self._waiters = pending
         if pending:
@@ -544,6 +560,11 @@ class Admission(Generic[T]):
         if (serving := self._serving.get(resource)) is not None:
             serving.work = 0.0
 
+    def add_guest(self, resource: T) -> None:
+        """Make `resource` a guest (see `__init__`), idle from now."""
+        self._guest.add(resource)
+        self.release(resource)
+
     def withdraw(self, resource: T) -> bool:
         """Take `resource` back if it is idle (to be released again later); whether it was."""
         if resource in self._idle:
@@ -556,3 +577,6 @@ class Admission(Generic[T]):
         self._serving.pop(resource, None)
         if resource in self._idle:
             self._idle.remove(resource)
+        if resource in self._guests:
+            self._guests.remove(resource)
+        self._guest.discard(resource)

@@ -128,6 +128,7 @@ class _Slot:
 
     worker: _Worker
     index: int
+    guest: bool = False  # beyond the worker's slots: for a sender the others crowd out
 
 
 @dataclass(eq=False)
@@ -139,6 +140,7 @@ class _Worker:
     writer: asyncio.StreamWriter | None = None
     reader: asyncio.Task[None] | None = None
     slots: list[_Slot] = field(default_factory=list)
+    guest: _Slot | None = None
     jobs: dict[int, _Job] = field(default_factory=dict)  # by id, those it runs
     accounted: float = 0.0  # the loop's time up to which its jobs' synthesis is charged
     failures: int = 0  # consecutive deaths before becoming ready
@@ -205,6 +207,7 @@ class WorkerPool:
         ]
         for worker in self._workers:
             worker.slots = [_Slot(worker, index) for index in range(jobs_per_worker)]
+            worker.guest = _Slot(worker, jobs_per_worker, guest=True)
         self._jobs_per_worker = jobs_per_worker
         # Slots beyond `_open_slots()`, held back from admission until the engine proves fast
         # enough to share a worker among that many jobs.
@@ -422,6 +425,8 @@ class WorkerPool:
             worker.state = WorkerState.IDLE
             for slot in worker.slots:
                 self._release(slot)
+            if worker.guest is not None:
+                self._admission.add_guest(worker.guest)
         elif isinstance(message, StartupFailed):
             log.error(
                 "%s worker %d failed to start: %s", self.config.name, worker.index, message.message
@@ -449,7 +454,7 @@ class WorkerPool:
                 self._release(job.slot)
 
     def _release(self, slot: _Slot) -> None:
-        if slot.index < self._open_slots():
+        if slot.guest or slot.index < self._open_slots():
             self._admission.release(slot)
         else:
             self._admission.discard(slot)
@@ -653,6 +658,8 @@ class WorkerPool:
         for slot in worker.slots:
             self._admission.discard(slot)
             self._parked.discard(slot)
+        if worker.guest is not None:
+            self._admission.discard(worker.guest)
         for job in list(worker.jobs.values()):
             self._end_job(worker, job)
             self._outcomes["lost"] += 1
