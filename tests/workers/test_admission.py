@@ -608,3 +608,22 @@ def test_a_full_queue_refuses_the_sender_holding_most_of_it_first() -> None:
     pushed_out, order = run_on(Clock(), scenario)
     assert isinstance(pushed_out, QueueFull)
     assert order == ["B", "C", "A1"]  # A has been served already: the others go first
+
+
+def test_a_sender_crowded_out_gets_the_guest_place_and_only_one() -> None:
+    async def scenario() -> tuple[str, BaseException, BaseException]:
+        admission = make(max_wait=5.0)
+        admission.release("w")
+        admission.add_guest("guest")
+        await admission.acquire(400, sender="A")  # 40 s in service: far beyond max_wait
+        # A again: it holds the worker already, so it is refused, not made a guest.
+        a = at_once(admission.acquire(10, sender="A"))
+        b = await admission.acquire(10, sender="B")
+        again = at_once(admission.acquire(10, sender="C"))  # the guest place is taken
+        admission.release("guest")
+        return b, a, again
+
+    b, a, again = run_on(Clock(), scenario)
+    assert b == "guest"
+    assert isinstance(a, QueueFull)
+    assert isinstance(again, QueueFull)

@@ -293,8 +293,11 @@ class Admission(Generic[T]):
         def duration(work: float) -> float:
             return self._service_times.duration(work) * share
 
+        # A guest's job frees no resource a waiter could take.
         remaining = [
-            max(0.0, duration(job.work) - (now - job.started)) for job in self._serving.values()
+            max(0.0, duration(job.work) - (now - job.started))
+            for resource, job in self._serving.items()
+            if resource not in self._guest
         ]
         queued = [duration(waiter.work) for waiter in self._ahead_of(sender)]
         return predicted_start(remaining, queued, max(self._capacity(), len(remaining)))
@@ -514,7 +517,8 @@ class Admission(Generic[T]):
         times = self._service_times
         free = [
             max(0.0, times.duration(job.work) - (now - job.started))
-            for job in self._serving.values()
+            for resource, job in self._serving.items()
+            if resource not in self._guest
         ]
         free += [0.0] * max(0, self._capacity() - len(free))
         if not free:
