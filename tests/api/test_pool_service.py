@@ -148,6 +148,7 @@ def test_admitted_requests_wait_their_turn_even_when_slower_than_predicted() -> 
             "predicted_wait": 0,
             "held_for_retry": 0,
             "queue_stalled": 0,
+            "pushed_out": 0,
         }
 
 
