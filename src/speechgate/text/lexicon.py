@@ -123,6 +123,7 @@ class Lexicon:
             chosen.pop(rule.grapheme, None)  # a later rule moves to the end of the order
             chosen[rule.grapheme] = rule
         self.rules: tuple[Rule, ...] = tuple(chosen.values())
+        self.has_phonemes = any(rule.kind == "phoneme" for rule in self.rules)
         # Exact graphemes, and lower-cased ones of rules that ignore case; later ones win.
         self._exact: dict[str, Rule] = {}
         self._folded: dict[str, Rule] = {}

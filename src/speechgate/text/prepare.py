@@ -10,7 +10,7 @@ comes back as it was, one `Speech` block of it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import import_module
 
 from speechgate.errors import InvalidRequest
@@ -117,13 +117,7 @@ def prepare(
             for part in markup.parts
         ]
         ignored = markup.ignored
-        if not options.phonemes and any(
-            piece.phoneme
-            for part in markup.parts
-            if isinstance(part, ssml.Voiced)
-            for piece in part.pieces
-        ):
-            raise _phonemes_unsupported(options, "input", "IPA phonemes (<phoneme>)")
+        _check_markup(markup, options)
     spoken_by = normalize or default_normalize()
     blocks: list[Block] = []
     for item in voiced:
@@ -144,6 +138,29 @@ def prepare(
             rewrite = rewrite.then(spoken_by(rewrite.spoken, options.language))
         blocks.append(Speech(rewrite, speed))
     return Prepared(blocks, ignored)
+
+
+def check(text: str, options: TextOptions, say_as: ssml.SayAs | None = None) -> tuple[str, ...]:
+    """Raise what `prepare` would raise for `text`, without preparing it (reading the markup
+    is a fraction of preparing it); returns the markup ignored (`Prepared.ignored`). For the
+    gateway, which refuses a request before a worker prepares it."""
+    markup = _markup(text, options, say_as)
+    if markup is not None:
+        _check_markup(markup, options)
+    if not options.phonemes and options.lexicon.has_phonemes:
+        # Where the lexicon's rules match depends on the markup's pieces: prepare to know.
+        prepare(text, replace(options, normalize=False), say_as=say_as)
+    return () if markup is None else markup.ignored
+
+
+def _check_markup(markup: ssml.Markup, options: TextOptions) -> None:
+    if not options.phonemes and any(
+        piece.phoneme
+        for part in markup.parts
+        if isinstance(part, ssml.Voiced)
+        for piece in part.pieces
+    ):
+        raise _phonemes_unsupported(options, "input", "IPA phonemes (<phoneme>)")
 
 
 def _markup(text: str, options: TextOptions, say_as: ssml.SayAs | None) -> ssml.Markup | None:
