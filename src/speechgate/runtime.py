@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from speechgate.activity import RecentRequests
 from speechgate.catalog import Catalog
+from speechgate.dictionaries import Dictionaries
 from speechgate.engines.base import EngineConfig
 from speechgate.metrics import Metrics
 from speechgate.service import Pull, SpeechService
@@ -109,8 +110,14 @@ class Runtime:
     cluster: RayCluster | None = None
 
     @classmethod
-    async def start(cls, settings: Settings, metrics: Metrics | None = None) -> Runtime:
-        """Start every engine's pool; raises StartupError if an engine cannot load."""
+    async def start(
+        cls,
+        settings: Settings,
+        metrics: Metrics | None = None,
+        dictionaries: Dictionaries | None = None,
+    ) -> Runtime:
+        """Start every engine's pool; raises StartupError if an engine cannot load.
+        `dictionaries`: the lexicons requests are read with (None: none)."""
         cluster = await _connect_ray(settings) if settings.backend == "ray" else None
         pools = _pools(settings, cluster)
         try:
@@ -144,6 +151,7 @@ class Runtime:
             metrics,
             voices=voices,
             recent=recent,
+            dictionaries=dictionaries,
             pull=_auto_pull(settings, lambda: runtime.refresh_installed())
             if settings.auto_pull
             else None,

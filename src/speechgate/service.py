@@ -1,7 +1,9 @@
 """Serving logic for a speech request, between the front ends and the worker pools.
 
-`plan` validates everything a request can get wrong, before any work; `open` admits the job
-and waits for its first audio, so that errors up to that point can still be a JSON response.
+`plan` validates everything a request can get wrong, before any work (its text is prepared
+once, without the normalizer, so invalid SSML or phonemes the engine cannot speak are a 400
+here rather than a failed job); `open` admits the job and waits for its first audio, so that
+errors up to that point can still be a JSON response.
 `plan_or_pull` is `plan` for the server: with `Settings.auto_pull` on, a voice that is known
 but not installed is pulled from the hub first.
 """
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 from speechgate.activity import RecentRequests
 from speechgate.catalog import Catalog
+from speechgate.dictionaries import LOCATORS_PARAM, NAMED_NONE, Dictionaries, Named
 from speechgate.engines.base import EngineInfo, SynthesisRequest
 from speechgate.errors import (
     InvalidRequest,
@@ -28,7 +31,7 @@ from speechgate.metrics import Metrics
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
 from speechgate.speech import SpeechRequest, StreamFormat
-from speechgate.text.prepare import TextOptions
+from speechgate.text.prepare import TextOptions, check
 from speechgate.text.segment import clean_text
 from speechgate.timing import WordFeed
 from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
@@ -68,6 +71,8 @@ class SpeechPlan:
     instructions_ignored: bool
     reference_audio: bytes | None = None  # an audio file, decoded into a prompt by `open`
     voice_id: str = ""  # the voice resolved, as clients may name it (not a file's path)
+    ssml_ignored: tuple[str, ...] = ()
+    """SSML markup of the text that speechgate does not act on (`Prepared.ignored`)."""
 
     @property
     def characters(self) -> int:
@@ -151,8 +156,11 @@ class SpeechService:
         voices: VoiceCloning | None = None,
         recent: RecentRequests | None = None,
         pull: Pull | None = None,
+        dictionaries: Dictionaries | None = None,
     ) -> None:
-        """`pull`: what `plan_or_pull` installs a missing voice with; None: never pull."""
+        """`pull`: what `plan_or_pull` installs a missing voice with; None: never pull.
+        `dictionaries`: the operator's lexicon and the stored pronunciation dictionaries;
+        None: neither."""
         self._settings = settings
         self._catalog = catalog
         self._pools = pools
@@ -161,16 +169,26 @@ class SpeechService:
         self._clock = clock
         self._voices = voices
         self._pull = pull
+        self.dictionaries = dictionaries or Dictionaries()
+
+    async def named_dictionaries(self, request: SpeechRequest, owner: str | None) -> Named:
+        """The pronunciation dictionaries `request` names, if `owner` (the asking key's id)
+        owns them: a 404 for one that is not theirs. Cheap once cached: front ends call it
+        before admission, so such a request costs nothing of the key's limits."""
+        return await self.dictionaries.named(request.dictionaries, owner)
 
     async def plan_or_pull(self, request: SpeechRequest, owner: str | None = None) -> SpeechPlan:
-        """`plan`, pulling a voice that is not installed first when this service can pull."""
-        return await self._pulling(lambda: self.plan(request, owner))
+        """`plan`, with the request's dictionaries found, pulling a voice that is not installed
+        first when this service can pull."""
+        named = await self.named_dictionaries(request, owner)
+        return await self._pulling(lambda: self.plan(request, owner, named))
 
     async def plan_options_or_pull(
         self, request: SpeechRequest, owner: str | None = None
     ) -> SpeechPlan:
-        """`plan_options` for a streaming session, pulling like `plan_or_pull`."""
-        return await self._pulling(lambda: self.plan_options(request, owner))
+        """`plan_options` for a streaming session, found and pulled like `plan_or_pull`."""
+        named = await self.named_dictionaries(request, owner)
+        return await self._pulling(lambda: self.plan_options(request, owner, named))
 
     async def _pulling(self, plan: Callable[[], SpeechPlan]) -> SpeechPlan:
         try:
@@ -182,9 +200,12 @@ class SpeechService:
         # Once: if the voice is still not installed (the item lacks it), the refusal stands.
         return plan()
 
-    def plan(self, request: SpeechRequest, owner: str | None = None) -> SpeechPlan:
+    def plan(
+        self, request: SpeechRequest, owner: str | None = None, named: Named = NAMED_NONE
+    ) -> SpeechPlan:
         """Check the request against the catalog and the limits; raises InvalidRequest.
-        `owner`, the asking key's id, decides which stored voices it may name (None: all)."""
+        `owner`, the asking key's id, decides which stored voices it may name (None: all);
+        `named`: the request's dictionaries, found (`named_dictionaries`)."""
         limit = self._settings.max_input_chars
         if len(request.text) > limit:
             raise InvalidRequest(
@@ -192,13 +213,24 @@ class SpeechService:
                 param="input",
                 code="string_above_max_length",
             )
-        if not clean_text(request.text).strip():
+        text = clean_text(request.text)
+        if not text.strip():
             raise InvalidRequest("Input must contain text to speak.", param="input")
-        return self.plan_options(request, owner)
+        plan = self.plan_options(request, owner, named)
+        options = plan.request.text_options
+        if options is None:
+            return plan
+        # What the worker's preparing would refuse is a 400 now, not a job failing once the
+        # answer has started.
+        return dataclasses.replace(plan, ssml_ignored=check(text, options))
 
-    def plan_options(self, request: SpeechRequest, owner: str | None = None) -> SpeechPlan:
+    def plan_options(
+        self, request: SpeechRequest, owner: str | None = None, named: Named = NAMED_NONE
+    ) -> SpeechPlan:
         """Resolve model, voice and output format, without checking the text: a streaming
         session plans before its text arrives."""
+        if request.dictionaries and not named.lexicons:
+            raise RuntimeError("a request's dictionaries are found (named_dictionaries) first")
         engine = self._catalog.model(request.model).engine
         reference = self._reference_audio(request, engine)
         # A one-off voice prompt replaces the voice, whatever it names.
@@ -228,7 +260,7 @@ class SpeechService:
                 speed=request.speed,
                 instructions=request.instructions,
                 seed=request.seed,
-                text_options=self._text_options(request, engine, voice),
+                text_options=self._text_options(request, engine, voice, named),
             ),
             output=OutputSpec(
                 fmt.format,
@@ -243,8 +275,11 @@ class SpeechService:
             voice_id=voice_id,
         )
 
-    def _text_options(self, request: SpeechRequest, engine: EngineInfo, voice: str) -> TextOptions:
-        """How the engine's text is prepared: in the request's language, else its voice's."""
+    def _text_options(
+        self, request: SpeechRequest, engine: EngineInfo, voice: str, named: Named
+    ) -> TextOptions:
+        """How the engine's text is prepared: in the request's language, else its voice's,
+        with the operator's lexicon and the request's dictionaries."""
         normalize = (
             self._settings.text_normalization
             if request.normalization == "auto"
@@ -255,8 +290,10 @@ class SpeechService:
             normalize=normalize,
             ssml=request.ssml,
             language=language,
+            lexicon=self.dictionaries.lexicon(named, engine.phonemes),
             phonemes=engine.phonemes,
             engine=engine.name,
+            lexicon_param=LOCATORS_PARAM if named.lexicons else None,
         )
 
     def _voice(

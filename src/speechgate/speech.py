@@ -23,6 +23,15 @@ upstream for the same framing."""
 
 
 @dataclass(frozen=True)
+class DictionaryLocator:
+    """A pronunciation dictionary a request is read with: its id and, if the client named one,
+    the version it expects (ElevenLabs' `pronunciation_dictionary_locators` entries)."""
+
+    dictionary_id: str
+    version_id: str | None = None
+
+
+@dataclass(frozen=True)
 class SpeechRequest:
     """What to say, with which model and voice, and how to encode it."""
 
@@ -53,6 +62,9 @@ class SpeechRequest:
     normalization: Normalization = "auto"
     ssml: bool | None = None
     """Whether `text` is an SSML document; None: it is if it is a `<speak>` element."""
+    dictionaries: tuple[DictionaryLocator, ...] = ()
+    """Pronunciation dictionaries of the asking key's, applied in order (a later one's rule
+    wins for a word) over the operator's lexicon."""
 
     @property
     def words_beside_audio(self) -> bool:

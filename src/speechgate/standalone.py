@@ -7,6 +7,7 @@ from pathlib import Path
 from speechgate.audio.formats import OutputFormat
 from speechgate.captions import write_captions
 from speechgate.catalog import Catalog, engine_for_model
+from speechgate.dictionaries import Dictionaries, operator_lexicon
 from speechgate.engines import Engine, load_engine
 from speechgate.engines.base import EngineConfig, EngineInfo
 from speechgate.lanes import Lanes
@@ -70,7 +71,11 @@ def synthesize_to_file(
             word_times=captions is not None,
             normalization=normalization,
         )
-        plan = SpeechService(settings, catalog, pools={}, voices=voices).plan(request)
+        dictionaries = Dictionaries(operator_lexicon(settings.lexicon_path))
+        service = SpeechService(
+            settings, catalog, pools={}, voices=voices, dictionaries=dictionaries
+        )
+        plan = service.plan(request)
         seconds = 0.0
         words: list[WordTime] = []
         with output.open("wb") as file:

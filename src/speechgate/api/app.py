@@ -31,6 +31,7 @@ from speechgate.api.middleware import (
 from speechgate.api.schemas import error_responses
 from speechgate.api.state import AppState, store
 from speechgate.api.tenancy import UsageMiddleware, authenticate
+from speechgate.dictionaries import Dictionaries, operator_lexicon
 from speechgate.metering.tenancy import Tenancy
 from speechgate.metrics import Metrics
 from speechgate.openai_upstream import LlmRelay
@@ -45,6 +46,9 @@ def create_app(settings: Settings) -> FastAPI:
     routes = load_routes(settings.routes_file) if settings.routes_file else None
     if routes is not None:
         routing.check_local_models(routes, settings)
+    # Read once, here: a lexicon that became invalid since the settings were checked fails
+    # before anything starts.
+    lexicon = operator_lexicon(settings.lexicon_path)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -53,7 +57,8 @@ def create_app(settings: Settings) -> FastAPI:
             tenancy = await Tenancy.open(settings)
             # Closed last: requests ended before still record their usage, and this writes it.
             built.push_async_callback(tenancy.close)
-            runtime = await Runtime.start(settings, metrics)
+            dictionaries = Dictionaries(lexicon, tenancy.store.get_dictionary)
+            runtime = await Runtime.start(settings, metrics, dictionaries)
             built.push_async_callback(runtime.close)
             llm = LlmRelay.from_settings(settings)
             if llm is not None:

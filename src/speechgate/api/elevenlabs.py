@@ -30,10 +30,12 @@ from starlette.types import Scope
 
 from speechgate.api.catalog import get_catalog
 from speechgate.api.errors import http_error, validation_error
+from speechgate.api.schemas import DictionaryLocators
 from speechgate.api.speech import (
     AUDIO_CONTENT,
     AnswerResponse,
     ClientGone,
+    check_dictionaries,
     open_answer,
     require_json,
     respond,
@@ -208,6 +210,7 @@ class TextToSpeechBody(BaseModel):
         'numbers, dates, units and abbreviations are read as meant ("$5.20" as "five dollars '
         'and twenty cents").',
     )
+    pronunciation_dictionary_locators: DictionaryLocators = Field(default_factory=list)
     previous_text: str | None = Field(default=None, description="Accepted; ignored.")
     next_text: str | None = Field(default=None, description="Accepted; ignored.")
 
@@ -362,7 +365,6 @@ async def _translate(
     state = app_state(request)
     catalog, routing = state.runtime.catalog, state.router
     model = _model(routing, catalog, body.model_id)
-    meter = await admit_speech(request, model, voice_id, len(body.text))
     seed = _seed(routing is not None and routing.serves(model), catalog, model, body.seed)
     speed = body.voice_settings.speed if body.voice_settings else None
     speech = SpeechRequest(
@@ -375,7 +377,10 @@ async def _translate(
         seed=seed,
         word_times=word_times,
         normalization=normalization,
+        dictionaries=tuple(locator.locator() for locator in body.pronunciation_dictionary_locators),
     )
+    await check_dictionaries(request, speech)
+    meter = await admit_speech(request, model, voice_id, len(body.text))
     ignored = _ignored(body, seed)
     return speech, meter, {IGNORED_HEADER: ", ".join(ignored)} if ignored else {}
 

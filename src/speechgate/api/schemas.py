@@ -18,7 +18,7 @@ from pydantic_core import PydanticCustomError
 
 from speechgate.audio.formats import FORMAT_NAMES, OutputFormat, parse_format
 from speechgate.errors import InvalidRequest
-from speechgate.speech import Normalization, SpeechRequest, StreamFormat
+from speechgate.speech import DictionaryLocator, Normalization, SpeechRequest, StreamFormat
 from speechgate.timing import WordTime
 from speechgate.voices.naming import language_tag
 
@@ -47,6 +47,33 @@ ResponseFormat = Annotated[
     WithJsonSchema({"type": "string", "enum": list(FORMAT_NAMES)}),
 ]
 """A `response_format` name on the wire, its parsed `OutputFormat` inside."""
+
+
+class PronunciationDictionaryLocator(BaseModel):
+    """ElevenLabs' locator of a pronunciation dictionary (`POST
+    /v1/pronunciation-dictionaries/add-from-rules` makes one)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    pronunciation_dictionary_id: str = Field(min_length=1, max_length=100)
+    version_id: str | None = Field(
+        default=None, max_length=100, description="Absent: the dictionary's version."
+    )
+
+    def locator(self) -> DictionaryLocator:
+        return DictionaryLocator(self.pronunciation_dictionary_id, self.version_id)
+
+
+DictionaryLocators = Annotated[
+    list[PronunciationDictionaryLocator],
+    Field(
+        max_length=3,
+        description="Pronunciation dictionaries of the key's to read the text with (at most "
+        "3; a later one's rule wins for a word), over the server's own lexicon. Alias rules "
+        "apply on every model, phoneme rules on models that speak phonemes (else a 400).",
+    ),
+]
+
 
 # A BCP 47 tag, loosely: "de", "en-US", "en_us", "zh-Hans", "es-419".
 _LANGUAGE_TAG = r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$"
@@ -126,6 +153,9 @@ class SpeechOptions(BaseModel):
         description="speechgate extension: whether `input` is SSML; absent, it is if it is a "
         "`<speak>` document.",
     )
+    pronunciation_dictionary_locators: DictionaryLocators = Field(
+        default_factory=list, description="speechgate extension (ElevenLabs' field)."
+    )
 
     @property
     def voice_name(self) -> str:
@@ -149,6 +179,9 @@ class SpeechOptions(BaseModel):
             word_times="word" in self.timestamp_granularities,
             normalization=self.apply_text_normalization,
             ssml=self.ssml,
+            dictionaries=tuple(
+                locator.locator() for locator in self.pronunciation_dictionary_locators
+            ),
         )
 
     def _language(self) -> str | None:

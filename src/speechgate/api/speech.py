@@ -36,6 +36,8 @@ from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 from speechgate.speech import SpeechRequest
 
 router = APIRouter()
+SSML_IGNORED_HEADER = "x-speechgate-ssml-ignored"
+"""Names the SSML markup of the input that was not acted on (its text spoken plainly)."""
 T = TypeVar("T")
 
 # Roughly OpenAI's audio token rate; speechgate's usage counts characters in and 20 ms
@@ -118,9 +120,18 @@ async def create_speech(
             'Word timestamps are sent as events: ask for them with `stream_format: "sse"`.',
             param="timestamp_granularities",
         )
-    meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
     speech = body.to_speech(body.input, body.stream_format)
+    await check_dictionaries(request, speech)
+    meter = await admit_speech(request, body.model, body.voice_name, len(body.input))
     return await respond(request, speech, meter, body.user)
+
+
+async def check_dictionaries(request: Request, speech: SpeechRequest) -> None:
+    """Refuse a request naming a pronunciation dictionary that is not its key's before it is
+    admitted (it costs nothing of the key's limits); planning finds them again, cached."""
+    if speech.dictionaries:
+        service = app_state(request).service
+        await service.named_dictionaries(speech, request.state.principal.key_id)
 
 
 async def respond(
@@ -211,6 +222,10 @@ def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream)
         headers["x-speechgate-voice"] = plan.voice_id
     if plan.instructions_ignored:
         headers["x-speechgate-instructions"] = "ignored"
+    if plan.ssml_ignored:
+        # A header is Latin-1; an unknown element's name may not be.
+        named = ", ".join(plan.ssml_ignored).encode("ascii", "backslashreplace").decode()
+        headers[SSML_IGNORED_HEADER] = named
     if plan.stream_format == "sse":
         body, media_type = _sse(stream, plan.request.text), "text/event-stream"
     else:
