@@ -13,7 +13,7 @@ import pytest
 from speechgate.metering.store import Store
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.settings import fake_settings
-from tests.helpers.tenancy import ADMIN_KEY, new_key, tenancy
+from tests.helpers.tenancy import ADMIN_KEY, admin, new_key, tenancy
 
 ADD = "/v1/pronunciation-dictionaries/add-from-rules"
 RULES = [
@@ -95,3 +95,61 @@ def test_a_ten_megabyte_dictionary_is_refused(keyed: RunningServer, tmp_path: Pa
         refused = elevenlabs.post(ADD, json={"name": "huge", "rules": rules})
     assert refused.status_code == 413
     assert stored(keyed, key_id) == 0
+
+
+def test_the_admin_api_lists_creates_shows_and_deletes_a_keys_dictionaries(
+    keyed: RunningServer,
+) -> None:
+    key_id, secret = new_key(keyed)
+    path = f"/admin/keys/{key_id}/pronunciation-dictionaries"
+    with admin(keyed) as api:
+        made = api.post(path, json={"name": "ops", "rules": RULES})
+        assert made.status_code == 201, made.text
+        body = made.json()
+        assert body["key_id"] == key_id and body["rule_count"] == 2
+        assert body["rules"][0]["alias"] == "engine x"
+        listed = api.get(path).json()["data"]
+        assert [item["id"] for item in listed] == [body["id"]]
+        assert api.get(f"{path}/{body['id']}").json()["rules"] == body["rules"]
+        refused = api.post(path, json={"name": "bad", "rules": [{"type": "alias"}]})
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == "invalid_rules"
+        assert api.get("/admin/keys/key_none/pronunciation-dictionaries").status_code == 404
+    # The key uses it by its id; deleted, it is refused at once.
+    locator = {"pronunciation_dictionary_id": body["id"]}
+    with client(keyed, secret) as elevenlabs:
+        assert elevenlabs.get(f"/v1/pronunciation-dictionaries/{body['id']}").status_code == 200
+        speak = {
+            "text": "nginx",
+            "model_id": "fake",
+            "pronunciation_dictionary_locators": [locator],
+        }
+        assert elevenlabs.post("/v1/text-to-speech/alloy", json=speak).status_code == 200
+        with admin(keyed) as api:
+            assert api.delete(f"{path}/{body['id']}").json() == {"id": body["id"], "deleted": True}
+            assert api.get(f"{path}/{body['id']}").status_code == 404
+        assert elevenlabs.post("/v1/text-to-speech/alloy", json=speak).status_code == 404
+    # Only the admin key.
+    with httpx.Client(base_url=keyed.url, headers={"Authorization": f"Bearer {secret}"}) as user:
+        assert user.get(f"/v1{path}").status_code == 403
+
+
+def test_a_key_lists_and_deletes_its_own_dictionaries(keyed: RunningServer) -> None:
+    _, secret = new_key(keyed)
+    _, other = new_key(keyed)
+    with client(keyed, secret) as elevenlabs:
+        made = elevenlabs.post(ADD, json={"name": "mine", "rules": RULES[:1]}).json()
+        listed = elevenlabs.get("/v1/pronunciation-dictionaries").json()
+        assert [d["id"] for d in listed["pronunciation_dictionaries"]] == [made["id"]]
+        assert listed["has_more"] is False
+    with client(keyed, other) as elevenlabs:
+        assert (
+            elevenlabs.get("/v1/pronunciation-dictionaries").json()["pronunciation_dictionaries"]
+            == []
+        )
+        hidden = elevenlabs.delete(f"/v1/pronunciation-dictionaries/{made['id']}")
+        assert hidden.status_code == 404
+    with client(keyed, secret) as elevenlabs:
+        deleted = elevenlabs.delete(f"/v1/pronunciation-dictionaries/{made['id']}")
+        assert deleted.json() == {"id": made["id"], "deleted": True}
+        assert elevenlabs.get(f"/v1/pronunciation-dictionaries/{made['id']}").status_code == 404

@@ -1,4 +1,5 @@
-"""The admin API (`/v1/admin/...`, the admin key only): manage API keys; pull voices."""
+"""The admin API (`/v1/admin/...`, the admin key only): manage API keys and their
+pronunciation dictionaries; pull voices."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from speechgate.api.errors import error_body
 from speechgate.api.schemas import error_responses
 from speechgate.api.state import app_state
 from speechgate.api.tenancy import get_tenancy, require_admin
-from speechgate.errors import NotFound, PullFailed, SpeechgateError
+from speechgate.errors import InvalidRequest, NotFound, PullFailed, SpeechgateError
 from speechgate.metering.keys import ApiKey, KeyLimits, check_limits
 from speechgate.metering.records import aware_utc, naive_utc
+from speechgate.metering.store import StoredDictionary
+from speechgate.text.lexicon import InvalidLexicon, Lexicon
 
 router = APIRouter(
     prefix="/v1/admin",
@@ -141,6 +144,136 @@ async def revoke_key(key_id: str, request: Request) -> KeyInfo:
     key = await asyncio.to_thread(tenancy.store.revoke_key, key_id, tenancy.now())
     tenancy.forget_keys()
     return KeyInfo.of(_found(key, key_id))
+
+
+# --- a key's pronunciation dictionaries -----------------------------------------------------
+
+
+class DictionaryCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=2000)
+    rules: list[Any] = Field(
+        description="Rules in ElevenLabs' shape: `{type: alias, string_to_replace, alias}` or "
+        "`{type: phoneme, string_to_replace, phoneme, alphabet: ipa}`; optional "
+        "`case_sensitive`, `word_boundaries` (default true)."
+    )
+
+
+class DictionaryInfo(BaseModel):
+    id: str
+    version_id: str
+    key_id: str | None
+    name: str
+    description: str | None
+    created_at: datetime
+    rule_count: int
+
+    @classmethod
+    def of(cls, found: StoredDictionary) -> DictionaryInfo:
+        return cls(
+            id=found.id,
+            version_id=found.version_id,
+            key_id=found.key_id,
+            name=found.name,
+            description=found.description,
+            created_at=aware_utc(found.created_at),
+            rule_count=len(found.rules),
+        )
+
+
+class DictionaryRules(DictionaryInfo):
+    """A dictionary with its rules."""
+
+    rules: list[dict[str, Any]] = Field(description="In ElevenLabs' shape.")
+
+
+class DictionaryList(BaseModel):
+    data: list[DictionaryInfo]
+
+
+class DictionaryDeleted(BaseModel):
+    id: str
+    deleted: bool = True
+
+
+async def _key_of(request: Request, key_id: str) -> ApiKey:
+    return _found(await asyncio.to_thread(get_tenancy(request).store.get_key, key_id), key_id)
+
+
+async def _dictionary_of(request: Request, key_id: str, dictionary_id: str) -> StoredDictionary:
+    await _key_of(request, key_id)
+    store = get_tenancy(request).store
+    found = await asyncio.to_thread(store.get_dictionary, dictionary_id, key_id)
+    if found is None:
+        raise NotFound(
+            f"The key {key_id!r} has no pronunciation dictionary {dictionary_id!r}.",
+            param="dictionary_id",
+            code="pronunciation_dictionary_not_found",
+        )
+    return found
+
+
+_DICTIONARIES = "/keys/{key_id}/pronunciation-dictionaries"
+
+
+@router.get(_DICTIONARIES, response_model=DictionaryList, summary="A key's dictionaries")
+async def list_dictionaries(key_id: str, request: Request) -> DictionaryList:
+    await _key_of(request, key_id)
+    found = await asyncio.to_thread(get_tenancy(request).store.list_dictionaries, key_id)
+    return DictionaryList(data=[DictionaryInfo.of(dictionary) for dictionary in found])
+
+
+@router.post(
+    _DICTIONARIES,
+    response_model=DictionaryRules,
+    status_code=201,
+    summary="Give a key a pronunciation dictionary",
+)
+async def create_dictionary(
+    key_id: str, body: DictionaryCreate, request: Request
+) -> DictionaryRules:
+    await _key_of(request, key_id)
+    try:
+        lexicon = Lexicon.from_dicts(body.rules)
+    except InvalidLexicon as error:
+        raise InvalidRequest(
+            f"Invalid pronunciation rules: {error}", param="rules", code="invalid_rules"
+        ) from None
+    tenancy = get_tenancy(request)
+    stored = await asyncio.to_thread(
+        tenancy.store.add_dictionary,
+        key_id,
+        body.name,
+        body.description,
+        lexicon.to_dicts(),
+        tenancy.now(),
+    )
+    return DictionaryRules(**DictionaryInfo.of(stored).model_dump(), rules=stored.rules)
+
+
+@router.get(
+    _DICTIONARIES + "/{dictionary_id}",
+    response_model=DictionaryRules,
+    summary="One of a key's dictionaries, with its rules",
+)
+async def get_dictionary(key_id: str, dictionary_id: str, request: Request) -> DictionaryRules:
+    found = await _dictionary_of(request, key_id, dictionary_id)
+    return DictionaryRules(**DictionaryInfo.of(found).model_dump(), rules=found.rules)
+
+
+@router.delete(
+    _DICTIONARIES + "/{dictionary_id}",
+    response_model=DictionaryDeleted,
+    summary="Delete one of a key's dictionaries",
+)
+async def delete_dictionary(key_id: str, dictionary_id: str, request: Request) -> DictionaryDeleted:
+    await _dictionary_of(request, key_id, dictionary_id)
+    await asyncio.to_thread(get_tenancy(request).store.delete_dictionary, dictionary_id)
+    # Requests naming it are refused from now on, not once the cached copy expires.
+    app_state(request).service.dictionaries.forget(dictionary_id)
+    return DictionaryDeleted(id=dictionary_id)
 
 
 # --- voices and models pulled from the hub ------------------------------------------------

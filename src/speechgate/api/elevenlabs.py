@@ -732,22 +732,72 @@ async def add_dictionary_from_rules(
     return _dictionary_object(stored)
 
 
+class DictionaryList(BaseModel):
+    """ElevenLabs' list of dictionaries: all on one page here."""
+
+    pronunciation_dictionaries: list[DictionaryObject]
+    next_cursor: str | None = None
+    has_more: bool = False
+
+
+class DictionaryDeleted(BaseModel):
+    id: str
+    deleted: bool = True
+
+
 @router.get(
-    "/v1/pronunciation-dictionaries/{dictionary_id}",
-    response_model=DictionaryObject,
-    summary="One pronunciation dictionary",
+    "/v1/pronunciation-dictionaries",
+    response_model=DictionaryList,
+    summary="The calling key's pronunciation dictionaries",
 )
-async def get_dictionary(
-    dictionary_id: Annotated[str, Path(max_length=100)],
+async def list_dictionaries(
     principal: CurrentPrincipal,
     request: Request,
-) -> DictionaryObject:
+    cursor: Annotated[str | None, Query(description="Accepted; there is one page.")] = None,
+    page_size: Annotated[int | None, Query(ge=1, description="Accepted; one page.")] = None,
+) -> DictionaryList:
     tenancy = app_state(request).tenancy
-    found = await asyncio.to_thread(tenancy.store.get_dictionary, dictionary_id, principal.key_id)
+    found = await asyncio.to_thread(tenancy.store.list_dictionaries, principal.key_id)
+    return DictionaryList(pronunciation_dictionaries=[_dictionary_object(d) for d in found])
+
+
+async def _owned(request: Request, dictionary_id: str, key_id: str | None) -> StoredDictionary:
+    tenancy = app_state(request).tenancy
+    found = await asyncio.to_thread(tenancy.store.get_dictionary, dictionary_id, key_id)
     if found is None:
         raise NotFound(
             f"No pronunciation dictionary {dictionary_id!r} belongs to this key.",
             param="pronunciation_dictionary_id",
             code="pronunciation_dictionary_not_found",
         )
-    return _dictionary_object(found)
+    return found
+
+
+DictionaryId = Annotated[str, Path(max_length=100)]
+
+
+@router.get(
+    "/v1/pronunciation-dictionaries/{dictionary_id}",
+    response_model=DictionaryObject,
+    summary="One pronunciation dictionary",
+)
+async def get_dictionary(
+    dictionary_id: DictionaryId, principal: CurrentPrincipal, request: Request
+) -> DictionaryObject:
+    return _dictionary_object(await _owned(request, dictionary_id, principal.key_id))
+
+
+@router.delete(
+    "/v1/pronunciation-dictionaries/{dictionary_id}",
+    response_model=DictionaryDeleted,
+    summary="Delete a pronunciation dictionary",
+)
+async def delete_dictionary(
+    dictionary_id: DictionaryId, principal: CurrentPrincipal, request: Request
+) -> DictionaryDeleted:
+    await _owned(request, dictionary_id, principal.key_id)
+    state = app_state(request)
+    await asyncio.to_thread(state.tenancy.store.delete_dictionary, dictionary_id)
+    # Requests naming it are refused from now on, not once the cached copy expires.
+    state.service.dictionaries.forget(dictionary_id)
+    return DictionaryDeleted(id=dictionary_id)
