@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from sqlalchemy import make_url, select, text
@@ -136,3 +138,35 @@ def test_a_command_closes_its_postgresql_connections(
     finally:
         observer.close()
     assert open_there == 0
+
+
+def test_lexicons_add_list_show_delete(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    key_id = run(url, "keys", "create", "lexicon-owner").split("key_")[1].split()[0]
+    key_id = f"key_{key_id}"
+    rules = tmp_path / "names.yaml"
+    rules.write_text("- {type: alias, string_to_replace: nginx, alias: engine x}\n")
+    added = run(url, "lexicons", "add", "--key", key_id, "--file", str(rules), process=True)
+    dictionary_id = "pd_" + added.split("pd_")[1].split()[0]
+    assert "names" in added
+    assert dictionary_id in run(url, "lexicons", "list", "--key", key_id)
+    assert dictionary_id not in run(url, "lexicons", "list")  # no key's
+    shown = json.loads(run(url, "lexicons", "show", dictionary_id, "--key", key_id))
+    assert shown[0]["alias"] == "engine x"
+    # Another key's, or none's, is not there to show or delete.
+    assert "has no pronunciation dictionary" in run(
+        url, "lexicons", "show", dictionary_id, ok=False
+    )
+    run(url, "lexicons", "delete", dictionary_id, ok=False)
+    run(url, "lexicons", "delete", dictionary_id, "--key", key_id)
+    assert dictionary_id not in run(url, "lexicons", "list", "--key", key_id)
+    looping = tmp_path / "loop.json"
+    looping.write_text(
+        '[{"type": "alias", "string_to_replace": "A", "alias": "B"},'
+        ' {"type": "alias", "string_to_replace": "B", "alias": "A"}]'
+    )
+    refused = run(url, "lexicons", "add", "--key", key_id, "--file", str(looping), ok=False)
+    assert "the aliases loop" in refused
+    assert "no key with id" in run(
+        url, "lexicons", "add", "--key", "key_none", "--file", str(rules), ok=False
+    )

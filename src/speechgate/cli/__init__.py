@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import typer
 
-from speechgate.cli import bench, chat, keys, routing, say, serve, voices
+from speechgate.cli import bench, chat, keys, lexicons, routing, say, serve, voices
 
 app = typer.Typer(help="OpenAI-compatible speech server for local text-to-speech engines.")
 app.add_typer(keys.keys_app, name="keys")
 app.command()(keys.usage)
+app.add_typer(lexicons.app, name="lexicons")
 app.command()(serve.serve)
 app.command()(say.say)
 app.add_typer(voices.app, name="voices")

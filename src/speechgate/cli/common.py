@@ -3,6 +3,8 @@ flags on top, and the check that a command's extra is installed."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from importlib.util import find_spec
 from typing import Any
 
@@ -10,7 +12,9 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
+from speechgate.metering.store import Store
 from speechgate.settings import Settings
 
 console = Console()
@@ -44,3 +48,21 @@ def load_settings(**overrides: Any) -> Settings:
 
 def megabytes(size: int | None) -> str:
     return "" if size is None else f"{size / 1e6:,.1f} MB"
+
+
+@contextlib.contextmanager
+def open_store() -> Iterator[Store]:
+    """The server's store (keys, usage, dictionaries), migrated, and closed when the command
+    is done: a PostgreSQL server would otherwise see each command's connections dropped rather
+    than closed."""
+    store = Store(load_settings().store_url)
+    try:
+        store.migrate()
+        yield store
+    finally:
+        store.close()
+
+
+def show_table(table: Table) -> None:
+    # Rich assumes 80 columns when stdout is not a terminal, too few for these tables.
+    (console if console.is_terminal else Console(width=max(console.width, 160))).print(table)

@@ -6,8 +6,6 @@ directory). A running server sees changes made here within `key_cache_ttl` secon
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -15,12 +13,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from speechgate.cli.common import load_settings
+from speechgate.cli.common import load_settings, open_store, show_table
 from speechgate.errors import SpeechgateError
 from speechgate.metering.keys import ApiKey, KeyLimits, check_limits
 from speechgate.metering.records import naive_utc
 from speechgate.metering.reports import Pricing, UsageReport, report_period
-from speechgate.metering.store import Store
 from speechgate.metering.tenancy import utc_now
 
 keys_app = typer.Typer(help="Create, list, change and revoke API keys.", no_args_is_help=True)
@@ -48,18 +45,6 @@ MonthlyChars = Annotated[
 Expires = Annotated[datetime | None, typer.Option(help="When the key stops working (UTC).")]
 
 
-@contextlib.contextmanager
-def _store() -> Iterator[Store]:
-    """The store, migrated, and closed when the command is done: a PostgreSQL server would
-    otherwise see each command's connections dropped rather than closed."""
-    store = Store(load_settings().store_url)
-    try:
-        store.migrate()
-        yield store
-    finally:
-        store.close()
-
-
 def _limit_options(**options: Any) -> dict[str, Any]:
     values = {
         "models": tuple(m.strip() for m in options["models"].split(",") if m.strip())
@@ -72,11 +57,6 @@ def _limit_options(**options: Any) -> dict[str, Any]:
         "expires_at": naive_utc(options["expires"]) if options["expires"] else None,
     }
     return {name: value for name, value in values.items() if value is not None}
-
-
-def _show(table: Table) -> None:
-    # Rich assumes 80 columns when stdout is not a terminal, too few for these tables.
-    (console if console.is_terminal else Console(width=max(console.width, 160))).print(table)
 
 
 def _fail(error: SpeechgateError) -> typer.Exit:
@@ -142,9 +122,9 @@ def create(
         )
     except SpeechgateError as error:
         raise _fail(error) from None
-    with _store() as store:
+    with open_store() as store:
         key, secret = store.create_key(name, limits, utc_now())
-    _show(_keys_table([key]))
+    show_table(_keys_table([key]))
     console.print("Secret (shown once, store it now):")
     # Printed bare, without markup, so that it can be copied or piped as it is.
     print(secret)
@@ -153,19 +133,19 @@ def create(
 @keys_app.command("list")
 def list_keys() -> None:
     """Every key with its limits (never the secrets)."""
-    with _store() as store:
-        _show(_keys_table(store.list_keys()))
+    with open_store() as store:
+        show_table(_keys_table(store.list_keys()))
 
 
 @keys_app.command("revoke")
 def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (key_...).")]) -> None:
     """Stop a key for good."""
-    with _store() as store:
+    with open_store() as store:
         key = store.revoke_key(key_id, utc_now())
     if key is None:
         console.print(f"[red]error:[/red] no key with id {key_id!r}")
         raise typer.Exit(1)
-    _show(_keys_table([key]))
+    show_table(_keys_table([key]))
 
 
 @keys_app.command("update")
@@ -196,7 +176,7 @@ def update(
         if option not in _UNSETTABLE:
             raise typer.BadParameter(f"cannot unset {option!r}", param_hint="--unset")
         changes[_UNSETTABLE[option]] = None
-    with _store() as store:
+    with open_store() as store:
         current = store.get_key(key_id)
         if current is None:
             console.print(f"[red]error:[/red] no key with id {key_id!r}")
@@ -207,7 +187,7 @@ def update(
             raise _fail(error) from None
         key = store.update_key(key_id, changes, name)
     assert key is not None
-    _show(_keys_table([key]))
+    show_table(_keys_table([key]))
 
 
 def usage_table(report: UsageReport) -> Table:
@@ -260,7 +240,7 @@ def usage(
         begins, ends = report_period(period, start, end, utc_now())
     except SpeechgateError as error:
         raise _fail(error) from None
-    with _store() as store:
+    with open_store() as store:
         totals = store.usage_totals(begins, ends)
     pricing = Pricing(settings.prices, settings.compute_cost_per_hour, settings.reference_prices)
-    _show(usage_table(pricing.report(totals, begins, ends, by_key=by_key)))
+    show_table(usage_table(pricing.report(totals, begins, ends, by_key=by_key)))
