@@ -15,6 +15,7 @@ refused (see `speechgate.text.prepare`).
 from __future__ import annotations
 
 import asyncio
+import pickle
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -93,6 +94,9 @@ class Dictionaries:
             True: operator,
             False: Lexicon(rule for rule in operator.rules if rule.kind == "alias"),
         }
+        for lexicon in self._by_engine.values():
+            # Pickled once now (see `Lexicon`), not on the first request that carries it.
+            pickle.dumps(lexicon)
         self._find = find
         self._ttl = ttl
         self._clock = clock

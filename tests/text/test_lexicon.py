@@ -1,5 +1,6 @@
 # ruff: noqa: RUF001 - IPA in strings
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,14 @@ def test_rules_round_trip_in_elevenlabs_shape() -> None:
         {**phoneme("c", "ə"), "case_sensitive": True, "word_boundaries": False},
     ]
     assert Lexicon.from_dicts(rules).to_dicts() == rules
+
+
+def test_a_lexicon_crosses_to_a_worker_pickled_once_and_rebuilt_once() -> None:
+    lexicon = Lexicon.from_dicts([alias(f"word{i}", f"alias {i}") for i in range(1000)])
+    sent = pickle.dumps(lexicon)
+    assert pickle.dumps(lexicon) == sent
+    received = pickle.loads(sent)
+    assert received == lexicon and received.apply("word7").spoken == "alias 7"
+    # The next request's copy is the lexicon already rebuilt, not another one.
+    assert pickle.loads(pickle.dumps(lexicon)) is received
+    assert hash(received) == hash(lexicon)

@@ -12,9 +12,12 @@ thought, and is refused when it is built.
 from __future__ import annotations
 
 # ruff: noqa: RUF002 - IPA in docstrings
+import hashlib
 import json
+import pickle
 import re
 import xml.parsers.expat
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,7 +118,12 @@ def rule_from_dict(shape: object, index: int = 0) -> Rule:
 class Lexicon:
     """Rules applied together. Of two rules for one grapheme, the later one is used: so that
     `combine(operator, key, request)` lets the request override the key and the key the
-    operator. Immutable; safe to share between threads."""
+    operator. Immutable; safe to share between threads.
+
+    A lexicon goes to the worker with every request it reads: pickled once per lexicon (its
+    rules, as bytes kept with it) and rebuilt once per worker process (`_received`), so a large
+    operator's lexicon costs a request neither the pickling nor the rebuilding of thousands of
+    rules; its hash (a request's retry key includes it) is worked out once too."""
 
     def __init__(self, rules: Iterable[Rule] = ()) -> None:
         chosen: dict[str, Rule] = {}
@@ -124,6 +132,8 @@ class Lexicon:
             chosen[rule.grapheme] = rule
         self.rules: tuple[Rule, ...] = tuple(chosen.values())
         self.has_phonemes = any(rule.kind == "phoneme" for rule in self.rules)
+        self._hash: int | None = None
+        self._wire: tuple[bytes, bytes] | None = None  # (digest, pickled rules)
         # Exact graphemes, and lower-cased ones of rules that ignore case; later ones win.
         self._exact: dict[str, Rule] = {}
         self._folded: dict[str, Rule] = {}
@@ -147,7 +157,15 @@ class Lexicon:
         return isinstance(other, Lexicon) and other.rules == self.rules
 
     def __hash__(self) -> int:
-        return hash(self.rules)
+        if self._hash is None:
+            self._hash = hash(self.rules)
+        return self._hash
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes, bytes]]:
+        if self._wire is None:
+            rules = pickle.dumps(self.rules, pickle.HIGHEST_PROTOCOL)
+            self._wire = (hashlib.blake2b(rules, digest_size=16).digest(), rules)
+        return _received, self._wire
 
     def __repr__(self) -> str:
         return f"Lexicon({len(self.rules)} rules)"
@@ -257,6 +275,23 @@ class Lexicon:
                 stack.append((step, iter(leads[step])))
                 path.append(step)
                 on_path.add(step)
+
+
+# Lexicons a process has received, by the digest of their rules: the same few (the operator's,
+# combined with a key's dictionaries) come with request after request.
+_RECEIVED: OrderedDict[bytes, Lexicon] = OrderedDict()
+_RECEIVED_ENTRIES = 16
+
+
+def _received(digest: bytes, rules: bytes) -> Lexicon:
+    """A pickled lexicon, rebuilt only the first time this process sees it."""
+    found = _RECEIVED.get(digest)
+    if found is None:
+        found = Lexicon(pickle.loads(rules))
+        _RECEIVED[digest] = found
+        while len(_RECEIVED) > _RECEIVED_ENTRIES:
+            _RECEIVED.popitem(last=False)
+    return found
 
 
 def _is_word(character: str) -> bool:
