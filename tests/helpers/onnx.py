@@ -1,6 +1,11 @@
-"""A tiny onnxruntime model that runs until it is stopped, for tests of stopping runs."""
+"""Tiny onnxruntime models and what tests do with them: one that runs until it is stopped, for
+tests of stopping runs; workers starting at once, for the optimized copies."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
+from threading import Barrier
 
 import numpy as np
 import onnxruntime
@@ -48,3 +53,19 @@ def endless_run(session: onnxruntime.InferenceSession, failed: list[Exception]) 
         session.run(None, {"x": np.zeros(1, dtype=np.float32)})
     except Exception as error:  # onnxruntime's own kind of error
         failed.append(error)
+
+
+def start_on_a_fresh_install(model: Path, data_dir: Path, barrier: Barrier) -> list[float]:
+    """What each worker of an engine did on an empty data directory, all at the same moment:
+    write the model it loads (the same bytes each time, through a file of its own renamed into
+    place), then build its sessions of two widths on it. Returns what the wider one computes."""
+    from speechgate.engines.onnx_session import ExtraOutput, OnnxOptions, WidthSessions
+
+    whole = model.read_bytes()
+    barrier.wait()
+    written = model.with_name(f".{model.name}.{os.getpid()}.part")
+    written.write_bytes(whole)
+    os.replace(written, model)
+    sessions = WidthSessions(model, (1, 2), OnnxOptions(), ExtraOutput("Ceil"), data_dir)
+    outputs = sessions.use(2).run(None, {"x": np.ones((1, 4), np.float32)})
+    return [float(value) for value in np.asarray(outputs[0]).ravel()]

@@ -56,6 +56,7 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.engines import blend
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.engines.file_lock import file_lock
 from speechgate.engines.onnx_session import ExtraOutput, OnnxOptions, WidthSessions, onnx_options
 from speechgate.text import phonemes as phoneme_blocks
 from speechgate.timing import (
@@ -103,18 +104,22 @@ def _embedded_files(data_dir: Path | None) -> tuple[Path, Path]:
     voices = data / "voices_ja.npz"  # no accessor of its own
     model = (data_dir or _DEFAULT_DIR) / _MODEL_FILE
     if not model.exists():
-        _assemble(model, (data / "model.sha256").read_text().strip())
+        # The workers of a fresh install start together: one assembles, the others wait for it.
+        # Assembled twice, the model would change under a worker that had read it.
+        model.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(model.with_name(f".{model.name}.lock")):
+            if not model.exists():
+                _assemble(model, (data / "model.sha256").read_text().strip())
     return model, voices
 
 
 def _assemble(target: Path, sha256: str) -> None:
     """Join the parts into `target`, checked against `sha256`.
 
-    Every writer uses a temporary file of its own and renames it into place, so workers of a
-    fresh install assembling at the same moment never see a half-written model (the package's
-    own `model_path()` writes one fixed temporary name and races).
+    It is written to a temporary file of its own and renamed into place, so no reader sees a
+    half-written model (the package's own `model_path()` writes one fixed temporary name and
+    races).
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".part", delete=False) as out:
         try:

@@ -9,10 +9,15 @@ bit (Piper joe: `tests/engines/test_onnx_cache.py`; Kokoro: a sentence rendered 
 without a copy, one that made it and one that loaded it, measured once).
 
 A copy is named after its source, the change made to it and the CPU, and after what tells one
-version of the source from the next: its size and modification time, onnxruntime's version.
-The saved graph may use kernels laid out for this CPU (onnxruntime's NCHWc transforms), so a
-data directory shared by different machines keeps a copy for each. Copies of a source's older
+version of the source from the next: its bytes (a digest of them; not its modification time,
+which a model written again with the same bytes changes) and onnxruntime's version. The saved
+graph may use kernels laid out for this CPU (onnxruntime's NCHWc transforms), so a data
+directory shared by different machines keeps a copy for each. Copies of a source's older
 versions (a voice pulled again, onnxruntime upgraded) are removed when a new one is kept.
+
+Workers of one engine start together on the same data directory: one makes the copy while
+holding `lock_path`, the others wait for it and load what it made, and a process loads a copy
+only while holding that lock shared, so the copy is not removed under it.
 """
 
 from __future__ import annotations
@@ -36,8 +41,16 @@ def cached_model(data_dir: Path, model: Path, variant: str) -> Path:
     model = model.resolve()
     stat = model.stat()
     source = _digest(str(model), variant, _cpu_identity())
-    version = _digest(str(stat.st_size), str(stat.st_mtime_ns), onnxruntime.__version__)
+    content = _content_digest(model, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    version = _digest(content, onnxruntime.__version__)
     return data_dir / DIRECTORY / f"{model.stem}-{source}-{version}.onnx"
+
+
+def lock_path(copy: Path) -> Path:
+    """The lock that the copies of one source, every version of it, are made and removed under
+    (exclusive) and loaded under (shared)."""
+    stem, source, _ = copy.stem.rsplit("-", 2)
+    return copy.with_name(f".{stem}-{source}.lock")
 
 
 def writing_path(copy: Path) -> Path | None:
@@ -51,10 +64,10 @@ def writing_path(copy: Path) -> Path | None:
 
 
 def keep(written: Path, copy: Path) -> None:
-    """Make the graph saved to `written` the copy, and remove the source's older copies.
+    """Make the graph saved to `written` the copy, and remove the source's older copies; call
+    it holding `lock_path(copy)` exclusively, so that nobody is loading one of them.
 
-    Workers of one engine start together and may each save one; the rename is atomic, so a
-    reader sees one whole file or none."""
+    The rename is atomic: a reader that takes no lock sees one whole file or none."""
     os.replace(written, copy)
     stem, source, _ = copy.stem.rsplit("-", 2)
     for older in copy.parent.glob(f"{stem}-{source}-*.onnx"):
@@ -65,6 +78,15 @@ def keep(written: Path, copy: Path) -> None:
 
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=16)
+def _content_digest(model: Path, device: int, inode: int, size: int, mtime_ns: int) -> str:
+    """The digest of `model`'s bytes, once per version of the file a process sees (its
+    identity and times are the cache's key): a worker that reloads a model does not read it
+    again."""
+    with model.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 @functools.cache

@@ -12,7 +12,8 @@ from typing import Any, Literal, cast, get_args
 
 import onnxruntime
 
-from speechgate.engines.onnx_cache import cached_model, keep, writing_path
+from speechgate.engines.file_lock import file_lock
+from speechgate.engines.onnx_cache import cached_model, keep, lock_path, writing_path
 
 log = logging.getLogger(__name__)
 
@@ -290,26 +291,54 @@ class WidthSessions:
         self, model: Path, widths: tuple[int, ...], extra: ExtraOutput | None, copy: Path | None
     ) -> dict[int, onnxruntime.InferenceSession]:
         """A session of each width on `copy`, the optimized copy of `model`, making it first if
-        it is not there (or no longer loads); on `model` itself when there is no copy to keep."""
-        if copy is not None and copy.exists():
-            try:
-                return {width: self._session(copy, width, optimized=True) for width in widths}
-            except Exception as error:  # onnxruntime raises its own kinds of error
-                log.warning("making the optimized copy of %s again: %s", model, error)
-                copy.unlink(missing_ok=True)
-        source = (with_output(model, extra) if extra is not None else None) or model
+        it is not there (or no longer loads); on `model` itself when there is no copy to keep.
+
+        The workers of an engine start together: the first to hold the copy's lock makes it,
+        the others wait and load it (`onnx_cache`)."""
+        if copy is not None:
+            with file_lock(lock_path(copy), shared=True):
+                loaded = self._load_copy(model, copy, widths)
+            if loaded is not None:
+                return loaded
         written = writing_path(copy) if copy is not None else None
         if copy is None or written is None:
-            return {width: self._session(source, width) for width in widths}
-        first, *others = widths
+            return self._plain(model, widths, extra)
+        with file_lock(lock_path(copy)):
+            # Made by another worker while this one waited, or still not loading.
+            loaded = self._load_copy(model, copy, widths)
+            if loaded is not None:
+                return loaded
+            copy.unlink(missing_ok=True)
+            source = (with_output(model, extra) if extra is not None else None) or model
+            first, *others = widths
+            try:
+                sessions = {first: self._session(source, first, save=written)}
+                keep(written, copy)
+            except Exception as error:  # a full disk, say; a broken model fails again below
+                written.unlink(missing_ok=True)
+                log.warning("no optimized copy of %s: %s", model, error)
+                return {width: self._session(source, width) for width in widths}
+            wider = {width: self._session(copy, width, optimized=True) for width in others}
+            return sessions | wider
+
+    def _load_copy(
+        self, model: Path, copy: Path, widths: tuple[int, ...]
+    ) -> dict[int, onnxruntime.InferenceSession] | None:
+        """Sessions on the copy, or None when there is none or it does not load."""
+        if not copy.exists():
+            return None
         try:
-            sessions = {first: self._session(source, first, save=written)}
-            keep(written, copy)
-        except Exception as error:  # a full disk, say; a broken model fails again just below
-            written.unlink(missing_ok=True)
-            log.warning("no optimized copy of %s: %s", model, error)
-            return {width: self._session(source, width) for width in widths}
-        return sessions | {width: self._session(copy, width, optimized=True) for width in others}
+            return {width: self._session(copy, width, optimized=True) for width in widths}
+        except Exception as error:  # onnxruntime raises its own kinds of error
+            log.warning("making the optimized copy of %s again: %s", model, error)
+            return None
+
+    def _plain(
+        self, model: Path, widths: tuple[int, ...], extra: ExtraOutput | None
+    ) -> dict[int, onnxruntime.InferenceSession]:
+        """Sessions on the model itself, changed as `extra` says, each optimizing it."""
+        source = (with_output(model, extra) if extra is not None else None) or model
+        return {width: self._session(source, width) for width in widths}
 
     def _session(
         self, source: Path | bytes, width: int, optimized: bool = False, save: Path | None = None
