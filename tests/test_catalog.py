@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -171,6 +172,33 @@ def test_installed_voices_merge_with_the_engines_own_and_refresh_at_run_time(
     catalog.refresh()
     assert catalog.voice("piper", "DE-de-Thorsten-medium") == "de_DE-thorsten-medium"
     assert [v.language for v in catalog.voices("piper")] == ["en-US", "de-DE"]
+
+
+def test_a_voice_installed_by_another_process_is_found_on_its_first_request(
+    tmp_path: Path,
+) -> None:
+    # `speechgate voices pull` in another terminal: nothing calls `refresh` in this process.
+    catalog = installed_catalog(tmp_path, JOE)
+    with pytest.raises(VoiceNotFound):
+        catalog.voice("piper", "de_DE-thorsten-medium")
+    with pytest.raises(UnsupportedLanguage):
+        catalog.voice("piper", "alloy", "de")
+    install_piper(tmp_path, "de_DE-thorsten-medium", "de-DE", "male")
+    assert catalog.voice("piper", "de_DE-thorsten-medium") == "de_DE-thorsten-medium"
+    install_piper(tmp_path, "fr_FR-siwis-medium", "fr-FR", "female")
+    assert catalog.voice("piper", "alloy", "fr") == "fr_FR-siwis-medium"
+    install_piper(tmp_path, "en_GB-alan-medium", "en-GB", "male")
+    assert "en_GB-alan-medium" in [voice.id for voice in catalog.voices("piper")]
+
+
+def test_a_voice_pulled_again_or_removed_by_another_process_is_noticed(tmp_path: Path) -> None:
+    install_piper(tmp_path, "de_DE-thorsten-medium", "de-DE", "male")
+    catalog = installed_catalog(tmp_path, JOE)
+    # Removed: the catalog still lists it until a request misses (the worker refuses it).
+    shutil.rmtree(tmp_path / "piper" / "de_DE-thorsten-medium")
+    with pytest.raises(VoiceNotFound):
+        catalog.voice("piper", "de_DE-kerstin-low")
+    assert "de_DE-thorsten-medium" not in [voice.id for voice in catalog.voices("piper")]
 
 
 @pytest.fixture

@@ -6,7 +6,10 @@ alias table (OpenAI's "alloy" -> "en_US-joe-medium"). Matching ignores case and 
 
 An engine's voices are the ones its workers report plus those of the items installed under the
 models directory (`speechgate.voices.installed`), merged by id; `Catalog.refresh` re-reads the
-installed items, so a voice pulled while the server runs is known at once.
+installed items, so a voice pulled while the server runs is known at once. Items installed or
+removed by another process (`speechgate voices pull` in another terminal) are noticed on the
+first request that misses, and on every listing: the engine's directory and its items'
+manifests are looked at (a few `stat`s), and the items re-read when any changed.
 
 Languages are BCP 47 tags ("en-US", "de-DE", "ja") compared by their primary subtag, the exact
 region preferred. With a language asked for, a generic voice name (one of OpenAI's, "male",
@@ -16,6 +19,8 @@ language is refused: never a silent wrong language.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -157,12 +162,40 @@ class VoiceEntry:
     installed: bool = False
 
 
+Marks = tuple[tuple[str, int, int], ...]
+"""What changes when an engine's installed items do: its directory's and each manifest's
+name, inode and modification time."""
+
+
 @dataclass(frozen=True)
 class _Voices:
     """Every engine's voices at one moment; replaced whole on refresh, never changed."""
 
     entries: Mapping[str, tuple[VoiceEntry, ...]]
     by_id: Mapping[str, Mapping[str, VoiceEntry]]  # engine -> normalized id -> entry
+    marks: Mapping[str, Marks]  # engine -> its items' marks when they were read
+
+
+def _marks(models: Path | None, engine: str) -> Marks:
+    """The engine's installed items' marks: an item installed, replaced (a rename into the
+    engine's directory) or removed, and a manifest written in place, each change them."""
+    if models is None:
+        return ()
+    directory = models / engine
+    marks: list[tuple[str, int, int]] = []
+    try:
+        stat = directory.stat()
+        marks.append(("", stat.st_ino, stat.st_mtime_ns))
+        with os.scandir(directory) as items:
+            for item in items:
+                if item.name.startswith("."):
+                    continue
+                with contextlib.suppress(OSError):
+                    stat = os.stat(os.path.join(item.path, installed.MANIFEST))
+                    marks.append((item.name, stat.st_ino, stat.st_mtime_ns))
+    except OSError:  # no such directory (nothing installed yet) or not one
+        pass
+    return tuple(sorted(marks))
 
 
 def _merge(info: EngineInfo, items: Iterable[installed.InstalledItem]) -> tuple[VoiceEntry, ...]:
@@ -222,7 +255,19 @@ class Catalog:
         """Re-read the installed items (cheap: one small manifest per item)."""
         self._voices = self._read()
 
+    def notice_installed(self, engine: str | None = None) -> bool:
+        """Re-read the installed items if another process changed those of `engine` (of any
+        engine, if None) since they were read; whether it did."""
+        marks = self._voices.marks
+        engines = [engine] if engine is not None else list(self.engines)
+        if all(_marks(self._models_dir, name) == marks[name] for name in engines):
+            return False
+        self.refresh()
+        return True
+
     def _read(self) -> _Voices:
+        # Marked before reading: a change while the items are read is noticed next time.
+        marks = {name: _marks(self._models_dir, name) for name in self.engines}
         entries = {
             name: _merge(
                 info, installed.installed(self._models_dir, name) if self._models_dir else ()
@@ -232,6 +277,7 @@ class Catalog:
         return _Voices(
             entries,
             {name: {normalize(e.id): e for e in voices} for name, voices in entries.items()},
+            marks,
         )
 
     def model(self, name: str) -> Model:
@@ -242,6 +288,7 @@ class Catalog:
 
     def voices(self, engine: str) -> tuple[VoiceEntry, ...]:
         """The engine's voices: its own, then the installed ones it does not report."""
+        self.notice_installed(engine)
         return self._voices.entries[engine]
 
     def language(self, engine: str, voice: str) -> str | None:
@@ -253,7 +300,16 @@ class Catalog:
         """The engine's own id for voice `name` (a canonical blend, for a blend of voices).
 
         With `language`, a generic name picks a voice of that language, and a voice of
-        another language is refused (UnsupportedLanguage)."""
+        another language is refused (UnsupportedLanguage). A name that resolves to nothing is
+        looked up again if another process installed or removed items meanwhile."""
+        try:
+            return self._voice(engine, name, language)
+        except (VoiceNotFound, VoiceNotInstalled, UnsupportedLanguage):
+            if not self.notice_installed(engine):
+                raise
+        return self._voice(engine, name, language)
+
+    def _voice(self, engine: str, name: str, language: str | None) -> str:
         voices = self._voices
         if self.engines[engine].blends_voices and blend.is_blend(name):
             try:
@@ -261,7 +317,7 @@ class Catalog:
             except ValueError as error:
                 raise InvalidRequest(str(error), param="voice") from None
             return blend.spell(
-                [(self.voice(engine, part, language), weight) for part, weight in parts]
+                [(self._voice(engine, part, language), weight) for part, weight in parts]
             )
         key = normalize(name)
         wanted = language_tag(language) if language else None

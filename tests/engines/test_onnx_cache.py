@@ -20,7 +20,7 @@ from speechgate.engines.onnx_session import (
     pinned_session,
     with_output,
 )
-from tests.helpers.onnx import start_on_a_fresh_install
+from tests.helpers.onnx import start_on_a_fresh_install, tiny_model
 
 DURATIONS = ExtraOutput("Ceil")  # Piper's phoneme durations, as the engine adds them
 
@@ -53,29 +53,8 @@ def joe() -> Path:
 
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
-    """A model of a few nodes (loads in milliseconds) that onnxruntime optimizes (MatMul and
-    Add into one Gemm), with a Ceil to expose, in a directory of its own."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    weights = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4) / 7, "w")
-    bias = numpy_helper.from_array(np.full(4, 0.5, dtype=np.float32), "b")
-    graph = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["x", "w"], ["product"]),
-            helper.make_node("Add", ["product", "b"], ["sum"]),
-            helper.make_node("Ceil", ["sum"], ["ceiled"]),
-            helper.make_node("Mul", ["ceiled", "sum"], ["y"]),
-        ],
-        "tiny",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
-        [weights, bias],
-    )
-    path = tmp_path / "models" / "tiny.onnx"
-    path.parent.mkdir()
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
+    """The tiny model, in a directory of its own."""
+    return tiny_model(tmp_path / "models" / "tiny.onnx")
 
 
 def _copies(data_dir: Path) -> list[Path]:

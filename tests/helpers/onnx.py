@@ -1,5 +1,6 @@
 """Tiny onnxruntime models and what tests do with them: one that runs until it is stopped, for
-tests of stopping runs; workers starting at once, for the optimized copies."""
+tests of stopping runs; one of a few nodes, and workers starting at once on it, for the
+optimized copies."""
 
 from __future__ import annotations
 
@@ -53,6 +54,31 @@ def endless_run(session: onnxruntime.InferenceSession, failed: list[Exception]) 
         session.run(None, {"x": np.zeros(1, dtype=np.float32)})
     except Exception as error:  # onnxruntime's own kind of error
         failed.append(error)
+
+
+def tiny_model(path: Path) -> Path:
+    """Write a model of a few nodes (loads in milliseconds) that onnxruntime optimizes (MatMul
+    and Add into one Gemm), with a Ceil to expose, to `path`."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4) / 7, "w")
+    bias = numpy_helper.from_array(np.full(4, 0.5, dtype=np.float32), "b")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["product"]),
+            helper.make_node("Add", ["product", "b"], ["sum"]),
+            helper.make_node("Ceil", ["sum"], ["ceiled"]),
+            helper.make_node("Mul", ["ceiled", "sum"], ["y"]),
+        ],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [weights, bias],
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
 
 
 def start_on_a_fresh_install(model: Path, data_dir: Path, barrier: Barrier) -> list[float]:
