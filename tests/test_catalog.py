@@ -266,6 +266,48 @@ def test_a_generic_alias_whose_voice_is_not_installed_names_the_pull(
     assert "`speechgate voices pull piper:en_US-lessac-medium`" in error.value.message
 
 
+KOKORO_JA = EngineInfo(
+    "kokoro",
+    24000,
+    False,
+    tuple(Voice(v, v, "ja") for v in ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jm_kumo")),
+)
+POCKET_ENGLISH = EngineInfo(
+    "pocket", 24000, False, (Voice("alba", "alba", "en"), Voice("marius", "marius", "en"))
+)
+
+
+@pytest.mark.parametrize(
+    ("engine", "name", "ref"),
+    [
+        # The seed client's exact call, on a server whose Kokoro is the embedded Japanese model.
+        (KOKORO_JA, "af_heart", "kokoro"),
+        (KOKORO_JA, "BM_Lewis", "kokoro"),
+        (KOKORO_JA, "zf_xiaoxiao", "kokoro"),
+        (POCKET_ENGLISH, "juergen", "pocket:german"),
+        (POCKET_ENGLISH, "Estelle", "pocket:french"),
+        (POCKET_ENGLISH, "bill_boerst", "pocket:english"),
+    ],
+)
+def test_the_known_voices_of_a_model_not_installed_name_the_pull_that_brings_them(
+    tmp_path: Path, engine: EngineInfo, name: str, ref: str
+) -> None:
+    catalog = installed_catalog(tmp_path, engine)
+    model = catalog.model("kokoro-82m" if engine is KOKORO_JA else "pocket-tts")
+    with pytest.raises(VoiceNotInstalled) as error:
+        catalog.voice(model.engine.name, name)
+    assert (error.value.status_code, error.value.code) == (400, "voice_not_installed")
+    assert error.value.ref == ref
+    assert f"`speechgate voices pull {ref}`" in error.value.message
+
+
+def test_a_name_no_model_release_has_is_not_found(tmp_path: Path) -> None:
+    # Spelled like a Kokoro voice, but none of v1.0's: no pull would bring it.
+    catalog = installed_catalog(tmp_path, KOKORO_JA)
+    with pytest.raises(VoiceNotFound):
+        catalog.voice("kokoro", "af_nobody")
+
+
 def test_the_names_of_other_servers_resolve_when_their_engine_is_loaded(tmp_path: Path) -> None:
     pocket = EngineInfo("pocket", 24000, False, (Voice("alba", "Alba"),))
     catalog = installed_catalog(tmp_path, JOE, pocket)

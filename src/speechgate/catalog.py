@@ -35,7 +35,7 @@ from speechgate.errors import (
     VoiceNotFound,
     VoiceNotInstalled,
 )
-from speechgate.hub.refs import ref_for_model, ref_for_voice
+from speechgate.hub.refs import ref_for_known_voice, ref_for_model, ref_for_voice
 from speechgate.settings import (
     ENGINE_MODEL_ALIASES,
     KNOWN_ENGINES,
@@ -76,9 +76,9 @@ def pull_ref(engine: str, voice: str) -> str | None:
     """What `speechgate voices pull` takes to install `voice` of `engine` (None: no pull
     provides it, e.g. a name that is not a Piper voice key)."""
     if engine == "pocket":
-        # A pocket voice's name does not say its config; the alias tables' are English ones,
-        # which the default config (`pocket:english`) brings.
-        return ref_for_model(engine)
+        # The built-in voices' configs are known; any other name's is not, and the alias
+        # tables' are English ones, which the default config (`pocket:english`) brings.
+        return ref_for_voice(engine, voice) or ref_for_model(engine)
     return ref_for_voice(engine, voice)
 
 
@@ -342,6 +342,9 @@ class Catalog:
         elif generic is not None and wanted is not None:
             return self._pick(voices, engine, wanted, generic.gender, name)
         if target is None:
+            known = ref_for_known_voice(engine, name)
+            if known is not None:  # a voice of the model's release, not installed here
+                raise VoiceNotInstalled(name, name.strip().lower(), known)
             raise VoiceNotFound(name, self.voice_names(engine))
         entry = voices.by_id[engine].get(normalize(target))
         if entry is None:

@@ -150,6 +150,7 @@ def test_references_and_languages_without_the_network() -> None:
     assert parse_ref("pocket:german") == ("pocket", "german")
     assert ref_for_voice("piper", "de_DE-thorsten-medium") == "piper:de_DE-thorsten-medium"
     assert ref_for_voice("kokoro", "af_heart") == "kokoro"
+    assert ref_for_voice("pocket", "juergen") == "pocket:german"
     assert ref_for_voice("piper", "alloy") is None
     assert ref_for_model("kokoro-82m") == "kokoro"
     assert ref_for_model("pocket-tts-hd") == "pocket:english"

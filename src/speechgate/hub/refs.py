@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from speechgate.errors import InvalidRequest
-from speechgate.voices.naming import KOKORO_VOICE
+from speechgate.voices.naming import KOKORO_V1_VOICES, KOKORO_VOICE, POCKET_VOICE_CONFIGS
 
 PIPER, KOKORO, POCKET = "piper", "kokoro", "pocket"
 KOKORO_ITEM = "kokoro-v1.0"
@@ -40,14 +40,29 @@ def make_ref(engine: str, name: str) -> str:
 
 def ref_for_voice(engine: str, voice: str) -> str | None:
     """The reference that would install `voice` of `engine`, if its name says so: Piper voice
-    keys ("en_US-lessac-medium", optionally "#speaker"), Kokoro voice ids ("af_heart"). None
-    when the name alone cannot tell (pocket voices: their config decides)."""
+    keys ("en_US-lessac-medium", optionally "#speaker"), Kokoro voice ids ("af_heart"),
+    pocket-tts' built-in voices ("juergen" -> pocket:german). None when the name alone cannot
+    tell."""
     if engine == PIPER:
         key = voice.partition("#")[0]
         if re.fullmatch(r"[a-z]{2,3}_[A-Z]{2}-[A-Za-z0-9_]+-(x_low|low|medium|high)", key):
             return make_ref(PIPER, key)
     if engine == KOKORO and KOKORO_VOICE.fullmatch(voice):
         return KOKORO
+    if engine == POCKET and voice in POCKET_VOICE_CONFIGS:
+        return make_ref(POCKET, POCKET_VOICE_CONFIGS[voice])
+    return None
+
+
+def ref_for_known_voice(engine: str, voice: str) -> str | None:
+    """The reference that installs `voice` if it is one a release of `engine`'s model ships
+    (Kokoro v1.0's voices, pocket-tts' built-in ones, in any case): what a client of another
+    server names. None for any other name, even one spelled like them."""
+    name = voice.strip().lower()
+    if engine == KOKORO and name in KOKORO_V1_VOICES:
+        return KOKORO
+    if engine == POCKET and name in POCKET_VOICE_CONFIGS:
+        return make_ref(POCKET, POCKET_VOICE_CONFIGS[name])
     return None
 
 

@@ -72,6 +72,23 @@ KOKORO_LANGUAGES = {
 }
 
 
+# Kokoro-82M v1.0's voices (VOICES.md of hexgrad/Kokoro-82M): what clients of other Kokoro
+# servers name, whether or not this one has them.
+KOKORO_V1_VOICES = frozenset(
+    {
+        *("af_heart", "af_alloy", "af_aoede", "af_bella", "af_jessica", "af_kore", "af_nicole"),
+        *("af_nova", "af_river", "af_sarah", "af_sky", "am_adam", "am_echo", "am_eric"),
+        *("am_fenrir", "am_liam", "am_michael", "am_onyx", "am_puck", "am_santa"),
+        *("bf_alice", "bf_emma", "bf_isabella", "bf_lily", "bm_daniel", "bm_fable", "bm_george"),
+        *("bm_lewis", "jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo"),
+        *("zf_xiaobei", "zf_xiaoni", "zf_xiaoxiao", "zf_xiaoyi", "zm_yunjian", "zm_yunxi"),
+        *("zm_yunxia", "zm_yunyang", "ef_dora", "em_alex", "em_santa", "ff_siwis", "hf_alpha"),
+        *("hf_beta", "hm_omega", "hm_psi", "if_sara", "im_nicola", "pf_dora", "pm_alex"),
+        "pm_santa",
+    }
+)
+
+
 def kokoro_language(voice: str) -> str | None:
     """The BCP 47 language a Kokoro voice id spells ("bf_emma" -> "en-GB")."""
     match = KOKORO_VOICE.fullmatch(voice)
@@ -105,6 +122,43 @@ _POCKET_CONFIG_LANGUAGES = {
 def pocket_config_language(config: str | None) -> str | None:
     """A packaged config's language ("german" -> "de", "english_2m_2026-10" -> "en")."""
     return _POCKET_CONFIG_LANGUAGES.get(config.split("_")[0]) if config else None
+
+
+# pocket-tts' built-in voices and the language config that has each (pocket-tts' own list).
+POCKET_VOICE_CONFIGS = {
+    **dict.fromkeys(
+        (
+            "alba",
+            "anna",
+            "azelma",
+            "bill_boerst",
+            "caro_davy",
+            "charles",
+            "cosette",
+            "eponine",
+            "eve",
+            "fantine",
+            "george",
+            "jane",
+            "javert",
+            "jean",
+            "marius",
+            "mary",
+            "michael",
+            "paul",
+            "peter_yearsley",
+            "stuart_bell",
+            "vera",
+        ),
+        "english",
+    ),
+    "giovanni": "italian",
+    "lola": "spanish",
+    "juergen": "german",
+    "rafael": "portuguese",
+    "daan": "dutch",
+    "estelle": "french",
+}
 
 
 # The built-in pocket voices whose source says who speaks (VCTK's speaker table, the donors').
