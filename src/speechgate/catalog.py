@@ -422,6 +422,25 @@ class Catalog:
             parts.append(_pull_hint(engine, language))
         return UnsupportedLanguage(" ".join(parts), param="language")
 
+    def means_a_voice(self, name: str) -> bool:
+        """Whether `name` names a voice to some loaded engine (installed or pullable, by id or
+        alias) or a kind of voice (OpenAI's names, "male", "de_female"): a name a clone may not
+        take, or it would shadow that voice for its key."""
+        key = normalize(name)
+        if _generic(key) is not None:
+            return True
+        for engine in self.engines:
+            if key in self._aliases[engine]:
+                return True
+            try:
+                self.voice(engine, name)
+            except VoiceNotFound:
+                continue
+            except InvalidRequest:  # not installed, another language, a malformed blend
+                return True
+            return True
+        return False
+
     def voice_names(self, engine: str) -> list[str]:
         """Every name a client may use with `engine`: its voice ids, then the aliases of
         installed voices."""

@@ -14,17 +14,21 @@ speechgate.voices.library defines it.
 from __future__ import annotations
 
 import asyncio
+import unicodedata
 from collections.abc import Mapping
 
 from speechgate.audio.clip import UndecodableAudio, decode_clip, trim
 from speechgate.audio.pcm import PcmChunk
 from speechgate.catalog import Catalog
 from speechgate.engines.base import EngineInfo
-from speechgate.errors import Conflict, InvalidRequest, VoiceNotFound, VoiceNotInstalled
+from speechgate.errors import Conflict, InvalidRequest
 from speechgate.voices.library import StoredVoice, VoiceLibrary
 from speechgate.workers.base import Pool
 
 MAX_NAME_CHARS = 64
+# Unicode categories a name may not hold: control characters (NUL, escapes, line feeds),
+# surrogates, and the line and paragraph separators.
+_NOT_IN_NAMES = frozenset({"Cc", "Cs", "Zl", "Zp"})
 # Decoded past the engine's longest prompt: the prompt starts at the first loud frame, so a
 # few seconds of silence before someone speaks still leave a whole prompt.
 DECODE_MARGIN_SECONDS = 5.0
@@ -110,16 +114,7 @@ class VoiceCloning:
         self, name: str, data: bytes, engine: EngineInfo, owner: str | None = None
     ) -> StoredVoice:
         """Clone `data` for `engine` as `owner`'s voice `name` (see `engine` for which)."""
-        name = name.strip()
-        if not 0 < len(name) <= MAX_NAME_CHARS:
-            raise InvalidRequest(f"A voice name is 1 to {MAX_NAME_CHARS} characters.", param="name")
-        try:
-            self._catalog.voice(engine.name, name)
-        except (VoiceNotFound, VoiceNotInstalled):
-            # An alias of a voice that is not installed names nothing here yet: free to take.
-            pass
-        else:
-            raise Conflict(f"{name!r} already names a built-in voice.", param="name")
+        name = self._check_name(name)
         # Checked again when stored (two uploads may race); here, to spare the work.
         if self.library.find(name, owner) is not None:
             raise Conflict(f"A voice named {name!r} already exists.", param="name")
@@ -128,6 +123,32 @@ class VoiceCloning:
         return await asyncio.to_thread(
             self.library.add, name, engine.name, state, prompt.duration, owner
         )
+
+    def _check_name(self, name: str) -> str:
+        """`name` without its outer spaces, if a clone may take it (InvalidRequest if not)."""
+        name = name.strip()
+        if not 0 < len(name) <= MAX_NAME_CHARS:
+            raise InvalidRequest(
+                f"A voice name is 1 to {MAX_NAME_CHARS} characters.",
+                param="name",
+                code="invalid_voice_name",
+            )
+        if any(unicodedata.category(char) in _NOT_IN_NAMES for char in name):
+            raise InvalidRequest(
+                "A voice name cannot hold control characters or line breaks.",
+                param="name",
+                code="invalid_voice_name",
+            )
+        # Stored voices are looked up before the catalog: a clone of a built-in voice's name
+        # would speak instead of it for its key, on every engine whose name it is.
+        if self._catalog.means_a_voice(name):
+            raise InvalidRequest(
+                f"{name!r} names a built-in voice (or a kind of voice, as OpenAI's names and "
+                "'male' do); choose another name for the clone.",
+                param="name",
+                code="voice_name_reserved",
+            )
+        return name
 
     async def delete(self, voice_id: str, owner: str | None = None) -> StoredVoice:
         return await asyncio.to_thread(self.library.delete, voice_id, owner)
