@@ -393,3 +393,45 @@ class ChecksumMismatch(PullFailed):
     nothing was installed."""
 
     default_code = "checksum_mismatch"
+
+
+# --- the server's own resources -----------------------------------------------------------
+
+
+class InsufficientStorage(SpeechgateError):
+    """The disk (or the database's) is full: what was being written was not kept."""
+
+    status_code = 507
+    default_code = "insufficient_storage"
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what} failed: the server's disk is full. Free space on it (or give the server "
+            "more), then retry."
+        )
+
+
+_SQLITE_FULL = 13
+_POSTGRES_DISK_FULL = "53100"
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether `error`, or an error it was raised from, says a disk is full: ENOSPC or EDQUOT
+    from the OS, SQLite's SQLITE_FULL, PostgreSQL's disk_full (through SQLAlchemy's `orig`)."""
+    import errno
+
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if getattr(current, "sqlite_errorcode", None) == _SQLITE_FULL:
+            return True
+        if getattr(current, "sqlstate", None) == _POSTGRES_DISK_FULL:
+            return True
+        pending += [current.__cause__, current.__context__, getattr(current, "orig", None)]
+    return False

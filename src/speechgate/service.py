@@ -21,11 +21,13 @@ from speechgate.catalog import Catalog
 from speechgate.dictionaries import LOCATORS_PARAM, NAMED_NONE, Dictionaries, Named
 from speechgate.engines.base import EngineInfo, SynthesisRequest
 from speechgate.errors import (
+    InsufficientStorage,
     InvalidRequest,
     NotPullable,
     PullFailed,
     SpeechgateError,
     VoiceNotInstalled,
+    disk_full,
 )
 from speechgate.metrics import Metrics
 from speechgate.pipeline import EncodedChunk, OutputSpec
@@ -56,6 +58,8 @@ async def _pull_voice(pull: Pull, voice: str, ref: str) -> None:
     except SpeechgateError:
         raise
     except Exception as error:  # assembling the files failed: the pull failed, not the request
+        if disk_full(error):
+            raise InsufficientStorage(f"Pulling {ref} for the voice {voice!r}") from error
         raise PullFailed(f"Pulling {ref} for the voice {voice!r} failed: {error}") from error
 
 

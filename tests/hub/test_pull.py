@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
-from speechgate.errors import ChecksumMismatch, InvalidRequest, NotPullable
+from speechgate.errors import ChecksumMismatch, InsufficientStorage, InvalidRequest, NotPullable
 from speechgate.hub import FileProgress, Hub, Index, pull, search
 from speechgate.hub.refs import parse_ref, ref_for_model, ref_for_voice
 from speechgate.voices.installed import find, installed
@@ -174,3 +178,30 @@ def test_auto_pull_pulls_once_for_concurrent_requests(
     assert sorted(pulled for _, pulled in results) == [False, False, True]
     assert len({item.directory for item, _ in results}) == 1
     assert len(hub.downloads("en_GB-alan-low.onnx.json")) == 1
+
+
+def _disk_full(*_: object, **__: object) -> NoReturn:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_while_downloading_is_insufficient_storage(
+    client: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", _disk_full)
+    with pytest.raises(InsufficientStorage) as raised:
+        pull("piper:en_US-lessac-medium", models=tmp_path / "models", hub=client)
+    assert (raised.value.status_code, raised.value.code) == (507, "insufficient_storage")
+    assert not list(installed(tmp_path / "models"))
+
+
+def test_a_full_disk_while_installing_is_insufficient_storage(
+    client: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shutil, "copyfile", _disk_full)
+    monkeypatch.setattr(os, "link", _disk_full)
+    with pytest.raises(InsufficientStorage):
+        pull("piper:en_US-lessac-medium", models=tmp_path / "models", hub=client)
+    assert not list(installed(tmp_path / "models"))
+    assert not list((tmp_path / "models" / "piper").iterdir())  # no staging left behind

@@ -16,7 +16,14 @@ from speechgate.api.errors import error_body
 from speechgate.api.schemas import error_responses
 from speechgate.api.state import app_state
 from speechgate.api.tenancy import get_tenancy, require_admin
-from speechgate.errors import InvalidRequest, NotFound, PullFailed, SpeechgateError
+from speechgate.errors import (
+    InsufficientStorage,
+    InvalidRequest,
+    NotFound,
+    PullFailed,
+    SpeechgateError,
+    disk_full,
+)
 from speechgate.metering.keys import ApiKey, KeyLimits, check_limits
 from speechgate.metering.records import aware_utc, naive_utc
 from speechgate.metering.store import StoredDictionary
@@ -103,7 +110,13 @@ def _found(key: ApiKey | None, key_id: str) -> ApiKey:
     return key
 
 
-@router.post("/keys", response_model=KeyCreated, status_code=201, summary="Create an API key")
+@router.post(
+    "/keys",
+    response_model=KeyCreated,
+    status_code=201,
+    summary="Create an API key",
+    responses=error_responses(507),
+)
 async def create_key(body: KeyCreate, request: Request) -> KeyCreated:
     tenancy = get_tenancy(request)
     limits = check_limits(KeyLimits(**_limit_values(body, only_set=False)))
@@ -344,7 +357,7 @@ async def search_voices(
             '"total"} while downloading, then {"type": "installed", "ref", "voices"} or '
             '{"type": "error", "error": {...}}.',
         },
-        **error_responses(502),
+        **error_responses(502, 507),
     },
 )
 async def pull_voice(body: PullBody, request: Request) -> StreamingResponse:
@@ -379,7 +392,11 @@ async def pull_voice(body: PullBody, request: Request) -> StreamingResponse:
         except SpeechgateError as error:
             emit({"type": "error", **error_body(error)})
         except Exception as error:  # the stream is under way: report, do not re-raise
-            failure = PullFailed(f"The pull failed: {error}")
+            failure = (
+                InsufficientStorage(f"Pulling {body.ref}")
+                if disk_full(error)
+                else PullFailed(f"The pull failed: {error}")
+            )
             emit({"type": "error", **error_body(failure)})
         finally:
             emit(None)

@@ -11,10 +11,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from speechgate.errors import (
+    InsufficientStorage,
     InvalidRequest,
     MethodNotAllowed,
     NotFound,
     SpeechgateError,
+    disk_full,
 )
 
 log = logging.getLogger(__name__)
@@ -82,6 +84,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(http_error(exc))
 
     async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
+        if disk_full(exc):  # a key or a voice written to a full disk: not a bug of ours
+            log.error("disk full: %s", exc)
+            return error_response(InsufficientStorage("Saving what the request made"))
         log.exception("unhandled error", exc_info=exc)
         return error_response(SpeechgateError("The server had an error processing your request."))
 

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from speechgate.errors import ChecksumMismatch, PullFailed, SpeechgateError
+from speechgate.errors import (
+    ChecksumMismatch,
+    InsufficientStorage,
+    PullFailed,
+    SpeechgateError,
+    disk_full,
+)
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -188,6 +194,8 @@ def _evict(path: Path) -> None:
 def _failed(what: str, error: Exception) -> SpeechgateError:
     if isinstance(error, SpeechgateError):
         return error
+    if disk_full(error):  # the hub answered; the cache could not hold what it sent
+        return InsufficientStorage(what.capitalize())
     from huggingface_hub.errors import (
         EntryNotFoundError,
         RepositoryNotFoundError,

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from speechgate.errors import InsufficientStorage, disk_full
 from speechgate.hub.client import Hub, Progress
 from speechgate.hub.index import Index, Pullable
 from speechgate.hub.refs import KOKORO, PIPER, POCKET
@@ -56,8 +57,8 @@ def install_pullable(
     target.parent.mkdir(parents=True, exist_ok=True)
     # Beside the target: the same file system, so install's rename is atomic.
     staging = target.parent / f".staging-{item.name}-{uuid.uuid4().hex[:8]}"
-    staging.mkdir()
     try:
+        staging.mkdir()
         files = _ASSEMBLERS[item.engine](item, downloads, staging, target)
         manifest = Manifest(
             ref=item.ref,
@@ -70,6 +71,10 @@ def install_pullable(
             source=_source(item, hub, downloads),
         )
         return install(staging, models, manifest)
+    except OSError as error:
+        if disk_full(error):
+            raise InsufficientStorage(f"Installing {item.ref}") from error
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
