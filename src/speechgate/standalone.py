@@ -85,7 +85,7 @@ def synthesize_to_file(
                 seconds += chunk.audio_seconds
                 words += chunk.words
         if captions is not None:
-            # The words' times already count what a decoder plays first (AAC's priming).
+            # The words' times already count what a decoder plays first (`StreamEncoder.priming`).
             write_captions(captions, text, words)
         return seconds
     finally:

@@ -148,8 +148,8 @@ SPOKEN = "Hello there, my friend. This is a test of word times! Does it work? It
 
 @pytest.mark.slow
 def test_espeak_word_times_lie_on_its_speech(server: RunningServer) -> None:
-    """A real engine: each word's span is speech, and the same text streamed as AAC counts the
-    codec's priming, which its decoded stream begins with."""
+    """A real engine: each word's span is speech, and the same text streamed as AAC has the same
+    times (its priming frame is not sent)."""
     pcm = events(server, model="espeak", input=SPOKEN, timestamp_granularities=["word"])
     audio = decode_audio(audio_of(pcm), "pcm")
     words = words_of(pcm)
@@ -173,6 +173,6 @@ def test_espeak_word_times_lie_on_its_speech(server: RunningServer) -> None:
     )
     shifts = [ours["start"] - theirs["start"] for ours, theirs in zip(aac, words, strict=True)]
     # Two runs of espeak-ng place a sentence's words a few milliseconds apart now and then
-    # (seen: 4 ms, for a whole sentence): the median shift is the priming.
-    assert float(np.median(shifts)) == pytest.approx(1024 / PCM_RATE, abs=0.0011)
-    assert all(shift == pytest.approx(1024 / PCM_RATE, abs=0.02) for shift in shifts)
+    # (seen: 4 ms, for a whole sentence): the median shift is none.
+    assert float(np.median(shifts)) == pytest.approx(0.0, abs=0.0011)
+    assert all(shift == pytest.approx(0.0, abs=0.02) for shift in shifts)

@@ -19,12 +19,41 @@ from tests.helpers.audio import DecodedAudio, decode_audio, flac_total_samples
 TONE_HZ = 440.0
 CHUNK_SECONDS = 0.1
 
-# Bound on decoded samples beyond the input's: the encoder's delay plus the padding of its last
-# frame. ADTS carries no delay information, so decoders keep both: at 24 kHz, measured, aac adds
-# 1072-2042 (1024 of priming, then up to a 1024-sample frame). A streamed MP3's LAME tag gives
-# the delay but cannot know the padding, which decoders keep. Ogg Opus signals its pre-skip
-# and end trim, and FLAC, WAV and PCM have neither, so those decode to the exact length.
-MAX_PADDING = {AudioFormat.MP3: 2048, AudioFormat.AAC: 2048}
+# Bound on decoded samples beyond the input's: the fill of the last frame, less than one
+# codec frame (AAC's 1024 samples, MP3's 576 below 32 kHz). AAC's priming frame is not sent and
+# an MP3's LAME tag gives its delay. Ogg Opus signals its pre-skip and end trim, and FLAC, WAV
+# and PCM have neither, so those decode to the exact length.
+MAX_PADDING = {AudioFormat.MP3: 576, AudioFormat.AAC: 1024}
+
+
+def codec_frame(fmt: AudioFormat, rate: int) -> int:
+    """Samples in one frame of `fmt`: AAC-LC's 1024; MP3's 1152 (MPEG-1, 32 kHz and up), else
+    576."""
+    if fmt is AudioFormat.AAC:
+        return 1024
+    return 1152 if rate >= 32000 else 576
+
+
+@pytest.mark.parametrize("fmt", [AudioFormat.AAC, AudioFormat.MP3])
+@pytest.mark.parametrize("rate", [8000, 16000, 22050, 24000, 44100, 48000])
+def test_compressed_streams_decode_within_one_frame_of_their_pcm(
+    fmt: AudioFormat, rate: int
+) -> None:
+    # AAC decoded 1024 samples of priming plus the last frame's fill beyond its PCM (75-78 ms at
+    # 24 kHz), MP3 the padding libmp3lame flushes (up to 76 ms at 8 kHz).
+    frame = codec_frame(fmt, rate)
+    for seconds in (0.5, 1.0, 1.37, 2.71):
+        samples = tone(seconds, 24000)
+        encoder = StreamEncoder(fmt, 24000, rate)
+        data = b"".join(encoder.encode(c) for c in split(samples, 24000)) + encoder.finish()
+        decoded = decode_audio(data, fmt)
+        assert decoded.sample_rate == rate
+        extra = len(decoded.samples) - round(seconds * rate)
+        assert 0 <= extra < frame, (seconds, extra)
+        # The tone is all there, to its end: nothing was cut to make the length.
+        tail = decoded.samples[round(seconds * rate) - frame : round(seconds * rate)]
+        assert np.sqrt(np.mean(np.square(tail))) > 0.3
+
 
 # Ogg Opus always decodes at 48 kHz, the rate Opus runs at internally; the rate it was
 # encoded at is only a hint in its header, which ffmpeg does not resample to.
@@ -248,8 +277,8 @@ def test_a_streamed_mp3_starts_where_its_pcm_starts(rate: int) -> None:
 
     click = int(np.argmax(np.abs(decoded.samples)))
     assert click / rate == pytest.approx(0.25, abs=0.0015)
-    # The rest is the last frame's padding, which a stream cannot know in advance.
-    assert 0 <= len(decoded.samples) - rate < 1152 + 576
+    # The rest is the last frame's padding.
+    assert 0 <= len(decoded.samples) - rate < (1152 if rate >= 32000 else 576)
 
 
 def snr_db(reference: npt.NDArray[np.int16], decoded: npt.NDArray[np.int16]) -> float:

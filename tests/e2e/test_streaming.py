@@ -165,10 +165,10 @@ def test_segment_times_point_into_the_decoded_stream(server: RunningServer, fmt:
     # up their loudness envelopes, which a lossy codec keeps while it changes the waveform.
     lag = best_lag(envelope(decoded), envelope(reference), most=200)
     for ours, theirs in zip(done, reference_done, strict=True):
-        # AAC's priming comes first in the decoded stream (~43 ms; mp3 marks its own): the
-        # times must say where each segment is there. The envelope lag of a lossy stream is
-        # good to a few ms (seen: 47 ms for AAC's exact 42.7 when the chunking differed), far
-        # finer than the priming it checks.
+        # The times must say where each segment is in the decoded stream, whatever a codec
+        # plays first there (AAC's priming frame is not sent; mp3 marks its delay). The
+        # envelope lag of a lossy stream is good to a few ms (seen: 47 ms for an exact 42.7
+        # when the chunking differed).
         for key in ("audio_start", "audio_end"):
             assert ours[key] - theirs[key] == pytest.approx(lag / 1000, abs=0.008)
 

@@ -10,7 +10,12 @@ An encoder is stateful and not thread-safe: use one per response, from one threa
 Given a seekable `file`, an encoder writes there instead and completes the headers a stream
 cannot (WAV sizes, FLAC's sample count, MP3's Xing/LAME frame with the gapless delay and
 padding); `encode` and `finish` then return nothing. A streamed MP3 starts with a LAME tag too,
-with the delay but no padding or length; streamed AAC (ADTS) has no place for its priming.
+with the delay but no padding or length, and ends at the first frame that completes its audio.
+AAC in ADTS has no place for its priming: its first frame, which decodes to the priming, is
+left out (see `_MuxerBackend`).
+
+So every format decodes to the PCM's length, or at most one codec frame more (the last
+frame's fill).
 """
 
 from __future__ import annotations
@@ -70,9 +75,9 @@ _NAMED_BIT_RATE_OPTIONS: dict[AudioFormat, dict[str, str]] = {
 }
 
 # Samples of priming a decoder plays before the first input sample, in a stream that cannot
-# say so (measured at 8-48 kHz): ADTS has no field for AAC's 1024. A streamed MP3 marks its
-# priming in a LAME tag (below) and Ogg Opus its pre-skip.
-_STREAM_PRIMING = {AudioFormat.AAC: 1024}
+# say so. None now: ADTS has no field for AAC's 1024, so its priming frame is not sent; a
+# streamed MP3 marks its priming in a LAME tag (below) and Ogg Opus its pre-skip.
+_STREAM_PRIMING: dict[AudioFormat, int] = {}
 
 
 def stream_priming(fmt: AudioFormat, output_rate: int) -> float:
@@ -82,6 +87,8 @@ def stream_priming(fmt: AudioFormat, output_rate: int) -> float:
 
 # libmp3lame's encoder delay at every rate, as it writes it in the LAME tag of a file.
 _LAME_ENCODER_DELAY = 576
+# What an MP3 decoder adds to the delay a LAME tag gives (its filter bank's), and skips too.
+_MP3_DECODER_DELAY = 529
 
 
 def _crc16(data: bytes) -> int:
@@ -326,7 +333,15 @@ class _Sink:
 
 
 class _MuxerBackend:
-    """A PyAV codec in a PyAV container, written to a `_Sink`."""
+    """A PyAV codec in a PyAV container, written to a `_Sink`.
+
+    AAC's first frame decodes to the encoder's priming, 1024 samples before the first input
+    sample, which ADTS cannot tell a decoder to drop: it is not sent. The frame after it then
+    decodes without the overlap the first one held, which changes only its first 1024 samples,
+    the start of a TTS engine's leading silence. A streamed MP3 stops at the frame that
+    completes its audio (the LAME tag cannot give the end padding); the frames libmp3lame
+    flushes after that hold only padding.
+    """
 
     def __init__(
         self,
@@ -365,9 +380,21 @@ class _MuxerBackend:
         self._container.start_encoding()
         # The codec's preferred format; PyAV's encoder still cuts frames to the codec's size.
         self.sample_format = self._stream.format.name
+        self._skip_priming = format is AudioFormat.AAC
+        self._trim_padding = format is AudioFormat.MP3 and file is None
+        self._samples = 0
+        self._packets = 0
 
     def write(self, frame: AudioFrame) -> None:
-        self._container.mux(self._stream.encode(frame))
+        self._samples += frame.samples
+        self._mux(self._stream.encode(frame))
+
+    def _mux(self, packets: list[av.Packet[AudioStream]]) -> None:
+        if self._skip_priming and packets:
+            self._skip_priming = False
+            packets = packets[1:]
+        self._packets += len(packets)
+        self._container.mux(packets)
 
     def drain(self) -> bytes:
         data = self._sink.drain()
@@ -378,7 +405,15 @@ class _MuxerBackend:
         return data
 
     def finish(self) -> bytes:
-        self._container.mux(self._stream.encode(None))
+        packets = self._stream.encode(None)
+        if self._trim_padding:
+            # A decoder skips the delays, then plays a frame's samples per frame.
+            needed = -(
+                -(self._samples + _LAME_ENCODER_DELAY + _MP3_DECODER_DELAY)
+                // self._stream.codec_context.frame_size
+            )
+            packets = packets[: max(0, needed - self._packets)]
+        self._mux(packets)
         self._container.close()
         return self.drain()
 
