@@ -151,6 +151,18 @@ def default_max_connections() -> int:
     return max(16, soft * 3 // 4)
 
 
+def connection_caps(settings: Settings) -> tuple[int, int]:
+    """(HTTP, Wyoming) connections allowed at once: two shares of one budget, so that neither
+    front end can take the file descriptors the other needs (Wyoming's is 0 when it is off)."""
+    budget = settings.max_connections or default_max_connections()
+    if settings.wyoming_uri is None:
+        return budget, 0
+    wyoming = settings.wyoming_max_connections or max(1, budget // 4)
+    # A cap given with the default budget may not fit the file-descriptor limit's share.
+    wyoming = min(wyoming, budget - 1)
+    return budget - wyoming, wyoming
+
+
 def guarded_protocol(settings: Settings) -> type[GuardedHttpProtocol]:
     """A `GuardedHttpProtocol` class with `settings`' bounds, and its own connection table."""
     return type(
@@ -160,7 +172,7 @@ def guarded_protocol(settings: Settings) -> type[GuardedHttpProtocol]:
             "header_timeout": settings.header_timeout,
             "write_stall_timeout": settings.slow_reader_timeout,
             "max_header_bytes": settings.max_header_bytes,
-            "max_connections": settings.max_connections or default_max_connections(),
+            "max_connections": connection_caps(settings)[0],
             "awaiting_head": {},
         },
     )

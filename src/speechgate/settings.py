@@ -225,6 +225,22 @@ class Settings(BaseSettings):
     Assistant discovers it; announced only on the interface of `wyoming_uri`'s address (on
     every interface for 0.0.0.0)."""
 
+    wyoming_principal: str | None = None
+    """The id of the key (`speechgate keys create`) that Wyoming connections act for, since
+    the protocol carries no key: its limits (rate, concurrency, quota, models) apply to them,
+    its stored voices are theirs, and its usage is theirs. None: they act for no key, with no
+    key's limits, and see no key's stored voices (with `auth_mode` `keys`, only the engines'
+    own voices; with `none`, every voice, as an HTTP request does)."""
+
+    wyoming_max_connections: int | None = Field(default=None, ge=1)
+    """Wyoming connections open at once, taken out of `max_connections` (HTTP gets the rest).
+    Beyond it a new connection pushes out the oldest idle one (one with no synthesis to
+    answer), or is closed at once when every one is busy. Default: a quarter of the budget."""
+
+    wyoming_idle_timeout: float = Field(default=60.0, gt=0)
+    """Seconds a Wyoming connection may stay open with nothing received and nothing sent
+    (and no synthesis to answer); then it is closed."""
+
     engines: Annotated[list[str], NoDecode] = Field(default_factory=lambda: installed_engines())
     """Engines to load, comma-separated in the environment. Each gets its own worker pool.
     Default: every installed engine (the base install has piper and espeak; kokoro and pocket
@@ -316,10 +332,11 @@ class Settings(BaseSettings):
     """Largest request line plus headers accepted; larger ones are answered 431 and closed."""
 
     max_connections: int | None = Field(default=None, ge=1)
-    """Open HTTP and WebSocket connections allowed at once. Beyond it a new connection pushes
-    out the oldest one that has not finished sending a request head (so half-sent requests
-    cannot lock real clients out); when every connection is busy it is closed at once.
-    Default: three quarters of this process's file-descriptor limit."""
+    """Open HTTP, WebSocket and Wyoming connections allowed at once (Wyoming's share is
+    `wyoming_max_connections`). Beyond it a new HTTP connection pushes out the oldest one that
+    has not finished sending a request head (so half-sent requests cannot lock real clients
+    out); when every connection is busy it is closed at once. Default: three quarters of this
+    process's file-descriptor limit."""
 
     shutdown_grace: float = Field(default=30.0, ge=0)
     """Seconds a shutdown (SIGTERM, Ctrl-C) waits for requests under way, a slow client's
@@ -603,6 +620,20 @@ class Settings(BaseSettings):
                 load_lexicon(self.lexicon_path)
             except InvalidLexicon as error:
                 raise ValueError(f"lexicon_path: {error}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _check_wyoming(self) -> Self:
+        wyoming_only = ("wyoming_principal", "wyoming_max_connections")
+        given = [name for name in wyoming_only if getattr(self, name) is not None]
+        if self.wyoming_uri is None and given:
+            raise ValueError(f"{', '.join(given)} need wyoming_uri")
+        cap, budget = self.wyoming_max_connections, self.max_connections
+        if cap is not None and budget is not None and cap >= budget:
+            raise ValueError(
+                f"wyoming_max_connections ({cap}) must be below max_connections ({budget}): "
+                "it is Wyoming's share of them, and HTTP needs the rest"
+            )
         return self
 
     @model_validator(mode="after")

@@ -24,7 +24,6 @@ from wyoming.tts import (
 )
 
 from speechgate.metering.records import CLIENT_CLOSED
-from speechgate.streaming_sessions import MAX_PENDING_CHARS
 from speechgate.text.segment import segment
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import make_settings
@@ -35,6 +34,7 @@ pytestmark = pytest.mark.slow
 
 _TIMEOUT = 60.0
 ESPEAK = SynthesizeVoice(name="en-us")
+MAX_INPUT_CHARS = make_settings().max_input_chars
 LONG = " ".join(f"Sentence number {n} is here, and it goes on for a while." for n in range(30))
 
 
@@ -255,7 +255,7 @@ def test_bad_requests_get_an_error_and_the_connection_stays_usable(wyoming: Wyom
             unknown = Error.from_event(await read(connection))
             await connection.write_event(Synthesize(text="  ", voice=ESPEAK).event())
             empty = Error.from_event(await read(connection))
-            huge = "Words. " * (MAX_PENDING_CHARS // 7 + 1)
+            huge = "Words. " * (MAX_INPUT_CHARS // 7 + 1)
             await connection.write_event(Synthesize(text=huge, voice=ESPEAK).event())
             too_long = Error.from_event(await read(connection))
             await connection.write_event(Ping(text="still there?").event())
@@ -266,7 +266,8 @@ def test_bad_requests_get_an_error_and_the_connection_stays_usable(wyoming: Wyom
     unknown, empty, too_long, pong, audio = asyncio.run(go())
     assert "nobody-at-all" in unknown.text and unknown.code == "voice_not_found"
     assert empty.code == "empty_text"
-    assert too_long.code == "string_above_max_length" and str(MAX_PENDING_CHARS) in too_long.text
+    # The same bound as an HTTP request's input.
+    assert too_long.code == "string_above_max_length" and str(MAX_INPUT_CHARS) in too_long.text
     assert pong.text == "still there?"
     assert audio.duration > 0.2 and audio.rms > 0.02
 

@@ -92,6 +92,7 @@ class Tenancy:
         )
         self._admin_key = settings.admin_key.get_secret_value() if settings.admin_key else None
         self._keys: dict[str, tuple[float, StoredKey]] = {}
+        self._keys_by_id: dict[str, tuple[float, ApiKey | None]] = {}
 
     @classmethod
     async def open(cls, settings: Settings) -> Tenancy:
@@ -165,9 +166,25 @@ class Tenancy:
         # of secret-derived values anywhere can leak by its timing.
         return stored.key if same_secret(stored.key_hash, key_hash) else None
 
+    async def key_principal(self, key_id: str) -> Principal:
+        """Who acts as the key with this id, for clients that carry no key (a front end acts
+        for a configured one). Read again from the store after `key_cache_ttl`, as keys found
+        by their secret are; AuthenticationFailed when the key is gone, revoked or expired."""
+        cached = self._keys_by_id.get(key_id)
+        if cached is None or cached[0] <= self.clock():
+            key = await asyncio.to_thread(self.store.get_key, key_id)
+            cached = (self.clock() + self.settings.key_cache_ttl, key)
+            # Only configured ids are looked up by id, never a client's: no bound needed.
+            self._keys_by_id[key_id] = cached
+        key = cached[1]
+        if key is None or not key.usable_at(self.now()):
+            raise AuthenticationFailed(f"The key {key_id!r} is unknown, revoked or expired.")
+        return Principal(key)
+
     def forget_keys(self) -> None:
         """Drop cached keys (after an admin change, which must apply at once)."""
         self._keys.clear()
+        self._keys_by_id.clear()
 
     # --- admission ------------------------------------------------------------------------
 

@@ -1,38 +1,95 @@
-"""One Wyoming connection: answers its events, runs its syntheses one after another."""
+"""One Wyoming connection: reads its events within bounds, runs its syntheses one after
+another, and closes it when it has been idle too long."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from wyoming.error import Error
-from wyoming.event import Event
+from wyoming.event import Event, async_write_event
 from wyoming.info import Describe
 from wyoming.ping import Ping, Pong
-from wyoming.server import AsyncEventHandler
 from wyoming.tts import (
     Synthesize,
     SynthesizeChunk,
     SynthesizeStart,
     SynthesizeStop,
     SynthesizeStopped,
+    SynthesizeVoice,
 )
 
 from speechgate.errors import SpeechgateError
+from speechgate.metering.meter import Meter
 from speechgate.metering.tenancy import Tenancy
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan
 from speechgate.streaming_sessions import SpeechSession
 from speechgate.wyoming import session as wy
+from speechgate.wyoming.events import BadEvent, EventLimits, read_event
 from speechgate.wyoming.info import describe
 
 log = logging.getLogger(__name__)
+_LINGER_SECONDS = 1.0
+_LINGER_BYTES = 1 << 20
 
 
-class WyomingHandler(AsyncEventHandler):
+@dataclass(frozen=True)
+class ConnectionLimits:
+    events: EventLimits
+    idle_timeout: float
+    """Seconds with nothing received or sent (and nothing to answer) before closing."""
+    write_timeout: float
+    """Seconds a write may wait for a client that reads nothing before the connection drops."""
+    max_pending_chars: int
+    """A stream's text not yet spoken, at most."""
+
+
+class BadEventLog:
+    """Bad events are the client's doing and cost nothing to send: one warning line per
+    `interval`, counting the others, which go to debug (with their traceback). One per
+    server."""
+
+    def __init__(self, interval: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self._interval = interval
+        self._clock = clock
+        self._next = 0.0
+        self._quiet = 0
+
+    def __call__(self, message: str, *args: object, error: BaseException) -> None:
+        now = self._clock()
+        if now >= self._next:
+            self._next = now + self._interval
+            quiet, self._quiet = self._quiet, 0
+            more = f" ({quiet} more since the last warning)" if quiet else ""
+            log.warning(message + "%s", *args, more)
+        else:
+            self._quiet += 1
+        log.debug(message, *args, "", exc_info=error)
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise BadEvent("`text` must be a string.", param="text")
+    return value
+
+
+def _voice(voice: SynthesizeVoice | None) -> SynthesizeVoice | None:
+    if voice is not None and not all(
+        isinstance(part, str | None) for part in (voice.name, voice.language, voice.speaker)
+    ):
+        raise BadEvent("A voice's `name`, `language` and `speaker` must be strings.")
+    return voice
+
+
+class WyomingHandler:
     """Reading never waits on synthesis (it runs in a task), so a client leaving is noticed
-    at once and its job cancelled in its worker."""
+    at once and its job cancelled in its worker. Event-loop only: nothing is thread-safe."""
 
     def __init__(
         self,
@@ -40,71 +97,201 @@ class WyomingHandler(AsyncEventHandler):
         writer: asyncio.StreamWriter,
         runtime: Runtime,
         tenancy: Tenancy,
+        limits: ConnectionLimits,
+        bad_events: BadEventLog,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(reader, writer)
+        self.reader = reader
+        self.writer = writer
         self._runtime = runtime
         self._tenancy = tenancy
+        self._limits = limits
+        self._bad_events = bad_events
+        self._clock = clock
+        self._last_active = clock()
         self._jobs: list[asyncio.Task[None]] = []
         self._stream: SpeechSession | None = None  # between synthesize-start and -stop
-        self._streamed: list[str] = []  # its text so far
-        self._just_streamed: str | None = None
+        self._stream_job: asyncio.Task[None] | None = None
+        self._stream_refused = False  # its text was refused: the rest is dropped until -stop
+        # What the stream was sent, as a digest: the whole text a streaming client sends too
+        # is recognized without keeping the text.
+        self._streamed = hashlib.sha256()
+        self._just_streamed: bytes | None = None
         self._write_lock = asyncio.Lock()
         self.closed = asyncio.Event()
+
+    @property
+    def busy(self) -> bool:
+        """Some request of this connection is still being answered (an open stream is not:
+        it waits for its client's text)."""
+        return any(job is not self._stream_job for job in self._jobs)
+
+    def abort(self) -> None:
+        """Drop the connection now: its loop ends, and its jobs are cancelled."""
+        self.writer.transport.abort()
+
+    async def run(self) -> None:
+        """Answer events until the client leaves, is idle too long or sends a bad one."""
+        try:
+            while (event := await self._next_event()) is not None:
+                self._last_active = self._clock()
+                await self._handle(event)
+        except BadEvent as error:
+            self._bad_events(
+                "Wyoming client %s sent a bad event: %s", self._peer, error.message, error=error
+            )
+            await self._send_error(error)
+            await self._linger()
+        except ConnectionError:
+            pass
+        except Exception as error:
+            self._bad_events("Wyoming client %s: event failed: %r", self._peer, error, error=error)
+        finally:
+            await self.disconnect()
+
+    async def _linger(self) -> None:
+        """After a last answer, before closing: a socket closed with unread input is reset,
+        and the reset can destroy the answer before the client reads it. So: no more output,
+        and what the client still sends is read and dropped, for a bounded time and size."""
+        with contextlib.suppress(OSError, RuntimeError, TimeoutError):
+            if self.writer.can_write_eof():
+                self.writer.write_eof()
+            async with asyncio.timeout(_LINGER_SECONDS):
+                dropped = 0
+                while dropped < _LINGER_BYTES and (data := await self.reader.read(65_536)):
+                    dropped += len(data)
+
+    @property
+    def _peer(self) -> str:
+        peer = self.writer.get_extra_info("peername")
+        return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    async def _next_event(self) -> Event | None:
+        """The next event; None when the client left or has been idle too long."""
+        read = asyncio.ensure_future(read_event(self.reader, self._limits.events))
+        timeout = self._limits.idle_timeout
+        try:
+            while not read.done():
+                remaining = self._last_active + timeout - self._clock()
+                if remaining <= 0 and not self.busy:
+                    log.debug("closing idle Wyoming connection from %s", self._peer)
+                    return None
+                await asyncio.wait({read}, timeout=remaining if remaining > 0 else timeout)
+            return read.result()
+        finally:
+            if not read.done():
+                read.cancel()
 
     async def write_event(self, event: Event) -> None:
         # Pong and info may be written while a job sends audio: one event at a time.
         async with self._write_lock:
-            await super().write_event(event)
+            try:
+                async with asyncio.timeout(self._limits.write_timeout):
+                    await async_write_event(event, self.writer)
+            except TimeoutError:
+                # A client that reads nothing: abort, since closing would wait to flush.
+                self.abort()
+                raise ConnectionResetError("the Wyoming client stopped reading") from None
+        self._last_active = self._clock()
 
-    async def handle_event(self, event: Event) -> bool:
-        if Describe.is_type(event.type):
-            await self.write_event(describe(self._runtime.catalog).event())
-        elif Ping.is_type(event.type):
-            await self.write_event(Pong(text=Ping.from_event(event).text).event())
-        elif SynthesizeStart.is_type(event.type):
-            await self._start_stream(SynthesizeStart.from_event(event))
-        elif SynthesizeChunk.is_type(event.type):
-            if self._stream is not None:
-                text = SynthesizeChunk.from_event(event).text
-                self._streamed.append(text)
-                try:
-                    self._stream.add_text(text)
-                except SpeechgateError as error:
-                    await self._send_error(error)
-        elif SynthesizeStop.is_type(event.type):
-            if self._stream is not None:
-                self._stream.finish()
-                self._stream = None
-                self._just_streamed = "".join(self._streamed)
-        elif Synthesize.is_type(event.type):
-            # A streaming client sends the whole text too, for servers that cannot stream
-            # (before synthesize-stop; after it too, tolerated): this one speaks the chunks.
-            request = Synthesize.from_event(event)
-            repeated, self._just_streamed = request.text == self._just_streamed, None
-            if self._stream is None and not repeated:
-                await self._synthesize(request)
-        return True
-
-    async def _synthesize(self, request: Synthesize) -> None:
+    async def _handle(self, event: Event) -> None:
         try:
-            wy.check_text(request.text)
-            plan = wy.plan(self._runtime, request.voice, request.text)
+            await self._dispatch(event)
+        except BadEvent as error:
+            # Well framed but not what its type says (a missing text, a number for a name):
+            # the next event is still readable, so the connection stays.
+            self._bad_events(
+                "Wyoming client %s sent a bad event: %s", self._peer, error.message, error=error
+            )
+            await self._send_error(error)
+
+    async def _dispatch(self, event: Event) -> None:
+        try:
+            if Describe.is_type(event.type):
+                await self.write_event(describe(self._runtime.catalog).event())
+            elif Ping.is_type(event.type):
+                await self.write_event(Pong(text=Ping.from_event(event).text).event())
+            elif SynthesizeStart.is_type(event.type):
+                await self._start_stream(_voice(SynthesizeStart.from_event(event).voice))
+            elif SynthesizeChunk.is_type(event.type):
+                await self._add_text(_text(SynthesizeChunk.from_event(event).text))
+            elif SynthesizeStop.is_type(event.type):
+                self._stop_stream()
+            elif Synthesize.is_type(event.type):
+                request = Synthesize.from_event(event)
+                await self._whole_text(_text(request.text), _voice(request.voice))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise BadEvent(f"A {event.type!r} event is malformed ({error!r}).") from error
+
+    async def _whole_text(self, text: str, voice: SynthesizeVoice | None) -> None:
+        # A streaming client sends the whole text too, for servers that cannot stream (before
+        # synthesize-stop; after it too, tolerated): this one speaks the chunks.
+        digest = hashlib.sha256(text.encode(errors="replace")).digest()
+        repeated, self._just_streamed = digest == self._just_streamed, None
+        if self._stream is not None or self._stream_refused or repeated:
+            return
+        try:
+            caller = await wy.caller(self._runtime, self._tenancy)
+            plan = await wy.plan(self._runtime, caller, voice, text)
         except SpeechgateError as error:
             await self._send_error(error)
             return
-        self._queue(plan, wy.WholeText(self._runtime.service, plan), stopped=False)
+        meter = wy.new_meter(plan, caller.principal)
+        self._queue(plan, wy.WholeText(self._runtime.service, plan), meter, plan.characters)
 
-    async def _start_stream(self, start: SynthesizeStart) -> None:
+    async def _start_stream(self, voice: SynthesizeVoice | None) -> None:
+        self._stop_stream()  # a stream left open: what it has is spoken, and it ends
+        self._streamed = hashlib.sha256()
         try:
-            plan = wy.plan(self._runtime, start.voice)
+            caller = await wy.caller(self._runtime, self._tenancy)
+            plan = await wy.plan(self._runtime, caller, voice)
         except SpeechgateError as error:
             await self._send_error(error)
+            self._stream_refused = True
             return
-        self._stream = SpeechSession(self._runtime.service, plan)
-        self._streamed = []
-        self._queue(plan, self._stream, stopped=True)
+        meter = wy.new_meter(plan, caller.principal)
+        stream = SpeechSession(
+            self._runtime.service,
+            plan,
+            max_pending_chars=self._limits.max_pending_chars,
+            before_segment=wy.reserving(self._tenancy, meter),
+        )
+        self._stream = stream
+        # A stream is admitted with no text, its characters counted segment by segment.
+        self._stream_job = self._queue(plan, stream, meter, 0, stopped=True)
 
-    def _queue(self, plan: SpeechPlan, utterance: wy.Utterance, stopped: bool) -> None:
+    async def _add_text(self, text: str) -> None:
+        self._streamed.update(text.encode(errors="replace"))
+        if self._stream is None:
+            return  # no stream, or a refused one: nothing is kept
+        try:
+            self._stream.add_text(text)
+        except SpeechgateError as error:
+            # The stream ends here; the text that follows until synthesize-stop is dropped.
+            self._abandon_stream()
+            await self._send_error(error)
+
+    def _stop_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.finish()
+        elif not self._stream_refused:
+            return
+        self._stream, self._stream_job, self._stream_refused = None, None, False
+        self._just_streamed = self._streamed.digest()
+
+    def _abandon_stream(self) -> None:
+        if self._stream_job is not None:
+            self._stream_job.cancel()
+        self._stream, self._stream_job, self._stream_refused = None, None, True
+
+    def _queue(
+        self,
+        plan: SpeechPlan,
+        utterance: wy.Utterance,
+        meter: Meter,
+        characters: int,
+        stopped: bool = False,
+    ) -> asyncio.Task[None]:
         """Run after the connection's previous job, so audio never interleaves."""
         previous = self._jobs[-1] if self._jobs else None
 
@@ -112,8 +299,7 @@ class WyomingHandler(AsyncEventHandler):
             if previous is not None:
                 await asyncio.wait([previous])
             try:
-                meter = wy.new_meter(plan)
-                await wy.speak(self._tenancy, plan, utterance, self.write_event, meter)
+                await wy.speak(self._tenancy, plan, utterance, self.write_event, meter, characters)
                 if stopped:
                     await self.write_event(SynthesizeStopped().event())
             except SpeechgateError as error:
@@ -127,6 +313,7 @@ class WyomingHandler(AsyncEventHandler):
         job = asyncio.create_task(run(), name="wyoming synthesis")
         self._jobs.append(job)
         job.add_done_callback(self._jobs.remove)
+        return job
 
     async def _send_error(self, error: SpeechgateError) -> None:
         with contextlib.suppress(ConnectionError):
@@ -138,4 +325,6 @@ class WyomingHandler(AsyncEventHandler):
         for job in jobs:
             job.cancel()
         await asyncio.gather(*jobs, return_exceptions=True)
+        self._stream, self._stream_job = None, None
+        self.writer.close()
         self.closed.set()

@@ -8,6 +8,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -16,55 +17,91 @@ from wyoming.tts import SynthesizeVoice
 
 from speechgate.audio.formats import parse_format
 from speechgate.catalog import normalize
-from speechgate.errors import InvalidRequest, SpeechgateError
+from speechgate.errors import SpeechgateError, VoiceNotInstalled
 from speechgate.metering.meter import Meter, Metered, finish
 from speechgate.metering.records import CLIENT_CLOSED
-from speechgate.metering.tenancy import ANYONE, Tenancy
+from speechgate.metering.tenancy import ANYONE, Principal, Tenancy
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 from speechgate.speech import SpeechRequest
-from speechgate.streaming_sessions import MAX_PENDING_CHARS
 
 # Wyoming has no keys: its usage is recorded under this client name (usage records' `model`
-# says which engine, `request_id` starts with it).
+# says which engine, `request_id` starts with it), and under `wyoming_principal`'s key if set.
 CLIENT = "wyoming"
 _WIDTH = 2  # 16-bit samples
 _FALLBACK_VOICE = "alloy"  # a generic name: the engine's voice for the language asked
+_NO_KEY = ""
+"""The owner that no stored voice has: who sees only the engines' own voices."""
 
 
-def _engine_for(runtime: Runtime, voice: str | None) -> str:
-    """The engine that has a voice of this name; the default engine for none (or for a name
-    no engine knows, whose refusal then names that engine's voices)."""
+@dataclass(frozen=True)
+class Caller:
+    """Who a Wyoming connection acts for: `principal` for the key's limits and usage, `owner`
+    for the stored voices it may name (None: every one)."""
+
+    principal: Principal
+    owner: str | None
+
+
+async def caller(runtime: Runtime, tenancy: Tenancy) -> Caller:
+    """The connection's caller now: `wyoming_principal`'s key (AuthenticationFailed once it
+    is revoked or expired), or no key, which sees no key's stored voices where keys are in use."""
+    settings = runtime.settings
+    if settings.wyoming_principal is not None:
+        principal = await tenancy.key_principal(settings.wyoming_principal)
+        return Caller(principal, principal.key_id)
+    return Caller(ANYONE, None if settings.auth_mode == "none" else _NO_KEY)
+
+
+def _engine_for(runtime: Runtime, voice: str | None, owner: str | None) -> str:
+    """The engine that has a voice of this name (or knows it, to pull); the default engine for
+    none (or for a name no engine knows, whose refusal then names that engine's voices)."""
     catalog = runtime.catalog
-    if voice:
-        wanted = normalize(voice)
-        for engine in catalog.engines:
-            if wanted in map(normalize, catalog.voice_names(engine)):
-                return engine
-        # Stored (cloned) voices are not in the catalog's names: the library resolves those.
-        for engine in catalog.engines:
-            if runtime.voices.resolve(catalog.engines[engine], voice, None):
-                return engine
     default = runtime.settings.default_engine
-    return default if default in catalog.engines else next(iter(catalog.engines))
+    default = default if default in catalog.engines else next(iter(catalog.engines))
+    if not voice:
+        return default
+    stored = runtime.voices.library.find(voice, owner)
+    if stored is not None and stored.engine in catalog.engines:
+        return stored.engine
+    wanted = normalize(voice)
+    for engine in catalog.engines:
+        if wanted in map(normalize, catalog.voice_names(engine)):
+            return engine
+    # A name an engine knows without having it installed: the engine whose plan pulls it.
+    for engine in [default, *(name for name in catalog.engines if name != default)]:
+        try:
+            catalog.voice(engine, voice)
+        except VoiceNotInstalled:
+            return engine
+        except SpeechgateError:
+            continue
+    return default
 
 
-def plan(runtime: Runtime, voice: SynthesizeVoice | None, text: str = "") -> SpeechPlan:
+async def plan(
+    runtime: Runtime, caller: Caller, voice: SynthesizeVoice | None, text: str | None = None
+) -> SpeechPlan:
     """Raw 16-bit PCM at the engine's own rate: Wyoming clients resample themselves. `text`
-    for a whole one; none for a stream's (its session is given it as it comes)."""
+    for a whole one (checked as an HTTP request's `input` is); none for a stream's (its
+    session is given it as it comes). A voice known but not installed is pulled first, where
+    the server pulls."""
     name = voice.name if voice is not None else None
     language = voice.language if voice is not None else None
-    engine = _engine_for(runtime, name)
+    engine = _engine_for(runtime, name, caller.owner)
     rate = runtime.catalog.engines[engine].sample_rate
     request = SpeechRequest(
         model=engine,
         voice=name or _FALLBACK_VOICE,
         format=parse_format("pcm"),
-        text=text,
+        text=text or "",
         sample_rate=rate,
         language=language or None,
     )
-    return runtime.service.plan_options(request)
+    service = runtime.service
+    if text is None:
+        return await service.plan_options_or_pull(request, caller.owner)
+    return await service.plan_or_pull(request, caller.owner)
 
 
 Send = Callable[[Event], Awaitable[None]]
@@ -118,14 +155,19 @@ async def speak(
     utterance: Utterance,
     send: Send,
     meter: Meter,
+    admitted_characters: int,
 ) -> None:
-    """Send the utterance's audio as it is made (audio-start, chunks, audio-stop); record its
-    usage however it ends. Errors the client should hear are raised for the caller to send."""
+    """Admit the request against the caller's limits with `admitted_characters` (a stream's
+    are reserved segment by segment, as they are spoken), send the utterance's audio as it is
+    made (audio-start, chunks, audio-stop); record its usage however it ends. Errors the
+    client should hear are raised for the caller to send."""
     status = CLIENT_CLOSED
     meter.stream = utterance
     rate = plan.engine_rate
     started = False
     try:
+        principal = meter.principal or ANYONE
+        meter.admission = await tenancy.admit(principal, meter.model, admitted_characters)
         async with contextlib.aclosing(utterance.audio()) as audio:
             async for item in audio:
                 if not item:
@@ -147,19 +189,18 @@ async def speak(
         finish(tenancy, meter, status)
 
 
-def new_meter(plan: SpeechPlan) -> Meter:
-    meter = Meter(f"{CLIENT}_{uuid.uuid4().hex}", time.perf_counter(), ANYONE)
+def reserving(tenancy: Tenancy, meter: Meter) -> Callable[[int], Awaitable[None]]:
+    """A stream's `before_segment`: counts a segment's characters against the key's quota,
+    under the admission `speak` made."""
+
+    async def reserve(characters: int) -> None:
+        if meter.admission is not None:
+            await tenancy.reserve(meter.admission, characters)
+
+    return reserve
+
+
+def new_meter(plan: SpeechPlan, principal: Principal) -> Meter:
+    meter = Meter(f"{CLIENT}_{uuid.uuid4().hex}", time.perf_counter(), principal)
     meter.model, meter.voice, meter.engine = plan.engine, plan.voice_id, plan.engine
     return meter
-
-
-def check_text(text: str) -> None:
-    """A whole text is spoken at once if it is no longer than a stream may hold unspoken."""
-    if not text.strip():
-        raise InvalidRequest("There is no text to speak.", param="text", code="empty_text")
-    if len(text) > MAX_PENDING_CHARS:
-        raise InvalidRequest(
-            f"The text is {len(text)} characters long; the most is {MAX_PENDING_CHARS}.",
-            param="text",
-            code="string_above_max_length",
-        )

@@ -1,0 +1,362 @@
+"""The Wyoming server against hostile or careless clients, on the fake engine: whose voices and
+limits a connection gets, bounds on what it may send and hold, idle connections, bad events."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import logging
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from wyoming.client import AsyncTcpClient
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.ping import Ping, Pong
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeVoice,
+)
+
+from speechgate.api.app import create_app
+from speechgate.metering.keys import KeyLimits
+from speechgate.metering.store import Store
+from speechgate.service import SpeechPlan
+from speechgate.settings import Settings
+from tests.helpers.server import RunningServer, free_port, running_server
+from tests.helpers.settings import fake_settings
+from tests.helpers.tenancy import ADMIN_KEY, spy_usage
+from tests.helpers.waiting import wait_for
+from tests.wyoming.test_wyoming import read, read_audio
+
+pytestmark = pytest.mark.slow
+
+_TIMEOUT = 20.0
+FAKE = SynthesizeVoice(name="en-high")
+PRIVATE = "tenant_private"
+
+
+@dataclass
+class Wyoming:
+    server: RunningServer
+    port: int
+
+    def client(self) -> AsyncTcpClient:
+        return AsyncTcpClient("127.0.0.1", self.port)
+
+    async def raw(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", self.port)
+
+
+def _settings(data_dir: Path, **overrides: object) -> Settings:
+    return fake_settings(
+        default_engine="fake", data_dir=data_dir, wyoming_uri="tcp://127.0.0.1:0", **overrides
+    )
+
+
+@contextmanager
+def serving(settings: Settings) -> Iterator[Wyoming]:
+    port = free_port()
+    settings = settings.model_copy(update={"wyoming_uri": f"tcp://127.0.0.1:{port}"})
+    with running_server(settings) as server:
+        yield Wyoming(server, port)
+
+
+def _new_key(data_dir: Path, limits: KeyLimits | None = None) -> str:
+    """A key made in the store before the server starts (for `wyoming_principal`)."""
+    store = Store(f"sqlite:///{data_dir / 'speechgate.db'}")
+    store.migrate()
+    key, _ = store.create_key(
+        "wyoming", limits or KeyLimits(), datetime.now(UTC).replace(tzinfo=None)
+    )
+    store.close()
+    return key.id
+
+
+def _planned(server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> list[SpeechPlan]:
+    """The plans the service opens from now on."""
+    plans: list[SpeechPlan] = []
+    service = server.runtime.service
+    opened = service.open
+
+    async def spy(plan: SpeechPlan, *args: object, **kwargs: object) -> object:
+        plans.append(plan)
+        return await opened(plan, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(service, "open", spy)
+    return plans
+
+
+async def _exchange(wyoming: Wyoming, *events: Event) -> Event:
+    async with wyoming.client() as connection:
+        for event in events:
+            await connection.write_event(event)
+        return await read(connection)
+
+
+# --- whose voices and limits (D1; #32's admission) --------------------------------------------
+
+
+def test_a_client_without_the_principal_cannot_name_a_keys_stored_voice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = _settings(tmp_path, auth_mode="keys", admin_key=ADMIN_KEY)
+    with serving(settings) as wyoming:
+        owner = _new_key(tmp_path)
+        stored = wyoming.server.runtime.voices.library.add(PRIVATE, "fake", b"x", 1.0, owner)
+        plans = _planned(wyoming.server, monkeypatch)
+        for name in (PRIVATE, stored.id):
+            voice = SynthesizeVoice(name=name)
+            answer = Error.from_event(
+                asyncio.run(_exchange(wyoming, Synthesize(text="Hi.", voice=voice).event()))
+            )
+            assert answer.code == "voice_not_found", answer
+        assert plans == []
+
+
+def test_the_principal_gets_its_keys_voices_limits_and_usage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key_id = _new_key(tmp_path, KeyLimits(requests_per_second=0.001, burst=1))
+    settings = _settings(tmp_path, auth_mode="keys", wyoming_principal=key_id)
+    with serving(settings) as wyoming:
+        stored = wyoming.server.runtime.voices.library.add(PRIVATE, "fake", b"x", 1.0, key_id)
+        plans = _planned(wyoming.server, monkeypatch)
+        records = spy_usage(wyoming.server, monkeypatch)
+        voice = SynthesizeVoice(name=PRIVATE)
+        # Planned with the key's voice (the fake engine cannot speak a stored one: an error).
+        asyncio.run(_exchange(wyoming, Synthesize(text="Hi.", voice=voice).event()))
+        assert [plan.voice_id for plan in plans] == [stored.id]
+        wait_for(lambda: len(records) == 1)
+        assert records[0].key_id == key_id
+        # The key's rate: one request, and its burst is spent.
+        refused = Error.from_event(
+            asyncio.run(_exchange(wyoming, Synthesize(text="Again.", voice=FAKE).event()))
+        )
+        assert refused.code == "rate_limit_exceeded"
+        # Revoked: refused as an HTTP request with that key would be.
+        tenancy = wyoming.server.state.tenancy
+        tenancy.store.revoke_key(key_id, datetime.now(UTC).replace(tzinfo=None))
+        tenancy.forget_keys()
+        revoked = Error.from_event(
+            asyncio.run(_exchange(wyoming, Synthesize(text="Hi.", voice=FAKE).event()))
+        )
+        assert revoked.code == "invalid_api_key"
+
+
+def test_the_principal_must_name_a_key(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, auth_mode="keys", wyoming_principal="key_nobody")
+    app = create_app(settings)
+
+    async def start() -> None:
+        async with app.router.lifespan_context(app):
+            pytest.fail("started for a key that does not exist")
+
+    with pytest.raises(RuntimeError, match="wyoming_principal 'key_nobody'"):
+        asyncio.run(start())
+
+
+def test_a_whole_text_has_the_same_bound_as_an_http_input(tmp_path: Path) -> None:
+    with serving(_settings(tmp_path, max_input_chars=50)) as wyoming:
+        too_long = Synthesize(text="Words. " * 8, voice=FAKE).event()
+        answer = Error.from_event(asyncio.run(_exchange(wyoming, too_long)))
+    assert answer.code == "string_above_max_length" and "50" in answer.text
+
+
+# --- bounds on events (D2) --------------------------------------------------------------------
+
+
+async def _refused(wyoming: Wyoming, sent: bytes) -> tuple[Error, bytes]:
+    """What the server answers to `sent` (an error), and what follows it (EOF: b"")."""
+    reader, writer = await wyoming.raw()
+    try:
+        writer.write(sent)
+        await writer.drain()
+        line = await asyncio.wait_for(reader.readline(), _TIMEOUT)
+        header = json.loads(line)
+        data = json.loads(await reader.readexactly(header.get("data_length", 0)) or b"{}")
+        error = Error.from_event(Event(header["type"], {**header.get("data", {}), **data}))
+        rest = await asyncio.wait_for(reader.read(), _TIMEOUT)
+        return error, rest
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"type": "ping", "payload_length": 1 << 30},
+        {"type": "synthesize", "data_length": 1 << 30},
+        {"type": "ping", "payload_length": "lots"},
+    ],
+)
+def test_an_event_over_the_bounds_is_refused_unread(
+    tmp_path: Path, header: dict[str, object]
+) -> None:
+    with serving(_settings(tmp_path)) as wyoming:
+        sent = json.dumps(header).encode() + b"\n" + bytes(65536)
+        error, rest = asyncio.run(_refused(wyoming, sent))
+    assert error.code in ("event_too_large", "invalid_event")
+    assert rest == b""
+
+
+def test_a_header_line_without_end_is_refused(tmp_path: Path) -> None:
+    with serving(_settings(tmp_path, max_input_chars=100)) as wyoming:
+        error, rest = asyncio.run(_refused(wyoming, b'{"type": "' + b"x" * 200_000))
+    assert error.code == "event_too_large"
+    assert rest == b""
+
+
+# --- refused stream text (D5) -----------------------------------------------------------------
+
+
+def test_refused_stream_text_is_not_kept(tmp_path: Path) -> None:
+    # A text with no end of sentence waits whole: past max_input_chars, it is refused.
+    settings = _settings(tmp_path, max_input_chars=1000)
+    chunk = "word " * 2000  # 10 kB, each over the bound on its own
+    chunks = 2000  # 20 MB sent in all
+
+    async def go(wyoming: Wyoming) -> tuple[list[Error], Pong, int]:
+        async with wyoming.client() as connection:
+            await connection.write_event(SynthesizeStart(voice=FAKE).event())
+            errors: list[Error] = []
+
+            async def collect() -> None:
+                while not Pong.is_type((event := await read(connection)).type):
+                    if Error.is_type(event.type):
+                        errors.append(Error.from_event(event))
+                pongs.append(Pong.from_event(event))
+
+            pongs: list[Pong] = []
+            reading = asyncio.create_task(collect())
+            for _ in range(chunks):
+                await connection.write_event(SynthesizeChunk(text=chunk).event())
+            held = tracemalloc.get_traced_memory()[0] - before
+            await connection.write_event(SynthesizeStop().event())
+            await connection.write_event(Ping(text="still there?").event())
+            await asyncio.wait_for(reading, _TIMEOUT)
+            return errors, pongs[0], held
+
+    with serving(settings) as wyoming:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            errors, pong, held = asyncio.run(asyncio.wait_for(go(wyoming), 120))
+        finally:
+            tracemalloc.stop()
+    assert [error.code for error in errors] == ["too_much_pending_text"]
+    assert pong.text == "still there?"
+    assert held < 5_000_000
+
+
+def test_a_refused_stream_leaves_the_connection_usable(tmp_path: Path) -> None:
+    async def go(wyoming: Wyoming) -> tuple[Error, float]:
+        async with wyoming.client() as connection:
+            await connection.write_event(SynthesizeStart(voice=FAKE).event())
+            await connection.write_event(SynthesizeChunk(text="word " * 30).event())
+            refused = Error.from_event(await read(connection))
+            await connection.write_event(SynthesizeChunk(text="More. ").event())
+            await connection.write_event(SynthesizeStop().event())
+            # A streaming client's whole text, after its stream: not spoken.
+            await connection.write_event(
+                Synthesize(text="word " * 30 + "More. ", voice=FAKE).event()
+            )
+            await connection.write_event(Synthesize(text="Next one.", voice=FAKE).event())
+            return refused, (await read_audio(connection)).duration
+
+    with serving(_settings(tmp_path, max_input_chars=100)) as wyoming:
+        refused, duration = asyncio.run(go(wyoming))
+    assert refused.code == "too_much_pending_text"
+    assert duration > 0.1
+
+
+# --- idle connections and the connection cap (D6) ---------------------------------------------
+
+
+@pytest.mark.parametrize("sent", [b"", b'{"type": "pi'])
+def test_an_idle_connection_is_closed(tmp_path: Path, sent: bytes) -> None:
+    async def go(wyoming: Wyoming) -> bytes:
+        reader, writer = await wyoming.raw()
+        writer.write(sent)
+        try:
+            return await asyncio.wait_for(reader.read(), _TIMEOUT)
+        finally:
+            writer.close()
+
+    with serving(_settings(tmp_path, wyoming_idle_timeout=0.3)) as wyoming:
+        assert asyncio.run(go(wyoming)) == b""
+
+
+def test_a_connection_past_the_cap_pushes_out_the_oldest_idle_one(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, max_connections=40, wyoming_max_connections=3)
+
+    async def go(wyoming: Wyoming) -> tuple[bytes, Pong]:
+        opened = [await wyoming.raw() for _ in range(3)]
+        await asyncio.sleep(0.2)  # all three accepted, in order
+        async with wyoming.client() as connection:
+            await connection.write_event(Ping(text="in").event())
+            pong = Pong.from_event(await read(connection))
+            oldest = await asyncio.wait_for(opened[0][0].read(), _TIMEOUT)
+        for _, writer in opened:
+            writer.close()
+        return oldest, pong
+
+    with serving(settings) as wyoming:
+        oldest, pong = asyncio.run(go(wyoming))
+    assert oldest == b"" and pong.text == "in"
+
+
+def test_wyomings_connections_are_a_share_of_the_budget(tmp_path: Path) -> None:
+    from speechgate.server import connection_caps
+
+    assert connection_caps(_settings(tmp_path, max_connections=100)) == (75, 25)
+    capped = _settings(tmp_path, max_connections=100, wyoming_max_connections=10)
+    assert connection_caps(capped) == (90, 10)
+    assert connection_caps(fake_settings(max_connections=100)) == (100, 0)
+    with pytest.raises(ValueError, match="wyoming_max_connections"):
+        _settings(tmp_path, max_connections=10, wyoming_max_connections=10)
+
+
+# --- bad events are answered and logged in one line -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        Event("synthesize", {"voice": {"name": "en-high"}}),
+        Event("synthesize", {"text": 12}),
+        Event("synthesize-chunk", {"text": ["a"]}),
+        Event("synthesize", {"text": "Hi.", "voice": {"name": 5}}),
+    ],
+)
+def test_a_malformed_event_is_an_error_and_one_log_line(
+    tmp_path: Path, event: Event, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def go(wyoming: Wyoming) -> tuple[Error, Pong]:
+        async with wyoming.client() as connection:
+            if event.type == "synthesize-chunk":
+                await connection.write_event(SynthesizeStart(voice=FAKE).event())
+            await connection.write_event(event)
+            error = Error.from_event(await read(connection))
+            await connection.write_event(Ping(text="still there?").event())
+            return error, Pong.from_event(await read(connection))
+
+    caplog.set_level(logging.WARNING)
+    with serving(_settings(tmp_path)) as wyoming:
+        error, pong = asyncio.run(go(wyoming))
+    assert error.code == "invalid_event"
+    assert pong.text == "still there?"
+    logged = [r for r in caplog.records if r.name.startswith("speechgate.wyoming")]
+    assert len(logged) == 1 and logged[0].levelno == logging.WARNING
+    assert logged[0].exc_info is None
+    assert not [r for r in caplog.records if r.exc_info]
