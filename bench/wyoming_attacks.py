@@ -14,8 +14,9 @@ PYTHONPATH) with `--server-fds` file descriptors, then runs, one after the other
 - idle: `--idle-connections` connections that send nothing, held (each reopened when the
   server closes it) for `--seconds`, while a client asks for speech over HTTP twice a second.
 
-Prints the gateway process's resident memory (RSS) before and after each attack (and after
-its connections closed), and how many HTTP requests were served during the last. Loopback
+Each attack gets a fresh server. Prints the gateway process's resident memory (RSS) before and
+after it (and after its connections closed), the lines the server logged meanwhile, and how
+many HTTP requests were served during the last. Loopback
 only, bounded in connections, bytes and time; nothing is asserted.
 """
 
@@ -32,9 +33,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -65,6 +67,11 @@ class Server:
     process: subprocess.Popen[bytes]
     http: str
     wyoming_port: int
+    log: Path
+
+    def log_lines(self) -> int:
+        with self.log.open("rb") as log:
+            return sum(1 for _ in log)
 
 
 @contextlib.contextmanager
@@ -82,10 +89,12 @@ def serve(engine: str, fds: int, workers: int) -> Iterator[Server]:
             *("-m", "speechgate.cli", "serve", "--engine", engine, "--workers", str(workers)),
             *("--port", str(http_port), "--wyoming", f"tcp://127.0.0.1:{wyoming_port}"),
         ]
-        process = subprocess.Popen(
-            command, env=env, preexec_fn=limit_fds, stdout=subprocess.DEVNULL
-        )
-        server = Server(process, f"http://127.0.0.1:{http_port}", wyoming_port)
+        log = Path(data_dir) / "server.log"
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                command, env=env, preexec_fn=limit_fds, stdout=output, stderr=subprocess.STDOUT
+            )
+        server = Server(process, f"http://127.0.0.1:{http_port}", wyoming_port, log)
         try:
             deadline = time.monotonic() + 120
             while True:
@@ -283,14 +292,20 @@ def main() -> None:
     # This process holds the attacking connections: as many descriptors as it may have.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    with serve(args.engine, args.server_fds, args.workers) as server:
-        print(
-            f"server pid {server.process.pid} ({args.engine}, {args.server_fds} descriptors), "
-            f"this process {hard} descriptors"
-        )
-        asyncio.run(huge_payload(server, args.huge_connections, args.huge_bytes))
-        asyncio.run(refused_text(server, args.chunks, args.chunk_chars))
-        asyncio.run(idle(server, args.idle_connections, args.seconds))
+    print(
+        f"each attack against a fresh server ({args.engine}, {args.server_fds} descriptors); "
+        f"this process {hard} descriptors"
+    )
+    attacks: list[Callable[[Server], Coroutine[Any, Any, None]]] = [
+        lambda server: huge_payload(server, args.huge_connections, args.huge_bytes),
+        lambda server: refused_text(server, args.chunks, args.chunk_chars),
+        lambda server: idle(server, args.idle_connections, args.seconds),
+    ]
+    for attack in attacks:
+        with serve(args.engine, args.server_fds, args.workers) as server:
+            logged = server.log_lines()
+            asyncio.run(attack(server))
+            print(f"  server log lines written during the attack: {server.log_lines() - logged}")
 
 
 if __name__ == "__main__":

@@ -265,7 +265,7 @@ def test_bad_requests_get_an_error_and_the_connection_stays_usable(wyoming: Wyom
 
     unknown, empty, too_long, pong, audio = asyncio.run(go())
     assert "nobody-at-all" in unknown.text and unknown.code == "voice_not_found"
-    assert empty.code == "empty_text"
+    assert empty.code == "invalid_value" and "text to speak" in empty.text  # as over HTTP
     # The same bound as an HTTP request's input.
     assert too_long.code == "string_above_max_length" and str(MAX_INPUT_CHARS) in too_long.text
     assert pong.text == "still there?"
