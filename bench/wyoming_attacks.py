@@ -9,8 +9,9 @@ PYTHONPATH) with `--server-fds` file descriptors, then runs, one after the other
 - huge-payload: `--huge-connections` connections each send `{"type": "ping",
   "payload_length": 1073741824}` and then zeros, `--huge-bytes` at most each, for as long as
   the server reads them;
-- refused-text: one connection opens a stream and sends `--chunks` chunks of text, each more
-  than a stream may hold unspoken (so each is refused), reading the server's answers;
+- refused-text: one connection opens a stream and sends `--chunks` chunks of text with no end
+  of sentence (so it all waits to be spoken, and past what a stream may hold unspoken, each
+  chunk is refused), reading the server's answers;
 - idle: `--idle-connections` connections that send nothing, held (each reopened when the
   server closes it) for `--seconds`, while a client asks for speech over HTTP twice a second.
 
@@ -277,11 +278,14 @@ def main() -> None:
     parser.add_argument("--server-fds", type=int, default=1024)
     parser.add_argument("--huge-connections", type=int, default=3)
     parser.add_argument("--huge-bytes", type=int, default=512 << 20)
-    parser.add_argument("--chunks", type=int, default=3000)
-    parser.add_argument("--chunk-chars", type=int, default=70_000)
+    parser.add_argument("--chunks", type=int, default=60_000)
+    parser.add_argument("--chunk-chars", type=int, default=3000)
     parser.add_argument("--idle-connections", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--attacks", default="huge-payload,refused-text,idle")
     args = parser.parse_args()
+    if not set(args.attacks.split(",")) <= {"huge-payload", "refused-text", "idle"}:
+        parser.error("--attacks: a comma-separated list of huge-payload, refused-text, idle")
     if not 0 < args.huge_bytes <= MAX_BYTES or not 0 < args.seconds <= MAX_SECONDS:
         parser.error(f"--huge-bytes up to {MAX_BYTES}, --seconds up to {MAX_SECONDS:g}")
     if not 0 < args.idle_connections <= MAX_CONNECTIONS or args.huge_connections > 16:
@@ -296,12 +300,13 @@ def main() -> None:
         f"each attack against a fresh server ({args.engine}, {args.server_fds} descriptors); "
         f"this process {hard} descriptors"
     )
-    attacks: list[Callable[[Server], Coroutine[Any, Any, None]]] = [
-        lambda server: huge_payload(server, args.huge_connections, args.huge_bytes),
-        lambda server: refused_text(server, args.chunks, args.chunk_chars),
-        lambda server: idle(server, args.idle_connections, args.seconds),
-    ]
-    for attack in attacks:
+    attacks: dict[str, Callable[[Server], Coroutine[Any, Any, None]]] = {
+        "huge-payload": lambda server: huge_payload(server, args.huge_connections, args.huge_bytes),
+        "refused-text": lambda server: refused_text(server, args.chunks, args.chunk_chars),
+        "idle": lambda server: idle(server, args.idle_connections, args.seconds),
+    }
+    for name in args.attacks.split(","):
+        attack = attacks[name]
         with serve(args.engine, args.server_fds, args.workers) as server:
             logged = server.log_lines()
             asyncio.run(attack(server))

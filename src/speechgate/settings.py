@@ -218,7 +218,8 @@ class Settings(BaseSettings):
 
     wyoming_uri: str | None = Field(default=None, pattern=r"^tcp://[^/:]+:\d+$")
     """Also serve Home Assistant's Wyoming protocol here, e.g. `tcp://127.0.0.1:10200` (None:
-    off). Wyoming has no authentication: anyone who can reach this address can synthesize."""
+    off). Wyoming has no authentication: anyone who can reach this address can synthesize, as
+    `wyoming_principal` (see docs/wyoming.md)."""
 
     wyoming_zeroconf: bool = False
     """Advertise the Wyoming server over zeroconf (mDNS, `_wyoming._tcp.local.`) so Home
