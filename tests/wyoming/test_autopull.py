@@ -14,7 +14,7 @@ from speechgate.voices.installed import find
 from tests.helpers.hub import fake_hub, publish_piper_voices
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import make_settings
-from tests.wyoming.test_wyoming import Audio, read_audio
+from tests.helpers.wyoming import Audio, read_audio
 
 pytestmark = pytest.mark.slow
 

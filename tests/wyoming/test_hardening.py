@@ -36,7 +36,7 @@ from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import fake_settings
 from tests.helpers.tenancy import ADMIN_KEY, spy_usage
 from tests.helpers.waiting import wait_for
-from tests.wyoming.test_wyoming import read, read_audio
+from tests.helpers.wyoming import read, read_audio
 
 pytestmark = pytest.mark.slow
 

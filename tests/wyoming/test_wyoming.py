@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
 import pytest
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
@@ -29,10 +28,10 @@ from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import make_settings
 from tests.helpers.tenancy import spy_usage
 from tests.helpers.waiting import until, wait_for
+from tests.helpers.wyoming import Audio, read, read_audio
 
 pytestmark = pytest.mark.slow
 
-_TIMEOUT = 60.0
 ESPEAK = SynthesizeVoice(name="en-us")
 MAX_INPUT_CHARS = make_settings().max_input_chars
 LONG = " ".join(f"Sentence number {n} is here, and it goes on for a while." for n in range(30))
@@ -54,44 +53,6 @@ def wyoming() -> Iterator[Wyoming]:
 
 def client(wyoming: Wyoming) -> AsyncTcpClient:
     return AsyncTcpClient("127.0.0.1", wyoming.port)
-
-
-async def read(connection: AsyncTcpClient) -> Event:
-    event = await asyncio.wait_for(connection.read_event(), _TIMEOUT)
-    assert event is not None, "the server closed the connection"
-    return event
-
-
-@dataclass
-class Audio:
-    rate: int = 0
-    pcm: bytearray = field(default_factory=bytearray)
-    chunks: int = 0
-
-    @property
-    def samples(self) -> np.ndarray:
-        return np.frombuffer(bytes(self.pcm), dtype="<i2").astype(np.float32) / 32768.0
-
-    @property
-    def duration(self) -> float:
-        return len(self.pcm) / 2 / self.rate
-
-    @property
-    def rms(self) -> float:
-        return float(np.sqrt(np.mean(np.square(self.samples))))
-
-
-async def read_audio(connection: AsyncTcpClient) -> Audio:
-    """audio-start, its chunks, audio-stop; checks the format on every event."""
-    start = AudioStart.from_event(await read(connection))
-    assert (start.width, start.channels) == (2, 1)
-    audio = Audio(start.rate)
-    while not AudioStop.is_type((event := await read(connection)).type):
-        chunk = AudioChunk.from_event(event)
-        assert (chunk.rate, chunk.width, chunk.channels) == (start.rate, 2, 1)
-        audio.pcm += chunk.audio
-        audio.chunks += 1
-    return audio
 
 
 def test_describe_lists_every_engine_and_its_voices(wyoming: Wyoming) -> None:
