@@ -8,7 +8,7 @@ import gc
 import json
 import logging
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,7 +30,7 @@ from wyoming.tts import (
 from speechgate.api.app import create_app
 from speechgate.metering.keys import KeyLimits
 from speechgate.metering.store import Store
-from speechgate.service import SpeechPlan
+from speechgate.service import SpeechPlan, SpeechStream
 from speechgate.settings import Settings
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import fake_settings
@@ -82,18 +82,24 @@ def _new_key(data_dir: Path, limits: KeyLimits | None = None) -> str:
     return key.id
 
 
-def _planned(server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> list[SpeechPlan]:
-    """The plans the service opens from now on."""
+def _planned(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[SpeechPlan], list[object]]:
+    """The plans the service opens from now on, and whom it shares the workers between."""
     plans: list[SpeechPlan] = []
+    principals: list[object] = []
     service = server.runtime.service
     opened = service.open
 
-    async def spy(plan: SpeechPlan, *args: object, **kwargs: object) -> object:
+    async def spy(
+        plan: SpeechPlan, sender: Hashable | None = None, principal: Hashable = None
+    ) -> SpeechStream:
         plans.append(plan)
-        return await opened(plan, *args, **kwargs)  # type: ignore[arg-type]
+        principals.append(principal)
+        return await opened(plan, sender, principal)
 
     monkeypatch.setattr(service, "open", spy)
-    return plans
+    return plans, principals
 
 
 async def _exchange(wyoming: Wyoming, *events: Event) -> Event:
@@ -113,7 +119,7 @@ def test_a_client_without_the_principal_cannot_name_a_keys_stored_voice(
     with serving(settings) as wyoming:
         owner = _new_key(tmp_path)
         stored = wyoming.server.runtime.voices.library.add(PRIVATE, "fake", b"x", 1.0, owner)
-        plans = _planned(wyoming.server, monkeypatch)
+        plans, _ = _planned(wyoming.server, monkeypatch)
         for name in (PRIVATE, stored.id):
             voice = SynthesizeVoice(name=name)
             answer = Error.from_event(
@@ -130,12 +136,14 @@ def test_the_principal_gets_its_keys_voices_limits_and_usage(
     settings = _settings(tmp_path, auth_mode="keys", wyoming_principal=key_id)
     with serving(settings) as wyoming:
         stored = wyoming.server.runtime.voices.library.add(PRIVATE, "fake", b"x", 1.0, key_id)
-        plans = _planned(wyoming.server, monkeypatch)
+        plans, principals = _planned(wyoming.server, monkeypatch)
         records = spy_usage(wyoming.server, monkeypatch)
         voice = SynthesizeVoice(name=PRIVATE)
         # Planned with the key's voice (the fake engine cannot speak a stored one: an error).
         asyncio.run(_exchange(wyoming, Synthesize(text="Hi.", voice=voice).event()))
         assert [plan.voice_id for plan in plans] == [stored.id]
+        # The workers are shared fairly between keys: this is the key's share, as over HTTP.
+        assert principals == [key_id]
         wait_for(lambda: len(records) == 1)
         assert records[0].key_id == key_id
         # The key's rate: one request, and its burst is spent.

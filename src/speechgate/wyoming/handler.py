@@ -162,6 +162,11 @@ class WyomingHandler:
                     dropped += len(data)
 
     @property
+    def _host(self) -> str | None:
+        peer = self.writer.get_extra_info("peername")
+        return str(peer[0]) if isinstance(peer, tuple) else None
+
+    @property
     def _peer(self) -> str:
         peer = self.writer.get_extra_info("peername")
         return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
@@ -237,7 +242,8 @@ class WyomingHandler:
             await self._send_error(error)
             return
         meter = wy.new_meter(plan, caller.principal)
-        self._queue(plan, wy.WholeText(self._runtime.service, plan), meter, plan.characters)
+        whole = wy.WholeText(self._runtime.service, plan, caller, self._host)
+        self._queue(plan, whole, meter, plan.characters)
 
     async def _start_stream(self, voice: SynthesizeVoice | None) -> None:
         self._stop_stream()  # a stream left open: what it has is spoken, and it ends

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -121,9 +121,16 @@ class WholeText:
     """A text known whole at once: one job, whose segments follow each other in one worker
     with no round trip to the gateway between them (a session's are a job each)."""
 
-    def __init__(self, service: SpeechService, plan: SpeechPlan) -> None:
+    def __init__(
+        self, service: SpeechService, plan: SpeechPlan, caller: Caller, address: str | None
+    ) -> None:
+        """`address`: the client's host, whose share of the workers a caller with no key has
+        (as an HTTP client without a key has)."""
         self._service = service
         self._plan = plan
+        key_id = caller.principal.key_id
+        self._sender = (key_id, address)
+        self._principal: Hashable = key_id if key_id is not None else ("address", address)
         self._stream: SpeechStream | None = None
 
     @property
@@ -143,7 +150,7 @@ class WholeText:
         return self._stream is not None and self._stream.completed
 
     async def audio(self) -> AsyncGenerator[bytes]:
-        self._stream = await self._service.open(self._plan)
+        self._stream = await self._service.open(self._plan, self._sender, self._principal)
         async with contextlib.aclosing(self._stream.chunks()) as chunks:
             async for data in chunks:
                 yield data
