@@ -203,8 +203,12 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
         failure = task.exception() if not task.cancelled() else None
         if isinstance(failure, SpeechgateError):
             await _fail(websocket, failure)
-            # A session that had all the time it may have was served, and is billed.
-            status = 200 if isinstance(failure, SessionExpired) else failure.status_code
+            # A session that had all the time it may have was served, and is billed; so is
+            # what a session spoke before its key stopped it (revoked, expired, quota spent):
+            # recorded as an error, those characters would go back to the key's quota.
+            stopped_by_key = failure.status_code in (401, 403, 429) and session.audio_seconds > 0
+            served = isinstance(failure, SessionExpired) or stopped_by_key
+            status = 200 if served else failure.status_code
         elif failure is not None and not isinstance(failure, WebSocketDisconnect | OSError):
             # A bug, not the client leaving (a send to a closed socket is an OSError).
             log.error("speech session failed", exc_info=failure)
