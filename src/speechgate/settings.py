@@ -208,7 +208,11 @@ def _comma_list(value: object) -> object:
 class Settings(BaseSettings):
     """speechgate's settings. Every field can be set as `SPEECHGATE_<FIELD>` in the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="SPEECHGATE_", extra="ignore")
+    # The docstrings under the fields become their descriptions: the settings reference in
+    # docs/ is generated from them (docs/hooks.py).
+    model_config = SettingsConfigDict(
+        env_prefix="SPEECHGATE_", extra="ignore", use_attribute_docstrings=True
+    )
 
     host: str = "127.0.0.1"
     """Address the HTTP server listens on."""
@@ -488,6 +492,17 @@ class Settings(BaseSettings):
     playground: bool = True
     """Serve the web playground and live operator view at `/` (its JSON, `GET /v1/status`, is
     served either way)."""
+
+    # --- logs ---
+
+    log_format: Literal["text", "json"] = "text"
+    """`text`: readable lines; `json`: one JSON object a line (`time`, `level`, `logger`,
+    `message` and the record's own fields, the start-up summary's included), for a log
+    collector."""
+
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """The lowest level logged; `debug` adds the libraries' start-up lines (the store's
+    migrations, uvicorn's own)."""
 
     # --- the pool backend: local worker processes or a Ray cluster ---
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import ssl
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from speechgate.api.app import create_app
-from tests.helpers.settings import make_settings
+from tests.helpers.settings import fake_settings, make_settings
 
 pytestmark = pytest.mark.slow
 
@@ -36,3 +37,17 @@ def test_a_failed_start_stops_the_workers_it_started(tmp_path: Path) -> None:
     with pytest.raises(ssl.SSLError):
         asyncio.run(start())
     assert set(multiprocessing.active_children()) - before == set()
+
+
+def test_a_started_server_says_what_it_serves(caplog: pytest.LogCaptureFixture) -> None:
+    app = create_app(fake_settings(port=8123))
+
+    async def start() -> None:
+        async with app.router.lifespan_context(app):
+            pass
+
+    with caplog.at_level(logging.INFO, logger="speechgate"):
+        asyncio.run(start())
+    [summary] = [r.getMessage() for r in caplog.records if r.name == "speechgate"]
+    assert summary.startswith("speechgate ") and "serving on http://127.0.0.1:8123" in summary
+    assert "fake (default): 3 voices" in summary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
@@ -38,6 +39,9 @@ from speechgate.openai_upstream import LlmRelay
 from speechgate.routing.config import load_routes
 from speechgate.runtime import Runtime
 from speechgate.settings import Settings
+from speechgate.startup_summary import startup_summary
+
+log = logging.getLogger("speechgate")
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -78,6 +82,11 @@ def create_app(settings: Settings) -> FastAPI:
                         settings.wyoming_uri, runtime, tenancy, settings.wyoming_zeroconf
                     )
                 )
+            summary = startup_summary(settings, runtime.catalog)
+            if settings.log_format == "json":
+                log.info("serving", extra={"serving": summary.fields()})
+            else:
+                log.info("%s", summary.text())
             yield
 
     app = FastAPI(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import typer
@@ -44,11 +43,20 @@ def serve(
             help="Advertise the Wyoming server over zeroconf, for Home Assistant to discover.",
         ),
     ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(help="Log lines as text, or as json objects [default: text]."),
+    ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(help="Lowest level logged: debug, info, warning, error [default: info]."),
+    ] = None,
 ) -> None:
     """Run the HTTP server. Every setting can also come from SPEECHGATE_* variables."""
     import uvicorn
 
     from speechgate.api.app import create_app
+    from speechgate.logs import configure_logging
     from speechgate.server import server_config
 
     engines = engine
@@ -62,6 +70,8 @@ def serve(
         ray_address=ray_address,
         wyoming_uri=wyoming,
         wyoming_zeroconf=wyoming_zeroconf,
+        log_format=log_format,
+        log_level=log_level,
     )
     if pull:
         from speechgate.hub.refs import parse_ref
@@ -73,12 +83,17 @@ def serve(
         except SpeechgateError as error:
             console.print(f"[red]error:[/red] {error.message}")
             raise typer.Exit(1) from None
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # Access lines come from speechgate.access, when each request ends (see RequestIdMiddleware).
+    configure_logging(settings.log_format, settings.log_level)
+    # Access lines come from speechgate.access, when each request ends (see RequestIdMiddleware);
+    # uvicorn's own records go through the handler configured above (log_config=None).
     server = uvicorn.Server(
-        server_config(create_app(settings), settings, log_level="info", access_log=False)
+        server_config(
+            create_app(settings),
+            settings,
+            log_config=None,
+            log_level=settings.log_level,
+            access_log=False,
+        )
     )
     server.run()
     if not server.started:  # start-up failed (uvicorn has logged why)
