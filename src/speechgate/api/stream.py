@@ -1,4 +1,4 @@
-"""`WS /v1/audio/speech/stream`: speak text while it is being written (protocol in README)."""
+"""`WS /v1/audio/speech/stream`: speak text while it is being written (docs/websocket.md)."""
 
 from __future__ import annotations
 
