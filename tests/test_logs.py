@@ -28,6 +28,7 @@ def _start_up_lines() -> None:
         "Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", "http", "127.0.0.1", 8000
     )
     logging.getLogger("uvicorn.error").warning("a library's warning stays one")
+    logging.getLogger("uvicorn.error").info("Shutting down")
 
 
 @pytest.mark.usefixtures("root_logging")
@@ -40,6 +41,7 @@ def test_library_start_up_lines_are_debug(capsys: pytest.CaptureFixture[str]) ->
     assert "INFO speechgate: speechgate serving" in shown
     assert "Uvicorn running on http://127.0.0.1:8000" in shown
     assert "WARNING uvicorn.error: a library's warning stays one" in shown
+    assert "INFO uvicorn.error: Shutting down" in shown
 
     configure_logging("text", "debug")  # replaces the handler, does not add a second
     _start_up_lines()
@@ -60,9 +62,10 @@ def test_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
         ("info", "speechgate"),
         ("info", "uvicorn.error"),
         ("warning", "uvicorn.error"),
+        ("info", "uvicorn.error"),
         ("info", "speechgate"),
     ]
     assert lines[1]["message"] == "Uvicorn running on http://127.0.0.1:8000 (Press CTRL+C to quit)"
     assert "color_message" not in lines[1]
-    assert lines[3]["serving"] == {"keys": False}
+    assert lines[4]["serving"] == {"keys": False}
     assert lines[0]["time"].endswith("+00:00")

@@ -1,6 +1,7 @@
 """The server's log output: readable lines or one JSON object a line (`Settings.log_format`),
-with the libraries' start-up chatter (Alembic's migrations, uvicorn's lines but the one with
-the address it bound) demoted to DEBUG, so that what speechgate says at start-up is read."""
+with the libraries' start-up chatter (Alembic's migrations, uvicorn's start-up lines but the
+one with the address it bound) demoted to DEBUG, so that what speechgate says at start-up is
+read."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ from typing import Any, Literal
 LogFormat = Literal["text", "json"]
 # Attributes every LogRecord has: what a record carries beyond them came in `extra`.
 _RECORD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
-# uvicorn's one start-up line worth an operator's attention: the address it actually bound.
-_UVICORN_KEPT = ("Uvicorn running on",)
+# uvicorn's start-up lines but the one worth an operator's attention, the address it bound
+# ("Uvicorn running on ..."); its shutdown lines stay.
+_UVICORN_CHATTER = (
+    "Started server process",
+    "Waiting for application startup",
+    "Application startup complete",
+)
 
 
 class JsonFormatter(logging.Formatter):
@@ -59,7 +65,7 @@ def _is_chatter(record: logging.LogRecord) -> bool:
     if record.name == "alembic" or record.name.startswith("alembic."):
         return True
     if record.name == "uvicorn.error":
-        return not str(record.msg).startswith(_UVICORN_KEPT)
+        return str(record.msg).startswith(_UVICORN_CHATTER)
     return False
 
 
