@@ -40,7 +40,6 @@ lint: setup
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
-	$(MAKE) --no-print-directory docs
 
 # The reference in docs/ as a site (into site/), its settings and command-line pages generated
 # from the code (scripts/docs_hooks.py); --strict: a broken link or anchor fails.
@@ -59,7 +58,7 @@ PYTEST := $(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist loadscope
 
 # The linters first, not beside the suite: the type checker there, even niced, made the suite's
 # timing-sensitive tests flaky (two failures in two runs) for a dozen seconds saved.
-test: lint system-packages
+test: lint docs system-packages
 	$(PYTEST)
 
 # The inner loop: no real engine, no browser (the fake engine stands in where the engine is not
