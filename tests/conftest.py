@@ -10,7 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from speechgate.settings import KNOWN_ENGINES
+from speechgate.settings import known_engines
 from speechgate.workers.forking import preload_engines
 from tests.helpers.postgres import fresh_database, postgres_cluster
 from tests.helpers.redis import redis_instance
@@ -21,7 +21,7 @@ from tests.helpers.tls import share_default_contexts
 share_default_contexts()
 # Each test process serves most engines at some point: its workers' fork server imports them all
 # once (pocket-tts and torch take 4 s of CPU), rather than every pocket worker importing its own.
-preload_engines(KNOWN_ENGINES)
+preload_engines(known_engines())
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from speechgate import settings as settings_module
+from speechgate.engines import plugin as plugin_module
 from speechgate.settings import OPENAI_MODELS, Settings
 from speechgate.voices.installed import Manifest, install
 from tests.helpers.audio import decode_audio
@@ -86,9 +87,12 @@ def test_ray_replicas_default_to_the_local_worker_count(monkeypatch: pytest.Monk
 
 def only_importable(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
     """Make `modules` the only ones the settings find installed, whatever this venv holds."""
-    monkeypatch.setattr(
-        settings_module, "find_spec", lambda name: object() if name in modules else None
-    )
+
+    def find_spec(name: str) -> object:
+        return object() if name in modules else None
+
+    monkeypatch.setattr(settings_module, "find_spec", find_spec)
+    monkeypatch.setattr(plugin_module, "find_spec", find_spec)
 
 
 def pull_pocket_model(data_dir: Path) -> None:

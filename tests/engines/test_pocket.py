@@ -25,7 +25,7 @@ from speechgate.voices.installed import InstalledVoice, Manifest, install
 from tests.helpers.pocket import NEEDS_POCKET, RATE, build_tiny_model, read_wav
 
 if TYPE_CHECKING:
-    from speechgate.engines.pocket import PocketEngine
+    from speechgate.engines.pocket.engine import PocketEngine
 
 pytestmark = [pytest.mark.slow, NEEDS_POCKET]
 
@@ -66,7 +66,7 @@ def speak(engine: Engine, voice: Path | str, text: str = TEXT, speed: float = 1.
 def test_loads_through_the_real_loader(engine: Engine) -> None:
     import torch
 
-    from speechgate.engines.pocket import PocketEngine
+    from speechgate.engines.pocket.engine import PocketEngine
 
     assert isinstance(engine, PocketEngine)
     assert engine.name == "pocket"
@@ -176,7 +176,7 @@ def test_builtin_voice_offline_raises_a_clear_error(
 ) -> None:
     from pocket_tts.utils.config import CONFIGS_DIR
 
-    from speechgate.engines.pocket import PocketEngine
+    from speechgate.engines.pocket.engine import PocketEngine
 
     # As if loaded from the packaged English config, with an empty cache and no hub.
     english = PocketEngine(engine._model, "english")
@@ -258,7 +258,7 @@ def test_a_cloned_state_speaks_like_its_prompt(
 def test_a_model_without_cloning_weights_refuses_to_clone(
     model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from speechgate.engines.pocket import PocketEngine
+    from speechgate.engines.pocket.engine import PocketEngine
 
     # pocket-tts falls back to `weights_path_without_voice_cloning` when `weights_path` cannot be
     # downloaded, as the gated release cannot be without an accepted licence (nor offline).
@@ -329,7 +329,7 @@ def models(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Path:
 
 
 def engine_over(models: Path, loaded_voices: int = 4, **options: str) -> PocketEngine:
-    from speechgate.engines.pocket import PocketEngine
+    from speechgate.engines.pocket.engine import PocketEngine
 
     config = EngineConfig(
         "pocket",

@@ -135,7 +135,7 @@ def _crc16(data: bytes) -> int:
 def piper_speech(text: str = _SPEECH_TEXT) -> PcmChunk:
     """Real speech for tests that need some: the embedded Piper voice saying `text`, in
     process (22050 Hz mono)."""
-    from speechgate.engines.piper import PiperEngine
+    from speechgate.engines.piper.engine import PiperEngine
 
     engine = PiperEngine.from_config(EngineConfig("piper"))
     try:

@@ -25,7 +25,7 @@ def hub() -> Iterator[FakeHub]:
 @pytest.fixture(scope="module")
 def kokoro_arrays(hub: FakeHub, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     pytest.importorskip("kokoro_onnx")
-    from speechgate.engines.kokoro import _embedded_files
+    from speechgate.engines.kokoro.engine import _embedded_files
 
     # The 92 MB graph, assembled from its wheels once for this module.
     graph, _ = _embedded_files(tmp_path_factory.mktemp("kokoro"))

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from speechgate.voices.naming import (
-    kokoro_gender,
-    kokoro_language,
-    kokoro_phoneme_language,
-    language_tag,
-    matches_filter,
-    pocket_config_language,
-    speaks,
-)
+from speechgate.engines.kokoro import kokoro_gender, kokoro_language, kokoro_phoneme_language
+from speechgate.engines.pocket import pocket_config_language
+from speechgate.voices.naming import language_tag, matches_filter, speaks
 
 
 @pytest.mark.parametrize(

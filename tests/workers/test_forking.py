@@ -27,5 +27,5 @@ def test_an_engine_process_is_forked_by_the_fork_server_with_its_engine_imported
     # Not a child of this process (whose threads' locks it would inherit mid-flight)...
     assert parent != os.getpid()
     # ...and started with the engine's module, and its runtime, already imported.
-    assert "speechgate.engines.espeak" in engines
+    assert "speechgate.engines.espeak.engine" in engines
     assert process.exitcode == 0

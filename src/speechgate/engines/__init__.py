@@ -1,56 +1,51 @@
-"""Synthesis engines behind one protocol, built by name."""
+"""Synthesis engines behind one protocol, each declared by its plugin (`plugin.EnginePlugin`)
+and found through the `speechgate.engines` entry points.
+
+The protocol's types are imported on first use: reading the plugins (what `Settings` does)
+imports no engine code, nor numpy.
+"""
 
 from __future__ import annotations
 
-from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest, Voice
+from speechgate.engines.plugin import (
+    EnginePlugin,
+    EngineUnavailable,
+    discover,
+    engine_plugin,
+)
+
+if TYPE_CHECKING:
+    from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest, Voice
 
 __all__ = [
     "Engine",
     "EngineConfig",
+    "EnginePlugin",
     "EngineUnavailable",
     "SynthesisRequest",
     "Voice",
-    "engine_extra",
-    "engine_module",
+    "discover",
+    "engine_plugin",
     "load_engine",
 ]
 
-# Imported lazily: each pulls a heavy runtime. piper and espeak come with speechgate itself
-# (no extra), kokoro and pocket with their extras.
-_ENGINES: dict[str, tuple[str, str, str | None]] = {
-    "piper": ("speechgate.engines.piper", "PiperEngine", None),
-    "espeak": ("speechgate.engines.espeak", "EspeakEngine", None),
-    "kokoro": ("speechgate.engines.kokoro", "KokoroEngine", "kokoro"),
-    "pocket": ("speechgate.engines.pocket", "PocketEngine", "pocket"),
-    "fake": ("speechgate.engines.fake", "FakeEngine", None),
-}
+_FROM_BASE = frozenset({"Engine", "EngineConfig", "SynthesisRequest", "Voice"})
 
 
-class EngineUnavailable(RuntimeError):
-    """An engine's optional dependencies are not installed."""
+def __getattr__(name: str) -> Any:
+    if name in _FROM_BASE:
+        from speechgate.engines import base
 
-
-def engine_extra(name: str) -> str | None:
-    """The pip extra that installs engine `name` (None: speechgate's own dependencies)."""
-    return _ENGINES[name][2]
-
-
-def engine_module(name: str) -> str:
-    """The module that holds engine `name` (importing it imports the engine's runtime)."""
-    return _ENGINES[name][0]
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_engine(config: EngineConfig) -> Engine:
     """Build the engine `config` names, loading its model once."""
-    module_name, class_name, extra = _ENGINES[config.name]
     try:
-        module = import_module(module_name)
-    except ImportError as error:
-        install = f"pip install 'speechgate[{extra}]'" if extra else "reinstall speechgate"
-        raise EngineUnavailable(
-            f"engine {config.name!r} is not installed: {install} ({error})"
-        ) from error
-    engine: Engine = getattr(module, class_name).from_config(config)
-    return engine
+        found = engine_plugin(config.name)
+    except KeyError as error:
+        raise EngineUnavailable(error.args[0]) from None
+    return found.load(config)

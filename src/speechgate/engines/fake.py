@@ -26,6 +26,7 @@ import numpy as np
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.engines.plugin import EnginePlugin, openai_aliases
 from speechgate.text import phonemes
 from speechgate.text.segment import segment
 
@@ -41,7 +42,22 @@ _VOICES: dict[str, tuple[Voice, float]] = {
     "en-low": (Voice("en-low", "English, low tone", "en-US", gender="male"), 220.0),
     "de-mid": (Voice("de-mid", "German, middle tone", "de-DE", gender="female"), 330.0),
 }
-_OPTIONS = frozenset({"fail_on", "chunk_delay", "model"})
+_OPTIONS = {
+    "fail_on": "a word that makes the job fail at the sentence holding it",
+    "chunk_delay": "seconds each sentence takes to synthesize",
+    "model": "a file that must exist for the engine to load",
+}
+
+PLUGIN = EnginePlugin(
+    id="fake",
+    display_name="speechgate's test tone",
+    description="A tone per sentence, no model: for tests and for measuring the gateway alone.",
+    factory="speechgate.engines.fake:FakeEngine",
+    default=False,
+    # Alternating, so that clients switching OpenAI voices hear a difference here too.
+    voice_aliases=openai_aliases("en-high", "en-low"),
+    options=_OPTIONS,
+)
 
 
 class FakeEngine:
@@ -53,7 +69,7 @@ class FakeEngine:
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> FakeEngine:
-        unknown = set(config.options) - _OPTIONS
+        unknown = set(config.options) - set(_OPTIONS)
         if unknown:
             raise ValueError(f"fake takes {sorted(_OPTIONS)}, got {sorted(unknown)}")
         model = config.options.get("model")

@@ -23,18 +23,14 @@ from typing import Any
 
 import yaml
 
+from speechgate.engines.kokoro import INSTALLED_NAME as KOKORO_ITEM
+from speechgate.engines.kokoro import KOKORO_VOICE, kokoro_gender, kokoro_language
+from speechgate.engines.pocket import POCKET_GENDERS, pocket_config_language
 from speechgate.errors import NotPullable
 from speechgate.hub.client import Hub, RemoteFile
-from speechgate.hub.refs import KOKORO, KOKORO_ITEM, PIPER, POCKET, make_ref, parse_ref
+from speechgate.hub.refs import KOKORO, PIPER, POCKET, make_ref, parse_ref
 from speechgate.voices.installed import InstalledVoice
-from speechgate.voices.naming import (
-    KOKORO_VOICE,
-    POCKET_GENDERS,
-    kokoro_gender,
-    kokoro_language,
-    language_tag,
-    pocket_config_language,
-)
+from speechgate.voices.naming import language_tag
 
 PIPER_REPO = "rhasspy/piper-voices"
 PIPER_REVISION = "v1.0.0"

@@ -1,4 +1,5 @@
-"""Pull references ("piper:en_US-lessac-medium", "kokoro", "pocket:german").
+"""Pull references ("piper:en_US-lessac-medium", "kokoro", "pocket:german"), as each engine's
+plugin declares them (`EnginePlugin.pull`).
 
 Everything here works without the network, so the gateway can name the exact
 `speechgate voices pull <ref>` in an error without asking the hub.
@@ -6,36 +7,37 @@ Everything here works without the network, so the gateway can name the exact
 
 from __future__ import annotations
 
-import re
-
+from speechgate.engines.plugin import PullRefs, discover
 from speechgate.errors import InvalidRequest
-from speechgate.voices.naming import KOKORO_V1_VOICES, KOKORO_VOICE, POCKET_VOICE_CONFIGS
 
+# The engines whose hub listings and assemblies `index` and `pull` implement.
 PIPER, KOKORO, POCKET = "piper", "kokoro", "pocket"
-KOKORO_ITEM = "kokoro-v1.0"
-"""The name of the one Kokoro item (`models/kokoro/kokoro-v1.0/`)."""
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+
+def _pullable() -> dict[str, PullRefs]:
+    return {plugin.id: plugin.pull for plugin in discover().values() if plugin.pull is not None}
 
 
 def parse_ref(ref: str) -> tuple[str, str]:
     """`(engine, item name)` of a pull reference; InvalidRequest (param `ref`) if malformed."""
     engine, _, name = ref.strip().partition(":")
     engine = engine.lower()
-    if engine == KOKORO and name in ("", KOKORO_ITEM):
-        return KOKORO, KOKORO_ITEM
-    if engine in (PIPER, POCKET) and _NAME.fullmatch(name):
-        return engine, name
+    refs = _pullable()
+    item = refs[engine].item(name) if engine in refs else None
+    if item:
+        return engine, item
+    forms = [pull.usage for pull in refs.values()]
+    listed = ", ".join(forms[:-1]) + ", or " + forms[-1] if len(forms) > 1 else "".join(forms)
     raise InvalidRequest(
-        f"{ref!r} is not a pull reference: use piper:<voice key> (e.g. "
-        "piper:en_US-lessac-medium), kokoro, or pocket:<config> (e.g. pocket:german).",
+        f"{ref!r} is not a pull reference: use {listed}.",
         param="ref",
         code="invalid_ref",
     )
 
 
 def make_ref(engine: str, name: str) -> str:
-    return KOKORO if engine == KOKORO else f"{engine}:{name}"
+    pull = _pullable().get(engine)
+    return pull.ref(engine, name) if pull is not None else f"{engine}:{name}"
 
 
 def ref_for_voice(engine: str, voice: str) -> str | None:
@@ -43,35 +45,42 @@ def ref_for_voice(engine: str, voice: str) -> str | None:
     keys ("en_US-lessac-medium", optionally "#speaker"), Kokoro voice ids ("af_heart"),
     pocket-tts' built-in voices ("juergen" -> pocket:german). None when the name alone cannot
     tell."""
-    if engine == PIPER:
-        key = voice.partition("#")[0]
-        if re.fullmatch(r"[a-z]{2,3}_[A-Z]{2}-[A-Za-z0-9_]+-(x_low|low|medium|high)", key):
-            return make_ref(PIPER, key)
-    if engine == KOKORO and KOKORO_VOICE.fullmatch(voice):
-        return KOKORO
-    if engine == POCKET and voice in POCKET_VOICE_CONFIGS:
-        return make_ref(POCKET, POCKET_VOICE_CONFIGS[voice])
-    return None
+    pull = _pullable().get(engine)
+    return pull.for_voice(voice) if pull is not None else None
 
 
 def ref_for_known_voice(engine: str, voice: str) -> str | None:
     """The reference that installs `voice` if it is one a release of `engine`'s model ships
     (Kokoro v1.0's voices, pocket-tts' built-in ones, in any case): what a client of another
     server names. None for any other name, even one spelled like them."""
-    name = voice.strip().lower()
-    if engine == KOKORO and name in KOKORO_V1_VOICES:
-        return KOKORO
-    if engine == POCKET and name in POCKET_VOICE_CONFIGS:
-        return make_ref(POCKET, POCKET_VOICE_CONFIGS[name])
-    return None
+    pull = _pullable().get(engine)
+    return pull.for_known_voice(voice.strip().lower()) if pull is not None else None
 
 
 def ref_for_model(model: str) -> str | None:
-    """The reference that installs a model clients name: "kokoro", "kokoro-82m" -> kokoro;
-    "pocket-tts", "pocket-tts-hd", "pocket-tts-rt" -> pocket:english (its default config)."""
+    """The reference that installs a model clients name, an engine's id or one of its model
+    aliases: "kokoro", "kokoro-82m" -> kokoro; "pocket-tts", "pocket-tts-hd", "pocket-tts-rt"
+    -> pocket:english (its default config)."""
     name = model.lower()
-    if name in ("kokoro", "kokoro-82m", "kokoro-82m-v1.0"):
-        return KOKORO
-    if name in ("pocket", "pocket-tts", "pocket-tts-hd", "pocket-tts-rt"):
-        return make_ref(POCKET, "english")
+    for plugin in discover().values():
+        if plugin.pull is not None and name in (plugin.id, *plugin.model_aliases):
+            return plugin.pull.model
     return None
+
+
+def pull_ref(engine: str, voice: str) -> str | None:
+    """What `speechgate voices pull` takes to install `voice` of `engine` (None: no pull
+    provides it, e.g. a name that is not a Piper voice key)."""
+    pull = _pullable().get(engine)
+    if pull is None:
+        return None
+    found = pull.for_voice(voice)
+    return pull.model if found is None and pull.voices_come_with_model else found
+
+
+def pull_hint(engine: str, language: str) -> str:
+    """How to find and install a voice of `language` for `engine`."""
+    search = f"`speechgate voices search --language {language}`"
+    pull = _pullable().get(engine)
+    template = pull.search_hint if pull is not None else PullRefs.search_hint
+    return template.format(search=search)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Iterable
 
-from speechgate.engines import engine_module
+from speechgate.engines import engine_plugin
 
 CONTEXT = multiprocessing.get_context("forkserver")
 _preloaded = dict.fromkeys(["__main__", "speechgate.workers.process"])  # an ordered set
@@ -26,5 +26,7 @@ def preload_engines(names: Iterable[str]) -> None:
     (onnxruntime, torch): once, when it starts, which is at this process's first engine process
     start; later calls add nothing to a server already running. A module that fails to import
     fails in the processes that load it, as it would without this."""
-    _preloaded.update(dict.fromkeys(engine_module(name) for name in names))
+    _preloaded.update(
+        dict.fromkeys(module for name in names for module in engine_plugin(name).preloaded_modules)
+    )
     CONTEXT.set_forkserver_preload(list(_preloaded))

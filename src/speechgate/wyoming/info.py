@@ -6,20 +6,23 @@ from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 
 from speechgate import __version__
 from speechgate.catalog import Catalog
+from speechgate.engines import discover
 
 _SPEECHGATE = Attribution(name="speechgate", url="https://github.com/speechgate/speechgate")
-_ENGINES = {
-    "piper": Attribution(name="Piper", url="https://github.com/OHF-Voice/piper1-gpl"),
-    "espeak": Attribution(name="eSpeak NG", url="https://github.com/espeak-ng/espeak-ng"),
-    "kokoro": Attribution(name="Kokoro", url="https://huggingface.co/hexgrad/Kokoro-82M"),
-    "pocket": Attribution(name="Pocket TTS", url="https://github.com/kyutai-labs/pocket-tts"),
-}
+
+
+def _attribution(engine: str) -> Attribution:
+    """The engine's project, as its plugin names it (speechgate's for one that names none)."""
+    plugin = discover().get(engine)
+    if plugin is None or plugin.url is None:
+        return _SPEECHGATE
+    return Attribution(name=plugin.display_name, url=plugin.url)
 
 
 def describe(catalog: Catalog) -> Info:
     programs = []
     for engine in catalog.engines:
-        attribution = _ENGINES.get(engine, _SPEECHGATE)
+        attribution = _attribution(engine)
         voices = [
             TtsVoice(
                 name=voice.id,

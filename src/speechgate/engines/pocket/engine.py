@@ -57,8 +57,8 @@ from pocket_tts.utils.utils import _ORIGINS_OF_PREDEFINED_VOICES
 from speechgate.audio.pcm import PcmChunk
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.engines.pocket import POCKET_GENDERS, pocket_config_language
 from speechgate.voices.installed import InstalledItem, installed
-from speechgate.voices.naming import POCKET_GENDERS, pocket_config_language
 
 DEFAULT_LANGUAGE = "english"
 # What `get_state_for_audio_prompt` reads without optional dependencies (others need soundfile).

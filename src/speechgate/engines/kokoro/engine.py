@@ -57,6 +57,12 @@ from speechgate.audio.stretch import stretch
 from speechgate.engines import blend
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
 from speechgate.engines.file_lock import file_lock
+from speechgate.engines.kokoro import (
+    INSTALLED_NAME,
+    kokoro_gender,
+    kokoro_language,
+    kokoro_phoneme_language,
+)
 from speechgate.engines.onnx_session import ExtraOutput, OnnxOptions, WidthSessions, onnx_options
 from speechgate.text import phonemes as phoneme_blocks
 from speechgate.timing import (
@@ -68,10 +74,8 @@ from speechgate.timing import (
     words_from_anchors,
 )
 from speechgate.voices.installed import find
-from speechgate.voices.naming import kokoro_gender, kokoro_language, kokoro_phoneme_language
 
 DEFAULT_LANG = "en-us"
-INSTALLED_NAME = "kokoro-v1.0"
 
 # Measured in-process, one worker-like process (1 core, 1 thread), the embedded int8 model, 24
 # requests of the bench texts, the variants taking turns (bench/voices.py --phases memory,
