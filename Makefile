@@ -22,9 +22,11 @@ $(VENV)/.installed-serve: pyproject.toml constraints.txt | $(BIN)/uv
 	$(UV_INSTALL) --editable .
 	touch $@
 
-# What the suite needs: every extra, and the tools.
-$(VENV)/.installed-dev: pyproject.toml constraints.txt | $(BIN)/uv
+# What the suite needs: every extra, the tools, and the engine plugin that lives only in the
+# tests (tests/plugin_engine: an engine added by an installed package, docs/engines.md).
+$(VENV)/.installed-dev: pyproject.toml constraints.txt tests/plugin_engine/pyproject.toml | $(BIN)/uv
 	$(UV_INSTALL) --editable '.[dev]'
+	$(UV_INSTALL) --editable tests/plugin_engine
 	touch $@
 
 setup: $(VENV)/.installed-dev
