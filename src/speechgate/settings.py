@@ -215,8 +215,8 @@ class Settings(BaseSettings):
     engine_options: dict[str, dict[str, str]] = Field(default_factory=dict)
     """Per engine, options passed to it when it loads (JSON in the environment), e.g.
     `{"piper": {"model": "/voices/en_GB-alan.onnx"}, "pocket": {"config": "/m/pocket.yaml",
-    "quantize": "true"}, "kokoro": {"model": "...", "voices": "..."}}`. Each engine module's
-    docstring lists its options."""
+    "quantize": "true"}, "kokoro": {"model": "...", "voices": "..."}}`. Each engine's plugin
+    lists the options it takes (`EnginePlugin.options`); others are refused here."""
 
     data_dir: Path = Path.home() / ".local" / "share" / "speechgate"
     """Where speechgate keeps its state (cloned voices in `voices/`, assembled models in
@@ -400,6 +400,11 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _check(self) -> Self:
         plugins = discover()
+        if not plugins:
+            raise ValueError(
+                "no engine plugin is installed (entry points `speechgate.engines`): reinstall "
+                "speechgate (`make setup`, or `pip install -e .` in a checkout)"
+            )
         unknown = [name for name in self.engines if name not in plugins]
         if unknown:
             raise ValueError(f"unknown engines {unknown}; installed: {list(plugins)}")
