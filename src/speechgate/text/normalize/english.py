@@ -91,6 +91,7 @@ _CURRENCIES = {
     "¥": ("yen", "yen", "", ""),
     "JPY": ("yen", "yen", "", ""),
     "CHF": ("Swiss franc", "Swiss francs", "centime", "centimes"),
+    "¢": ("cent", "cents", "", ""),
 }
 _SCALES = {
     "k": "thousand", "K": "thousand", "thousand": "thousand",
@@ -107,7 +108,7 @@ MONEY = re.compile(
     rf"{_SIGN}(?:(?P<symbol>US\$|[$€£¥])\s?|(?P<code>USD|EUR|GBP|JPY|CHF)\s)"
     rf"{_AMOUNT}(?![\d%])"
 )
-MONEY_AFTER = re.compile(rf"{_SIGN}{_AMOUNT}\s?(?P<after>€|£|USD|EUR|GBP|JPY|CHF)(?![\w])")
+MONEY_AFTER = re.compile(rf"{_SIGN}{_AMOUNT}\s?(?P<after>€|£|¢|USD|EUR|GBP|JPY|CHF)(?![\w])")
 
 
 def say_money(amount: str, unit: str, negative: bool = False, scale: str | None = None) -> str:
@@ -493,6 +494,20 @@ def _quantity(match: re.Match[str], context: Context) -> str | None:
     return words
 
 
+# Three or more dot-separated numbers: a version ("3.11.2"), each part a number.
+VERSION = re.compile(r"(?<![\w.])(?P<version>\d+(?:\.\d+){2,})(?![\w.]*\d)")
+# Two numbers around a colon that cannot be a time ("16:9", "3:1"): a ratio.
+RATIO = re.compile(r"(?<![\w:.,])(?P<left>\d+):(?P<right>\d+)(?![\d:]|\.\d)")
+
+
+def _version(match: re.Match[str], context: Context) -> str:
+    return " point ".join(say_number(part) for part in match.group("version").split("."))
+
+
+def _ratio(match: re.Match[str], context: Context) -> str:
+    return f"{say_number(match.group('left'))} to {say_number(match.group('right'))}"
+
+
 NUMBER = re.compile(rf"{_SIGN}(?P<number>{NUM}|\.\d+)(?![\d,]\d)")
 
 
@@ -632,7 +647,7 @@ for _short, _month in _MONTH_ABBREVIATIONS.items():
 
 ABBREVIATION = re.compile(
     r"(?<![\w.])(?P<number>No|Nos|no|nos)\.\s?(?=\d)"
-    r"|(?<![\w.])(?P<word>e\.g|i\.e|a\.m|p\.m|U\.S|U\.K|U\.N|[A-Za-z]{1,5})\.(?=[\s,;:)\"'”’]|$)"
+    r"|(?<![\w.])(?P<word>e\.g|i\.e|a\.m|p\.m|U\.S|U\.K|U\.N|[A-Za-z]{1,6})\.(?=[\s,;:)\"'”’]|$)"
     r"|(?<![\w.])(?P<vs>vs)\b(?!\.)"
 )
 
@@ -667,6 +682,10 @@ def _abbreviation(match: re.Match[str], context: Context) -> str | None:
         return _PLACES[word] + ("." if ends_sentence(text, end) else "")
     if word in _INNER:
         return _INNER[word]
+    if word[:1].isupper() and word.lower() in _INNER:
+        # Capitalized at the start of a sentence ("Approx. 300 people came").
+        said = _INNER[word.lower()]
+        return said[0].upper() + said[1:]
     if word in _FINAL:
         return _FINAL[word] + ("." if ends_sentence(text, end) else "")
     return None
@@ -918,6 +937,8 @@ RULES = (
     Rule(MONTH_DAY, _month_day),
     Rule(DAY_MONTH, _day_month),
     Rule(TIME, _time),
+    Rule(VERSION, _version),
+    Rule(RATIO, _ratio),
     Rule(MONEY, _money),
     Rule(MONEY_AFTER, _money),
     Rule(DECADE, _decade),

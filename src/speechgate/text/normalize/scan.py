@@ -72,13 +72,23 @@ def apply(text: str, rules: Sequence[Rule], context: Context) -> Rewrite:
                 continue
             said = rule.say(match, context)
             if said is not None:
-                _take(starts, ends, spoken, start, end, said)
+                _take(starts, ends, spoken, start, end, _apart(text, start, end, said))
     replacements = [
         (start, end, said)
         for start, end, said in zip(starts, ends, spoken, strict=True)
         if said is not None
     ]
     return Rewrite.from_replacements(text, replacements)
+
+
+def _apart(text: str, start: int, end: int, said: str) -> str:
+    """`said` with a space where it would otherwise run into a letter next to it: "4B" is
+    "four B", not "fourB" (one word the engine cannot read)."""
+    if said[-1:].isalpha() and end < len(text) and text[end].isalpha():
+        said += " "
+    if said[:1].isalpha() and start > 0 and text[start - 1].isalpha():
+        said = " " + said
+    return said
 
 
 def _overlaps(starts: list[int], ends: list[int], start: int, end: int) -> bool:
