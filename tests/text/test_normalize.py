@@ -136,6 +136,24 @@ def test_say_as_says_what_it_is_told(
     assert say_as(text, interpret_as, format, language) == spoken
 
 
+@pytest.mark.parametrize(
+    ("text", "interpret_as", "language", "spoken"),
+    [
+        ("12345", "cardinal", "en-US", "twelve thousand three hundred forty-five"),
+        ("3", "ordinal", "en-US", "third"),
+        ("2048", "digits", "en-GB", "two zero four eight"),
+        ("a&1", "characters", "en-US", "A and one"),
+        ("42", "cardinal", "de-DE", "zweiundvierzig"),
+        ("1", "ordinal", "fr-FR", "premier"),
+    ],
+)
+def test_say_as_takes_a_language_tag_with_its_region(
+    text: str, interpret_as: str, language: str, spoken: str
+) -> None:
+    # The server passes the voice's tag ("en-US"), as the rest of the normalizer takes it.
+    assert say_as(text, interpret_as, None, language) == spoken
+
+
 def test_say_as_refuses_what_it_does_not_know() -> None:
     with pytest.raises(UnknownSayAs):
         say_as("x", "expletive")

@@ -166,9 +166,12 @@ def say_as(text: str, interpret_as: str, format: str | None = None, language: st
     say = _SAY.get(interpret_as.lower())
     if say is None:
         raise UnknownSayAs(f"unknown say-as interpret-as {interpret_as!r}")
-    if _context(language).language not in _LANGUAGES:
+    code = _context(language).language
+    if code not in _LANGUAGES:
         # No number words for this language: say what needs none, keep the rest as written.
         if say not in (_characters, _telephone):
             return text
-        language = "en"
-    return say(text, format, language)
+        language = code = "en"
+    # A date, a time and an amount read the region too (a date's order); the others take the
+    # language alone, as the number words are kept by language.
+    return say(text, format, language if say in (_date, _time, _currency) else code)
