@@ -29,6 +29,13 @@ Two more references, both independent of speechgate's timing code (`--references
   audio turns from voicing to high-frequency noise (the first 30 ms run of 10 ms windows with
   most of their energy above 4 kHz). Few words per sentence qualify, so its count is small.
 
+`--numbers` takes instead ten sentences dense with money, dates, times, phone numbers and units
+(`NUMBERS`), spoken through the text normalizer as the server speaks them
+(`TextOptions(normalize=True)`): the forced alignment then aligns the spoken form ("five dollars
+and twenty cents") and each client word's reference start is that of the first spoken word it
+stands for. It also checks that every word's characters are a slice of the client's text, one
+of its words as written (`$5.20`, never "five").
+
 Prints per engine and reference: matched words and sentences (those with a word matched), the
 median and 90th percentile of the absolute error, the mean signed error (a bias), and for the
 long text the error's slope over time (drift) and its median in each third. Nothing here is
@@ -55,6 +62,8 @@ from speechgate.audio.resample import resample
 from speechgate.engines import load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
 from speechgate.pipeline import speak_timed
+from speechgate.text.prepare import Speech, TextOptions, prepare
+from speechgate.text.rewrite import Rewrite
 from speechgate.timing import WordTime, word_spans
 
 _VOICES = {"espeak": "en-us", "piper": "en_US-joe-medium", "kokoro": "jf_alpha"}
@@ -94,6 +103,20 @@ _TEMPLATES = [
     "Her phone number ends in 4 4 7 2, and her flat is number 18B.",
     "Oh no, the kettle is boiling over!",
     "In 1969, astronauts landed on the Moon, and millions watched on television.",
+]
+
+
+NUMBERS = [
+    "It costs $5.20 today, or €1,299.99 with tax.",
+    "The invoice dated 2026-12-02 is due on Jan. 15, 2027.",
+    "Call (555) 123-4567 between 8:00 a.m. and 3:15 p.m. EST.",
+    "Prices rose 4.5% in 2023 and fell -2.3% in the 2010s.",
+    "We drove 120 km at 50 km/h and it was 18°C outside.",
+    "She paid £12.50 for 3/4 of a pizza on 12/02/2026.",
+    "The 21st edition sold 1,500 copies at $0.99 each.",
+    "Flight 447 leaves at 6:05 and lands at 9:40 on March 3rd, 2024.",
+    "Revenue hit $2.5bn, up 12% from $2.2bn in 1999.",
+    "Rooms 10-20 hold 250 people; the fee is USD 100.",
 ]
 
 
@@ -293,6 +316,25 @@ class Aligner:
         noise = np.random.default_rng(0).integers(-1, 2, audio.size)
         return np.clip(audio + noise, -32768, 32767).astype(np.int16).tobytes()
 
+    def source_words(self, text: str, spoken: Rewrite, pcm: PcmChunk) -> list[tuple[int, float]]:
+        """`words` of the spoken form, each placed at the start of the client's word it stands
+        for (the first spoken word of "$5.20" gives its start)."""
+        found: dict[int, float] = {}
+        for start, at in self.words(spoken.spoken, pcm):
+            end = start + len(spoken.spoken[start:].split(maxsplit=1)[0])
+            source = spoken.source_span(start, end)[0]
+            found[source] = min(at, found.get(source, at))
+        spans = word_spans(text)
+        # A spoken word maps to where its replacement starts; the client's word is the one
+        # that holds that character.
+        placed: dict[int, float] = {}
+        for source, at in found.items():
+            for begin, end in spans:
+                if begin <= source < end:
+                    placed[begin] = min(at, placed.get(begin, at))
+                    break
+        return sorted(placed.items())
+
     def words(self, text: str, pcm: PcmChunk) -> list[tuple[int, float]]:
         entries = [(start, self._entry(text[start:end])) for start, end in word_spans(text)]
         kept = [(start, entry) for start, entry in entries if entry]
@@ -382,8 +424,10 @@ def follows_silence(pcm: PcmChunk, start: float) -> bool:
     return start >= 0.06 and bool(before.size) and int(np.abs(before.astype(np.int32)).max()) <= 180
 
 
-def speak(engine: Engine, voice: str, text: str) -> tuple[PcmChunk, list[WordTime]]:
-    chunks = list(speak_timed(engine, SynthesisRequest(text, voice)))
+def speak(
+    engine: Engine, voice: str, text: str, options: TextOptions | None = None
+) -> tuple[PcmChunk, list[WordTime]]:
+    chunks = list(speak_timed(engine, SynthesisRequest(text, voice, text_options=options)))
     samples = np.concatenate([chunk.pcm.samples for chunk in chunks])
     return PcmChunk(samples, engine.sample_rate), [w for chunk in chunks for w in chunk.words]
 
@@ -490,15 +534,42 @@ class References:
         self.phonemes = Phonemes() if needs_phonemes else None
         self.sphinx = Aligner(self.phonemes) if "sphinx" in names and self.phonemes else None
 
-    def pairs(self, text: str, words: list[WordTime], pcm: PcmChunk) -> dict[str, list[Matched]]:
+    def pairs(
+        self, text: str, words: list[WordTime], pcm: PcmChunk, spoken: Rewrite | None = None
+    ) -> dict[str, list[Matched]]:
+        """The matched words of each reference; with `spoken` (the normalizer's rewrite of
+        `text`), the forced alignment aligns what was said."""
         found: dict[str, list[Matched]] = {}
         if self.whisper is not None:
             found["whisper"] = match(text, words, self.whisper.words(pcm), pcm)
         if self.sphinx is not None:
-            found["sphinx"] = match_aligned(text, words, self.sphinx.words(text, pcm), pcm)
+            aligned = (
+                self.sphinx.source_words(text, spoken, pcm)
+                if spoken is not None
+                else self.sphinx.words(text, pcm)
+            )
+            found["sphinx"] = match_aligned(text, words, aligned, pcm)
         if "sibilants" in self.names and self.phonemes is not None:
             found["sibilants"] = match_sibilants(text, words, pcm, self.phonemes)
         return found
+
+
+def spoken_form(text: str, options: TextOptions) -> Rewrite:
+    blocks = [block for block in prepare(text, options) if isinstance(block, Speech)]
+    if len(blocks) != 1:
+        raise ValueError(f"{text!r}: one block of speech expected")
+    return blocks[0].rewrite
+
+
+def client_slices(text: str, words: list[WordTime]) -> tuple[int, int]:
+    """(words whose characters are one or more whole words of `text` as written, all words)."""
+    starts = {start for start, _ in word_spans(text)}
+    ends = {end for _, end in word_spans(text)}
+    whole = sum(
+        word.start_char in starts and word.end_char in ends and word.start_char < word.end_char
+        for word in words
+    )
+    return whole, len(words)
 
 
 def run_engine(
@@ -508,8 +579,10 @@ def run_engine(
     long_chars: int,
     estimate: bool = False,
     log: list[dict[str, Any]] | None = None,
+    numbers: bool = False,
 ) -> dict[str, Any]:
-    """The figures of engine `name`; with `log`, every matched word appended to it too."""
+    """The figures of engine `name`; with `log`, every matched word appended to it too. With
+    `numbers`, the `NUMBERS` sentences through the normalizer instead."""
     loaded = load_engine(EngineConfig(name))
     engine: Any = Untimed(loaded) if estimate else loaded
     voice = _VOICES.get(name) or engine.voices()[0].id
@@ -518,10 +591,17 @@ def run_engine(
         pairs: dict[str, list[Matched]] = {reference: [] for reference in references.names}
         matched_sentences = dict.fromkeys(references.names, 0)
         total = 0
-        for text in sentences(count):
-            pcm, words = speak(engine, voice, text)
+        options = TextOptions(normalize=True, language="en-US", phonemes=True, engine=name)
+        texts = NUMBERS[:count] if numbers else sentences(count)
+        count = len(texts)
+        slices = [0, 0]
+        for text in texts:
+            pcm, words = speak(engine, voice, text, options if numbers else None)
             total += len(words)
-            for reference, found in references.pairs(text, words, pcm).items():
+            spoken = spoken_form(text, options) if numbers else None
+            whole, all_words = client_slices(text, words)
+            slices = [slices[0] + whole, slices[1] + all_words]
+            for reference, found in references.pairs(text, words, pcm, spoken).items():
                 pairs[reference] += found
                 matched_sentences[reference] += bool(found)
                 if log is not None:
@@ -529,6 +609,7 @@ def run_engine(
         result: dict[str, Any] = {
             "engine": name + (" (estimated)" if estimate else ""),
             "voice": voice,
+            "words_as_written": f"{slices[0]}/{slices[1]}",
         }
         for reference, found in pairs.items():
             if found:
@@ -536,7 +617,7 @@ def run_engine(
         for reference in ("whisper", "sphinx"):
             if reference in pairs and "sibilants" in pairs:
                 result[f"{reference}_vs_sibilants"] = versus(pairs[reference], pairs["sibilants"])
-        if long_chars:
+        if long_chars and not numbers:
             text = long_text(long_chars)
             pcm, words = speak(engine, voice, text)
             long: dict[str, Any] = {"characters": len(text), "audio_s": round(pcm.duration, 1)}
@@ -595,6 +676,9 @@ def main(argv: list[str] | None = None) -> int:
         "--estimate", action="store_true", help="hide the engines' word times: test the estimate"
     )
     parser.add_argument("--threads", type=int, default=1, help="whisper's CPU threads")
+    parser.add_argument(
+        "--numbers", action="store_true", help="NUMBERS through the normalizer instead"
+    )
     parser.add_argument("--json", help="write the figures here too")
     parser.add_argument("--words", help="write every matched word of the sentences here (JSONL)")
     args = parser.parse_args(argv)
@@ -602,7 +686,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     log: list[dict[str, Any]] = []
     for name in args.engines:
-        result = run_engine(name, references, args.sentences, args.long_chars, args.estimate, log)
+        result = run_engine(
+            name, references, args.sentences, args.long_chars, args.estimate, log, args.numbers
+        )
         results.append(result)
         print(json.dumps(result), flush=True)
         if args.words:
