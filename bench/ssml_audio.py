@@ -51,7 +51,8 @@ DOCUMENTS = [
     '<speak>Dial <say-as interpret-as="telephone">555-123-4567</say-as> for '
     '<say-as interpret-as="currency">$5.20</say-as>.</speak>',
     '<speak>The <sub alias="World Wide Web Consortium">W3C</sub> wrote it.</speak>',
-    '<speak>Say <phoneme alphabet="ipa" ph="təˈmeɪtoʊ">tomato</phoneme> slowly.</speak>',  # noqa: RUF001
+    '<speak>Please pronounce <phoneme alphabet="ipa" ph="təˈmeɪtoʊ">tomato</phoneme> slowly.'  # noqa: RUF001
+    "</speak>",
     '<speak><prosody rate="slow">Slowly now,</prosody> and <emphasis level="strong">'
     "really</emphasis> loud.</speak>",
 ]
