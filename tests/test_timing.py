@@ -235,7 +235,7 @@ def test_the_words_said_for_one_written_word_become_that_word() -> None:
     spoken = rewrite.spoken  # "Pay five dollars and twenty cents now."
     said = [(m.start(), m.end()) for m in re.finditer(r"\w+", spoken)]
     engine_words = [WordTime(s, e, 0.1 * i, 0.1 * i + 0.08) for i, (s, e) in enumerate(said)]
-    words = SourceWords(rewrite, 0)
+    words = SourceWords(rewrite)
     # Fed a word at a time, as a streaming engine tells them.
     found = [word for one in engine_words for word in words.feed([one], 1.0)]
     found += words.flush()
@@ -251,11 +251,11 @@ def test_the_words_said_for_one_written_word_become_that_word() -> None:
 def test_a_segment_later_in_the_spoken_text_maps_from_where_it_starts() -> None:
     rewrite = Rewrite.from_replacements("Hi. Dr. No.", [(4, 7, "Doctor")])
     start = rewrite.spoken.index("Doctor")
-    words = SourceWords(rewrite, start)
+    words = SourceWords(rewrite)
     # Held: a next word might still be part of "Dr.".
-    assert words.feed([WordTime(0, 6, 0.0, 0.3)], 2.0) == ()
-    words = SourceWords(rewrite, start)
-    held = words.feed([WordTime(0, 6, 0.0, 0.3), WordTime(7, 9, 0.35, 0.5)], 2.0)
+    assert words.feed([WordTime(0, 6, 0.0, 0.3)], 2.0, start) == ()
+    words = SourceWords(rewrite)
+    held = words.feed([WordTime(0, 6, 0.0, 0.3), WordTime(7, 9, 0.35, 0.5)], 2.0, start)
     assert [(w.start_char, w.end_char, w.spoken) for w in held] == [(4, 7, "Doctor"), (8, 10, None)]
 
 
@@ -268,3 +268,17 @@ def test_the_normalized_alignment_spells_what_was_said() -> None:
     assert len(said.character_start_times_seconds) == len("Pay five dollars")
     assert said.character_start_times_seconds[4] == pytest.approx(0.3)
     assert said.character_end_times_seconds[-1] == pytest.approx(1.0)
+
+
+def test_a_word_read_across_two_segments_is_one_word() -> None:
+    # A phone number's groups, cut into two segments at the comma between them.
+    text = "Call (555) 123-4567 now."
+    rewrite = Rewrite.from_replacements(text, [(5, 19, "five five five, one two three")])
+    cut = rewrite.spoken.index("one")
+    words = SourceWords(rewrite)
+    first = words.feed([WordTime(0, 4, 0.0, 0.2), WordTime(5, 9, 0.3, 0.5)], 0.0, 0)
+    second = words.feed([WordTime(0, 3, 0.0, 0.2), WordTime(14, 17, 0.9, 1.1)], 2.0, cut)
+    found = [*first, *second, *words.flush()]
+    assert [(w.start_char, w.end_char) for w in found] == [(0, 4), (5, 19), (20, 23)]
+    number = found[1]
+    assert (number.start_s, number.end_s) == (pytest.approx(0.3), pytest.approx(2.2))

@@ -167,7 +167,14 @@ def _segments(
     # One segment's chunks per `next`, asked for only after the pause before it.
     requests = [part.request for part in parts]
     spoken = lanes.segments(requests, speak) if lanes is not None else map(speak, requests)
+    words: SourceWords | None = None
     for part in parts:
+        if words is None or words.rewrite is not part.rewrite:
+            # A word read across two segments ("five five five, one two three" for a phone
+            # number cut at its comma) stays one word: held over while the rewrite goes on.
+            if words is not None and (held_back := words.flush()):
+                yield TimedChunk(PcmChunk.silence(0.0, engine.sample_rate), held_back)
+            words = SourceWords(part.rewrite)
         if part.pause > 0:
             yield _Pause(PcmChunk.silence(part.pause, engine.sample_rate))
             elapsed += part.pause
@@ -177,7 +184,6 @@ def _segments(
         # Faded edges: the join with the pause is silent. Closing this closes the engine's.
         chunks = carry_words(fade_edges, said)
         segment_start = elapsed
-        words = SourceWords(part.rewrite, part.start)
         with contextlib.closing(chunks):
             source: Iterable[TimedChunk] = chunks
             if loudness is not None:
@@ -188,11 +194,12 @@ def _segments(
                 found = tuple(word for chunk in held for word in chunk.words)
                 source = [TimedChunk(normalize_loudness(whole, loudness), found)]
             for chunk in source:
-                yield TimedChunk(chunk.pcm, words.feed(chunk.words, segment_start))
+                moved = words.feed(chunk.words, segment_start, part.start)
+                yield TimedChunk(chunk.pcm, moved)
                 elapsed += chunk.pcm.duration
-            if held_back := words.flush():
-                # A word that the next one might still have belonged to ("five" of "$5").
-                yield TimedChunk(PcmChunk.silence(0.0, engine.sample_rate), held_back)
+    if words is not None and (held_back := words.flush()):
+        # A word that a next one might still have belonged to ("five" of "$5").
+        yield TimedChunk(PcmChunk.silence(0.0, engine.sample_rate), held_back)
     if tail > 0:
         yield _Pause(PcmChunk.silence(tail, engine.sample_rate))
 

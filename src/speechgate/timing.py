@@ -317,7 +317,7 @@ class WordsFromCharacters:
 
 
 class SourceWords:
-    """Word times of a segment of a rewritten text, moved to the characters the client sent.
+    """Word times of the segments of a rewritten text, moved to the characters the client sent.
 
     Engines time the words they say ("five", "dollars", "and", "twenty", "cents"); a client
     asked for "$5.20". The words standing for one written word become one, from the first's
@@ -325,20 +325,21 @@ class SourceWords:
     characters is held until the next shows whether it goes on.
     """
 
-    def __init__(self, rewrite: Rewrite, start: int) -> None:
-        """`start`: where the segment starts in `rewrite.spoken`."""
-        self._rewrite = rewrite
-        self._start = start
+    def __init__(self, rewrite: Rewrite) -> None:
+        self.rewrite = rewrite
         self._held: WordTime | None = None
         self._said = (0, 0)  # the held word's characters in `rewrite.spoken`
 
-    def feed(self, words: Iterable[WordTime], seconds: float) -> tuple[WordTime, ...]:
-        """`words` (characters of the segment, seconds from its start) in the client's
-        characters, `seconds` later; those complete so far."""
+    def feed(
+        self, words: Iterable[WordTime], seconds: float, offset: int = 0
+    ) -> tuple[WordTime, ...]:
+        """`words` (characters of a segment that starts at `offset` of `rewrite.spoken`,
+        seconds from its start) in the client's characters, `seconds` later; those complete
+        so far."""
         done: list[WordTime] = []
         for word in words:
-            said = (word.start_char + self._start, word.end_char + self._start)
-            start, end = self._rewrite.source_span(*said)
+            said = (word.start_char + offset, word.end_char + offset)
+            start, end = self.rewrite.source_span(*said)
             moved = WordTime(start, end, word.start_s + seconds, word.end_s + seconds)
             held = self._held
             if held is not None and (held.start_char, held.end_char) == (start, end):
@@ -347,7 +348,7 @@ class SourceWords:
             elif held is not None:
                 done.extend(self.flush())
             self._held, self._said = moved, said
-            if self._rewrite.kept(start, end):
+            if self.rewrite.kept(start, end):
                 # Characters kept as they were: no later word can be part of this one.
                 done.extend(self.flush())
         return tuple(done)
@@ -357,9 +358,9 @@ class SourceWords:
         held, self._held = self._held, None
         if held is None:
             return ()
-        if self._rewrite.kept(held.start_char, held.end_char):
+        if self.rewrite.kept(held.start_char, held.end_char):
             return (held,)
-        return (replace(held, spoken=self._rewrite.spoken[self._said[0] : self._said[1]]),)
+        return (replace(held, spoken=self.rewrite.spoken[self._said[0] : self._said[1]]),)
 
 
 class WordFeed:
