@@ -143,9 +143,9 @@ def test_voices_lists_the_embedded_voice() -> None:
 
 def test_say_and_voices_use_stored_voices_and_seeds(tmp_path: Path) -> None:
     pytest.importorskip("pocket_tts")
+    from speechgate.cloning.library import VoiceLibrary
     from speechgate.engines import load_engine
     from speechgate.engines.base import EngineConfig
-    from speechgate.voices.library import VoiceLibrary
     from tests.helpers.pocket import build_tiny_model, read_wav
 
     model = build_tiny_model(tmp_path)

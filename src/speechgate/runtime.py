@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from speechgate.activity import RecentRequests
 from speechgate.catalog import Catalog
+from speechgate.cloning.cloner import VoiceCloning
+from speechgate.cloning.library import VoiceLibrary
 from speechgate.dictionaries import Dictionaries
 from speechgate.engines.base import EngineConfig
 from speechgate.metrics import Metrics
 from speechgate.service import Pull, SpeechService
 from speechgate.settings import Settings
-from speechgate.voices.cloning import VoiceCloning
 from speechgate.voices.installed import InstalledItem
-from speechgate.voices.library import VoiceLibrary
 from speechgate.workers.base import Pool, StartupError
 from speechgate.workers.cores import SharedCores
 from speechgate.workers.forking import preload_engines

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from speechgate.activity import RecentRequests
 from speechgate.catalog import Catalog
+from speechgate.cloning.cloner import CloningUnsupported, VoiceCloning
 from speechgate.dictionaries import LOCATORS_PARAM, NAMED_NONE, Dictionaries, Named
 from speechgate.engines.base import EngineInfo, SynthesisRequest
 from speechgate.errors import (
@@ -36,7 +37,6 @@ from speechgate.speech import SpeechRequest, StreamFormat
 from speechgate.text.prepare import TextOptions, check
 from speechgate.text.segment import clean_text
 from speechgate.timing import WordFeed
-from speechgate.voices.cloning import CloningUnsupported, VoiceCloning
 from speechgate.workers.base import Pool
 
 Pull = Callable[[str], Awaitable[object]]

@@ -7,6 +7,8 @@ from pathlib import Path
 from speechgate.audio.formats import OutputFormat
 from speechgate.captions import write_captions
 from speechgate.catalog import Catalog, engine_for_model
+from speechgate.cloning.cloner import VoiceCloning
+from speechgate.cloning.library import VoiceLibrary
 from speechgate.dictionaries import Dictionaries, operator_lexicon
 from speechgate.engines import Engine, load_engine
 from speechgate.engines.base import EngineConfig, EngineInfo
@@ -17,8 +19,6 @@ from speechgate.service import SpeechService
 from speechgate.settings import Settings
 from speechgate.speech import Normalization, SpeechRequest
 from speechgate.timing import WordTime
-from speechgate.voices.cloning import VoiceCloning
-from speechgate.voices.library import VoiceLibrary
 
 
 def stored_voices(settings: Settings) -> VoiceLibrary:

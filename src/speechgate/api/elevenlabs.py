@@ -46,6 +46,8 @@ from speechgate.api.tenancy import CurrentPrincipal, admit_speech
 from speechgate.api.voices import get_voices
 from speechgate.audio.formats import OutputFormat, parse_format
 from speechgate.catalog import Catalog, Model, normalize
+from speechgate.cloning.cloner import VoiceCloning
+from speechgate.cloning.library import VoiceNotStored
 from speechgate.errors import (
     EngineFailed,
     InvalidRequest,
@@ -69,8 +71,6 @@ from speechgate.timing import (
     WordTime,
     character_alignment,
 )
-from speechgate.voices.cloning import VoiceCloning
-from speechgate.voices.library import VoiceNotStored
 from speechgate.voices.naming import primary_language
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from speechgate.api.schemas import (
 from speechgate.api.state import app_state
 from speechgate.api.tenancy import CurrentPrincipal, admit_speech
 from speechgate.catalog import Catalog
+from speechgate.cloning.cloner import VoiceCloning
+from speechgate.cloning.library import StoredVoice
 from speechgate.errors import PayloadTooLarge
-from speechgate.voices.cloning import VoiceCloning
-from speechgate.voices.library import StoredVoice
 from speechgate.voices.naming import matches_filter
 
 router = APIRouter()

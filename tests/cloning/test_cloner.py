@@ -10,10 +10,10 @@ import pytest
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.catalog import Catalog
+from speechgate.cloning.cloner import VoiceCloning
+from speechgate.cloning.library import VoiceLibrary
 from speechgate.engines.base import EngineInfo, Voice
 from speechgate.errors import InvalidRequest
-from speechgate.voices.cloning import VoiceCloning
-from speechgate.voices.library import VoiceLibrary
 from tests.helpers.waiting import until
 
 pytestmark = pytest.mark.anyio

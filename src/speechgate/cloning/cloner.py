@@ -8,7 +8,7 @@ answered in some other voice.
 Uploads are decoded in threads, at most `max_decodes` at once (more wait their turn), and only
 up to the engine's longest prompt plus a margin: see speechgate.audio.clip for why. Every
 method that finds or makes voices takes `owner`, the asking key's id (None: every voice), as
-speechgate.voices.library defines it.
+speechgate.cloning.library defines it.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from speechgate.audio.clip import UndecodableAudio, decode_clip, trim
 from speechgate.audio.pcm import PcmChunk
 from speechgate.catalog import Catalog
+from speechgate.cloning.library import StoredVoice, VoiceLibrary
 from speechgate.engines.base import EngineInfo
 from speechgate.errors import Conflict, InvalidRequest
-from speechgate.voices.library import StoredVoice, VoiceLibrary
 from speechgate.workers.base import Pool
 
 MAX_NAME_CHARS = 64

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from speechgate.cloning.library import VoiceLibrary
 from speechgate.errors import Conflict, NotFound, SpeechgateError
-from speechgate.voices.library import VoiceLibrary
 
 
 def test_a_voice_is_stored_found_and_deleted(tmp_path: Path) -> None:

@@ -1,0 +1,2 @@
+"""Cloned voices, beside the service: turning an uploaded clip into a voice prompt (`cloner`),
+and the library that keeps them (`library`)."""
