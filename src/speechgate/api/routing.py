@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
 from speechgate.api.schemas import error_responses
-from speechgate.api.speech import local_answer
+from speechgate.api.speech import serve_locally
 from speechgate.api.state import app_state
 from speechgate.api.tenancy import require_admin
 from speechgate.catalog import engine_for_model
@@ -56,7 +56,7 @@ def start_router(
 ) -> Router:
     def make_provider(name: str, provider: ProviderConfig) -> Provider:
         if isinstance(provider, LocalProviderConfig):
-            return LocalProvider(name, provider, service, partial(local_answer, service))
+            return LocalProvider(name, provider, partial(serve_locally, service))
         if isinstance(provider, ElevenLabsProviderConfig):
             return ElevenLabsProvider(name, provider)
         return RemoteProvider(name, provider)

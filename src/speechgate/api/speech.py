@@ -201,6 +201,15 @@ async def open_answer(
     return answer
 
 
+async def serve_locally(
+    service: SpeechService, request: SpeechRequest, owner: str | None
+) -> Answer:
+    """A routed request this server's engines serve (the router's `LocalProvider`): planned,
+    a voice pulled on first use, opened, and answered as `local_answer` frames it."""
+    plan = await service.plan_or_pull(request, owner)
+    return local_answer(service, plan, await service.open(plan))
+
+
 def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream) -> Answer:
     """The response to a request this server's engines serve."""
     ttfa_ms = stream.time_to_first_audio * 1000

@@ -37,7 +37,6 @@ from speechgate.routing.config import (
     LocalProviderConfig,
     RemoteProviderConfig,
 )
-from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 from speechgate.speech import SpeechRequest
 from speechgate.timing import WordFeed, WordsFromCharacters, WordTime, estimate_words
 from speechgate.voices.naming import primary_language
@@ -219,26 +218,22 @@ async def _first_pieces(pieces: AsyncIterator[Piece], check: AnswerCheck) -> lis
     return firsts
 
 
-Render = Callable[[SpeechPlan, SpeechStream], Answer]
-"""Turns a local stream into the response the speech route would send (headers, SSE)."""
+LocalServe = Callable[[SpeechRequest, str | None], Awaitable[Answer]]
+"""This server's serving path, as the layer above routing gives it to the local provider:
+`(request, owner)` -> the response the speech route would send (headers, SSE), once its first
+audio exists. Routing calls it and knows nothing of the service behind it."""
 
 
 class LocalProvider:
-    """This server's worker pools, through the same SpeechService as unrouted requests."""
+    """This server's worker pools, through the same serving path as unrouted requests."""
 
-    def __init__(
-        self, name: str, config: LocalProviderConfig, service: SpeechService, render: Render
-    ) -> None:
+    def __init__(self, name: str, config: LocalProviderConfig, serve: LocalServe) -> None:
         self.name = name
         self.config = config
-        self._service = service
-        self._render = render
+        self._serve = serve
 
     async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
-        plan = await self._service.plan_or_pull(
-            _mapped(request, self.config.model, self.config.voices), owner
-        )
-        return self._render(plan, await self._service.open(plan))
+        return await self._serve(_mapped(request, self.config.model, self.config.voices), owner)
 
     async def aclose(self) -> None:
         pass
