@@ -1,17 +1,96 @@
-"""Imports point one way: the OpenAI HTTP front end (`speechgate.api`) sits on top, and nothing
-below it (the service, routing, workers, engines, the other front ends) imports it or its web
-framework. Read from the source with `ast`, so an import inside a function or under
-`TYPE_CHECKING` counts too."""
+"""Imports point one way, down. `LAYERS` names speechgate's floors from the bottom up, and a
+module may import its own floor and those below it, never one above. On top of that, the OpenAI
+HTTP front end (`speechgate.api`) is imported by nothing but the command that serves it, and
+its web framework by nothing outside it.
+
+Read from the source with `ast`, so an import inside a function or under `TYPE_CHECKING` counts
+too: a type a lower floor names in its annotations is a dependency all the same, and belongs
+at or below it. A package's `__init__` is a module of its own, on its own floor; importing a
+submodule does not count as importing the package that holds it.
+"""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import speechgate
 
 SOURCE = Path(speechgate.__file__).parent
+PACKAGE = "speechgate"
+
+# speechgate's floors, bottom first: (name, what it holds, its modules). A name stands for that
+# module and every module under it; the longest name that covers a module decides its floor
+# ("engines.kokoro" is the engine's declaration, "engines.kokoro.engine" its runtime). The
+# package's own `__init__` (its version) is "__init__".
+LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "foundations",
+        "values every floor speaks: errors, PCM and formats, text, word times, voice names and "
+        "installed items, the neutral speech request",
+        ("__init__", "errors", "logs", "audio", "text", "timing", "captions", "speech", "voices"),
+    ),
+    (
+        "declarations",
+        "what the server is set up with and what each engine declares: the settings, the "
+        "Engine contract, the plugins (no engine runtime)",
+        (
+            "settings",
+            "engines.base",
+            "engines.plugin",
+            "engines.espeak",
+            "engines.kokoro",
+            "engines.piper",
+            "engines.pocket",
+        ),
+    ),
+    (
+        "engines",
+        "the engines themselves: text in, PCM out",
+        (
+            "engines",
+            "engines.espeak.engine",
+            "engines.kokoro.engine",
+            "engines.piper.engine",
+            "engines.pocket.engine",
+            "lanes",
+        ),
+    ),
+    (
+        "execution",
+        "jobs run in worker processes: PCM rendered and encoded",
+        ("pipeline", "workers"),
+    ),
+    (
+        "catalog",
+        "which models and voices exist, how names resolve, what can be pulled, lexicons",
+        ("catalog", "hub", "dictionaries"),
+    ),
+    (
+        "metering",
+        "keys, limits, usage records; the metrics and the recent requests",
+        ("metering", "metrics", "activity"),
+    ),
+    (
+        "routing",
+        "providers (an upstream, or this server through a callable it is given), weighted "
+        "choice, breakers, shadows",
+        ("routing", "openai_upstream"),
+    ),
+    (
+        "serving",
+        "the one serving path: plan, admit, open, stream; sessions; cloned voices",
+        ("service", "streaming_sessions", "cloning"),
+    ),
+    (
+        "composition",
+        "what is built from Settings: the runtime, the in-process synthesis, the HTTP server",
+        ("runtime", "standalone", "startup_summary", "server"),
+    ),
+    ("front ends", "wire formats in, SpeechRequest out", ("api", "wyoming", "web")),
+    ("commands", "the CLI, the benchmarks, the chat client", ("cli", "bench", "chat")),
+)
 API = "speechgate.api"
 WEB_FRAMEWORKS = ("fastapi", "starlette")
 
@@ -90,6 +169,92 @@ def test_the_import_reader_sees_every_form_of_import(tmp_path: Path) -> None:
         "speechgate.api.schemas.SpeechOptions",
         "speechgate.api.tenancy.Meter",
     } <= names
+
+
+def _floor(module: str) -> int | None:
+    """The index in `LAYERS` of `module`'s floor; None when no name there covers it."""
+    relative = "__init__" if module == PACKAGE else module.removeprefix(PACKAGE + ".")
+    covering = [
+        (len(name), floor)
+        for floor, (_, _, names) in enumerate(LAYERS)
+        for name in names
+        if _within(relative, name)
+    ]
+    return max(covering)[1] if covering else None
+
+
+def _module_named(name: str, modules: Collection[str]) -> str | None:
+    """The module an imported name is or lives in (`speechgate.engines.discover` ->
+    `speechgate.engines`); None for a name outside `modules`."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def _upward_imports(module: str, path: Path, modules: Collection[str]) -> Iterator[str]:
+    """Each import in `module` of a module on a higher floor, said in words."""
+    floor = _floor(module)
+    assert floor is not None, f"{module} is on no floor"
+    seen: set[str] = set()
+    for name, line in _imports(module, path):
+        target = _module_named(name, modules)
+        target_floor = None if target is None else _floor(target)
+        if target is None or target_floor is None or target_floor <= floor or target in seen:
+            continue
+        seen.add(target)
+        yield (
+            f"{module} ({LAYERS[floor][0]}) imports {target} ({LAYERS[target_floor][0]}) "
+            f"at line {line}"
+        )
+
+
+def test_every_module_is_on_a_floor() -> None:
+    assert [module for module, _ in _modules() if _floor(module) is None] == [], (
+        "Place these modules in LAYERS"
+    )
+
+
+def test_every_name_in_the_layers_is_a_module_on_one_floor() -> None:
+    modules = dict(_modules())
+    names = [name for _, _, floor in LAYERS for name in floor]
+    assert [
+        name for name in names if name != "__init__" and f"{PACKAGE}.{name}" not in modules
+    ] == []
+    assert len(names) == len(set(names))
+
+
+def test_no_import_points_to_a_higher_floor() -> None:
+    modules = dict(_modules())
+    upward = [
+        found
+        for module, path in modules.items()
+        for found in _upward_imports(module, path, modules)
+    ]
+    assert upward == [], (
+        "Imports point down: take what the lower module needs as a parameter or a protocol "
+        "of its own floor, or move the code to the floor it belongs on\n" + "\n".join(upward)
+    )
+
+
+def test_an_import_of_a_higher_floor_is_found_in_any_form(tmp_path: Path) -> None:
+    path = tmp_path / "extra.py"
+    path.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from speechgate.errors import InvalidRequest\n"
+        "from ..timing import WordTime\n"
+        "if TYPE_CHECKING:\n"
+        "    from speechgate.api.state import AppState\n"
+        "def late():\n"
+        "    from ..service import SpeechService\n"
+    )
+    modules = {*dict(_modules()), "speechgate.routing.extra"}
+    assert list(_upward_imports("speechgate.routing.extra", path, modules)) == [
+        "speechgate.routing.extra (routing) imports speechgate.api.state (front ends) at line 5",
+        "speechgate.routing.extra (routing) imports speechgate.service (serving) at line 7",
+    ]
 
 
 def test_nothing_below_the_http_front_end_imports_it() -> None:
