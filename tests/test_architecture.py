@@ -226,6 +226,27 @@ def test_every_name_in_the_layers_is_a_module_on_one_floor() -> None:
     assert len(names) == len(set(names))
 
 
+def test_the_longest_name_decides_a_floor() -> None:
+    floors = {
+        module: LAYERS[floor][0]
+        for module in (
+            "speechgate",
+            "speechgate.engines",
+            "speechgate.engines.kokoro",
+            "speechgate.engines.kokoro.engine",
+            "speechgate.voices.installed",
+        )
+        if (floor := _floor(module)) is not None
+    }
+    assert floors == {
+        "speechgate": "foundations",
+        "speechgate.engines": "engines",
+        "speechgate.engines.kokoro": "declarations",
+        "speechgate.engines.kokoro.engine": "engines",
+        "speechgate.voices.installed": "foundations",
+    }
+
+
 def test_no_import_points_to_a_higher_floor() -> None:
     modules = dict(_modules())
     upward = [
