@@ -47,6 +47,13 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
+def _importable(module: str) -> bool:
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
 def _comma_list(value: object) -> object:
     return (
         [part.strip() for part in value.split(",") if part.strip()]
@@ -388,6 +395,16 @@ class Settings(BaseSettings):
     model is served by this server's engines. `/v1/admin/routing` (the admin key) and
     `speechgate routing` change the routes at run time."""
 
+    # --- tracing -----------------------------------------------------------------------------
+
+    otel_endpoint: str | None = Field(
+        default_factory=lambda: os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+    )
+    """OpenTelemetry collector to send a trace of every speech request to, over OTLP/HTTP
+    (protobuf): its base URL, e.g. `http://127.0.0.1:4318` (traces go to `/v1/traces` under
+    it), as in the standard `OTEL_EXPORTER_OTLP_ENDPOINT`, which is the default. Unset: no
+    tracing. Needs the `otel` extra (docs/tracing.md)."""
+
     @model_validator(mode="before")
     @classmethod
     def _split_lists(cls, data: object) -> object:
@@ -455,6 +472,12 @@ class Settings(BaseSettings):
             ),
             ("wyoming_uri", self.wyoming_uri is not None, "wyoming", "wyoming"),
             (
+                "otel_endpoint",
+                self.otel_endpoint is not None,
+                "opentelemetry.exporter.otlp.proto.http",
+                "otel",
+            ),
+            (
                 "database_url",
                 (self.database_url or "").startswith("postgresql"),
                 "psycopg",
@@ -462,8 +485,18 @@ class Settings(BaseSettings):
             ),
         ]
         for name, used, module, extra in needs:
-            if used and find_spec(module) is None:
+            if used and not _importable(module):
                 raise ValueError(f"{name} needs {module}: install speechgate[{extra}]")
+        return self
+
+    @model_validator(mode="after")
+    def _check_otel(self) -> Self:
+        if self.otel_endpoint is not None and not self.otel_endpoint.startswith(
+            ("http://", "https://")
+        ):
+            raise ValueError(
+                f"otel_endpoint must be an http(s) URL (OTLP/HTTP), not {self.otel_endpoint!r}"
+            )
         return self
 
     @model_validator(mode="after")

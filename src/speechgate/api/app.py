@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from speechgate import __version__
+from speechgate import __version__, tracing
 from speechgate.api import (
     admin,
     catalog,
@@ -58,6 +58,9 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Whatever was built is closed, in reverse, on shutdown and on a failed start alike.
         async with AsyncExitStack() as built:
+            if settings.otel_endpoint is not None:
+                # Stopped last: the spans of requests that end while the rest stops are sent.
+                built.enter_context(tracing.exporting(settings.otel_endpoint))
             tenancy = await Tenancy.open(settings)
             # Closed last: requests ended before still record their usage, and this writes it.
             built.push_async_callback(tenancy.close)
