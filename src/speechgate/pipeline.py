@@ -51,6 +51,8 @@ class EncodedChunk:
     elapsed: float = 0.0
     """Seconds from the start of rendering to these bytes, where the engine runs: for the
     first chunk, the engine's own time to first audio, without any transport around it."""
+    encoding: float = 0.0
+    """Seconds of `elapsed` that encoding these bytes took (resampling included)."""
     words: tuple[WordTime, ...] = ()
     """With `OutputSpec.word_times`: the words first known with these bytes (characters of the
     request's text, seconds from the start of its audio), sent no later than their audio."""
@@ -288,13 +290,22 @@ def render(
         spoken = _segments(engine, request, output.loudness_target, output.word_times, lanes)
         with contextlib.closing(spoken) as timed_chunks:
             for chunk in timed_chunks:
+                before = time.perf_counter()
                 data = encoder.encode(chunk.pcm)
-                elapsed = time.perf_counter() - started
+                done = time.perf_counter()
                 # Heard after the priming a decoder plays first, where the stream cannot say.
                 words = tuple(word.shifted(encoder.priming) for word in chunk.words)
                 yield EncodedChunk(
-                    data, chunk.pcm.duration, elapsed, words, isinstance(chunk, _Pause)
+                    data,
+                    chunk.pcm.duration,
+                    done - started,
+                    done - before,
+                    words,
+                    isinstance(chunk, _Pause),
                 )
-        yield EncodedChunk(encoder.finish(), 0.0, time.perf_counter() - started)
+        before = time.perf_counter()
+        tail = encoder.finish()
+        done = time.perf_counter()
+        yield EncodedChunk(tail, 0.0, done - started, done - before)
     finally:
         encoder.close()

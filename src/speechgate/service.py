@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 
+from speechgate import tracing
 from speechgate.activity import RecentRequests
 from speechgate.catalog import Catalog
 from speechgate.cloning.cloner import CloningUnsupported, VoiceCloning
@@ -61,6 +62,18 @@ async def _pull_voice(pull: Pull, voice: str, ref: str) -> None:
         if disk_full(error):
             raise InsufficientStorage(f"Pulling {ref} for the voice {voice!r}") from error
         raise PullFailed(f"Pulling {ref} for the voice {voice!r} failed: {error}") from error
+
+
+def _traced(step: tracing.Span, plan: SpeechPlan) -> SpeechPlan:
+    if step.recording:
+        step.set(
+            {
+                "speechgate.engine": plan.engine,
+                "speechgate.voice": plan.voice_id,
+                "speechgate.format": plan.output.format.value,
+            }
+        )
+    return plan
 
 
 @dataclass(frozen=True)
@@ -184,15 +197,18 @@ class SpeechService:
     async def plan_or_pull(self, request: SpeechRequest, owner: str | None = None) -> SpeechPlan:
         """`plan`, with the request's dictionaries found, pulling a voice that is not installed
         first when this service can pull."""
-        named = await self.named_dictionaries(request, owner)
-        return await self._pulling(lambda: self.plan(request, owner, named))
+        with tracing.span(tracing.PLAN) as step:
+            named = await self.named_dictionaries(request, owner)
+            return _traced(step, await self._pulling(lambda: self.plan(request, owner, named)))
 
     async def plan_options_or_pull(
         self, request: SpeechRequest, owner: str | None = None
     ) -> SpeechPlan:
         """`plan_options` for a streaming session, found and pulled like `plan_or_pull`."""
-        named = await self.named_dictionaries(request, owner)
-        return await self._pulling(lambda: self.plan_options(request, owner, named))
+        with tracing.span(tracing.PLAN) as step:
+            named = await self.named_dictionaries(request, owner)
+            plan = await self._pulling(lambda: self.plan_options(request, owner, named))
+            return _traced(step, plan)
 
     async def _pulling(self, plan: Callable[[], SpeechPlan]) -> SpeechPlan:
         try:
@@ -200,7 +216,8 @@ class SpeechService:
         except VoiceNotInstalled as missing:
             if self._pull is None or missing.ref is None:
                 raise
-            await _pull_voice(self._pull, missing.voice, missing.ref)
+            with tracing.span(tracing.PULL, {"speechgate.ref": missing.ref}):
+                await _pull_voice(self._pull, missing.voice, missing.ref)
         # Once: if the voice is still not installed (the item lacks it), the refusal stands.
         return plan()
 

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from speechgate import tracing
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.tenancy import Admission, Principal, Tenancy
 
@@ -61,6 +62,22 @@ def finish(tenancy: Tenancy, meter: Meter, status: int) -> None:
         total_seconds=time.perf_counter() - meter.started,
         status=status,
     )
-    if meter.admission is not None:
-        tenancy.release(meter.admission, record.billable)
-    tenancy.record(record)
+    if tracing.enabled():
+        tracing.describe_request(
+            {
+                "speechgate.request_id": record.request_id,
+                "speechgate.model": record.model,
+                "speechgate.provider": record.provider,
+                "speechgate.engine": record.engine,
+                "speechgate.voice": record.voice,
+                "speechgate.characters": record.characters,
+                "speechgate.audio_seconds": round(record.audio_seconds, 6),
+                "speechgate.status": record.status,
+                # The key's id, never its secret; none for the admin or an open server.
+                **({"speechgate.key_id": record.key_id} if record.key_id else {}),
+            }
+        )
+    with tracing.span(tracing.USAGE):
+        if meter.admission is not None:
+            tenancy.release(meter.admission, record.billable)
+        tenancy.record(record)

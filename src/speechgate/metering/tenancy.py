@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from speechgate import tracing
 from speechgate.errors import AuthenticationFailed, InsufficientQuota, PermissionDenied, RateLimited
 from speechgate.metering.keys import ApiKey, bearer_token, hash_key, same_secret
 from speechgate.metering.limiter import Hold, Limiter, MemoryLimiter, UsedSoFar
@@ -192,6 +193,10 @@ class Tenancy:
         """Check the key's model list and limits for one speech request; raises
         PermissionDenied, RateLimited or InsufficientQuota (LimitsUnavailable when the shared
         limits cannot be reached)."""
+        with tracing.span(tracing.ADMISSION, {"speechgate.characters": characters}):
+            return await self._admit(principal, model, characters)
+
+    async def _admit(self, principal: Principal, model: str, characters: int) -> Admission:
         key = principal.key
         if key is None:
             return Admission(None, characters)

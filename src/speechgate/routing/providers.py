@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import httpx
 
+from speechgate import tracing
 from speechgate.audio.clip import UndecodableAudio
 from speechgate.audio.decode import decode_speech
 from speechgate.audio.formats import FORMAT_NAMES, AudioFormat
@@ -306,6 +307,8 @@ class _Relay:
         # The upstream's own keys decide what its voices are; `owner` means nothing there.
         started = self._clock()
         upstream_request = self._request(request, request_id)
+        # A traced upstream (another speechgate) goes on with this request's trace.
+        upstream_request.headers.update(tracing.propagation_headers())
         with upstream_errors(self._base_url, self._timeout, self._what):
             response = await self._client.send(upstream_request, stream=True)
         try:

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from speechgate import tracing
 from speechgate.errors import NoProviderAvailable
 from speechgate.routing import choice
 from speechgate.routing.breaker import CircuitBreaker, Outcome
@@ -109,10 +110,25 @@ class Router:
         when every one failed, NoProviderAvailable when every breaker is open. `on_attempt`
         hears each provider's name as it is tried (metering names the last one); `owner`, the
         asking key's id, decides which stored voices it may name (None: all)."""
+        with tracing.span(tracing.ROUTE) as routed:
+            answer = await self._open(request, key, request_id, on_attempt, owner, routed)
+            routed.set({"speechgate.provider": answer.provider})
+            return answer
+
+    async def _open(
+        self,
+        request: SpeechRequest,
+        key: str,
+        request_id: str,
+        on_attempt: Callable[[str], object],
+        owner: str | None,
+        routed: tracing.Span,
+    ) -> Answer:
         state = self._state
         found = state.route(request.model)
         assert found is not None, "serves() said no"
         route_name, route = found
+        routed.set({"speechgate.route": route_name})
         last_error: Exception | None = None
         for name in choice.attempt_order(route.weights, route.fallback, key, state.disabled):
             entry = state.providers[name]
@@ -120,7 +136,8 @@ class Router:
                 continue
             on_attempt(name)
             try:
-                answer = await self._opened(entry.provider, request, request_id, owner)
+                with tracing.span(tracing.ATTEMPT, {"speechgate.provider": name}):
+                    answer = await self._opened(entry.provider, request, request_id, owner)
             except Exception as error:
                 if not counts_as_failure(error):
                     entry.breaker.record(Outcome.NEUTRAL)

@@ -28,6 +28,7 @@ from collections.abc import AsyncGenerator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 
+from speechgate import tracing
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, EngineInfo, SynthesisRequest
 from speechgate.errors import (
@@ -326,9 +327,17 @@ class WorkerPool:
         if not self._live_workers():
             raise NotReady(f"no {self.config.name} worker is running")
         self._fit_slots()
-        slot = await self._admission.acquire(
-            characters if work is None else work, retry_key, sender
+        work = characters if work is None else work
+        trace = (
+            tracing.job(self._queue_attributes(work, sender))
+            if tracing.enabled()
+            else tracing.NO_JOB
         )
+        try:
+            slot = await self._admission.acquire(work, retry_key, sender)
+        except BaseException as error:
+            trace.end(error)
+            raise
         worker = slot.worker
         threads = self._place(worker)
         job = _Job(next(self._job_ids), slot, characters, left=self._job_timeout)
@@ -337,7 +346,9 @@ class WorkerPool:
         worker.state = WorkerState.BUSY
         self._plan_timeouts(worker)
         job.on_room = lambda open: self._set_room(worker, job, open)
+        trace.admitted({"speechgate.worker": worker.index})
         worker.send(job_message(job.job_id, threads))
+        failure: BaseException | None = None
         try:
             while True:
                 message = await job.next()
@@ -347,11 +358,27 @@ class WorkerPool:
                     raise EngineFailed(f"{self.config.name} job failed: {message.message}")
                 if isinstance(message, SpeechgateError):
                     raise message
+                if isinstance(message, Chunk):
+                    audio = message.audio
+                    trace.chunk(audio.elapsed, audio.encoding, audio.audio_seconds)
                 yield message
+        except BaseException as error:
+            failure = error
+            raise
         finally:
+            trace.end(failure)
             job.abandon()
             if not job.ended and worker.jobs.get(job.job_id) is job:
                 self._cancel(worker, job)
+
+    def _queue_attributes(self, work: float, sender: Hashable) -> dict[str, tracing.Value]:
+        return {
+            "speechgate.engine": self.config.name,
+            "speechgate.work": work,
+            # What admission predicts this job will wait, before it is refused or queued.
+            "speechgate.predicted_wait": round(self._admission.predicted_wait(sender), 6),
+            "speechgate.queued": self._admission.queued,
+        }
 
     # --- observation ---------------------------------------------------------------------------
 

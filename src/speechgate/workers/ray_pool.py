@@ -29,6 +29,7 @@ from ray.serve.exceptions import (
     ReplicaUnavailableError,
 )
 
+from speechgate import tracing
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, EngineInfo, SynthesisRequest
 from speechgate.errors import (
@@ -246,13 +247,19 @@ class RayPool:
         """
         self._check_live()
         work = len(request.text)
-        self._admit(work)
+        trace = tracing.job({"speechgate.engine": self.config.name, "speechgate.work": work})
+        try:
+            self._admit(work)
+        except BaseException as error:
+            trace.end(error)
+            raise
         loop = asyncio.get_running_loop()
         response = self._handle.options(stream=True).synthesize.remote(request, output)
         token = object()
         self._waiting[token] = work
         started: Started | None = None
         outcome: str | None = None  # how the job ended, once it reached a replica
+        failure: BaseException | None = None
         try:
             try:
                 first = await self._receive(response, loop.time() + self._safety_wait)
@@ -263,6 +270,7 @@ class RayPool:
                 del self._waiting[token]
             assert isinstance(first, Started), first
             started = first
+            trace.admitted()
             self._running.append(started)
             outcome = "cancelled"
             began = self._clock()
@@ -282,17 +290,24 @@ class RayPool:
                     break
                 assert isinstance(chunk, EncodedChunk), chunk
                 audio_seconds += chunk.audio_seconds
+                trace.chunk(chunk.elapsed, chunk.encoding, chunk.audio_seconds)
                 yield chunk
             outcome = "completed"
             self.service_times.record(self._clock() - began, audio_seconds, work)
-        except WorkerLost:
+        except WorkerLost as error:
             outcome = "lost"  # before its first item too: the job was on the replica
+            failure = error
             raise
         except EngineFailed as error:
             # A job that timed out took its replica with it, as on a local worker.
             outcome = "lost" if error.code == "job_timeout" else "failed"
+            failure = error
+            raise
+        except BaseException as error:
+            failure = error
             raise
         finally:
+            trace.end(failure)
             self._serving.pop(token, None)
             if outcome != "completed":
                 # Re-raises the request's own failure (back-pressure, a dead replica) when it
