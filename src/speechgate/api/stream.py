@@ -14,10 +14,11 @@ from typing import Annotated, Literal, NoReturn
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from speechgate import tracing
 from speechgate.api.errors import error_body
 from speechgate.api.schemas import SpeechOptions, SpeechWord
 from speechgate.api.state import app_state
-from speechgate.api.tenancy import credentials
+from speechgate.api.tenancy import credentials, trace_context
 from speechgate.errors import (
     AuthenticationFailed,
     InsufficientQuota,
@@ -138,12 +139,14 @@ async def speech_stream(websocket: WebSocket) -> None:
     principal: Principal = websocket.state.principal
     meter = Meter(f"ws_{uuid.uuid4().hex}", time.perf_counter(), principal)
     status = CLIENT_CLOSED
-    try:
-        status = await _serve(websocket, meter, principal)
-    finally:
-        if meter.admission is not None:
-            meter.characters = meter.admission.characters
-        finish(app_state(websocket).tenancy, meter, status)
+    # One trace for the session: its root span is current for the tasks that serve it.
+    with tracing.request("websocket", trace_context(websocket.scope)):
+        try:
+            status = await _serve(websocket, meter, principal)
+        finally:
+            if meter.admission is not None:
+                meter.characters = meter.admission.characters
+            finish(app_state(websocket).tenancy, meter, status)
 
 
 async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> int:

@@ -12,11 +12,12 @@ import time
 from typing import Annotated
 
 from fastapi import Depends, Request
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import WebSocketException
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from speechgate import tracing
 from speechgate.api.state import app_state, started
 from speechgate.errors import AuthenticationFailed, NotConfigured, PermissionDenied, SpeechgateError
 from speechgate.metering.keys import bearer_token
@@ -134,16 +135,32 @@ class UsageMiddleware:
             await send(message)
 
         failed = False
-        try:
-            await self.app(scope, watch_receive, watch_send)
-        except BaseException:
-            failed = True
-            raise
-        finally:
-            # No state: the app was never started, so there is nothing to record into.
-            if (state := started(scope["app"])) is not None:
-                recorded = recorded_status(meter, status, failed, client_left)
-                finish(state.tenancy, meter, recorded)
+        # The request's trace: its root span is current for everything the app does for it.
+        with tracing.request(front_end(scope["path"]), trace_context(scope)):
+            try:
+                await self.app(scope, watch_receive, watch_send)
+            except BaseException:
+                failed = True
+                raise
+            finally:
+                # No state: the app was never started, so there is nothing to record into.
+                if (state := started(scope["app"])) is not None:
+                    recorded = recorded_status(meter, status, failed, client_left)
+                    finish(state.tenancy, meter, recorded)
+
+
+def front_end(path: str) -> str:
+    """Which API a metered request came through, as its trace names it."""
+    return "elevenlabs" if path.startswith(_METERED_PREFIX[1]) else "openai"
+
+
+def trace_context(scope: Scope) -> dict[str, str] | None:
+    """The W3C trace context (`traceparent`) a client sent, if tracing is on: the request's
+    trace goes on from the client's."""
+    if not tracing.enabled():
+        return None
+    headers = Headers(scope=scope)
+    return {name: headers[name] for name in ("traceparent", "tracestate") if name in headers}
 
 
 async def _free_before_last_byte(

@@ -24,8 +24,10 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from speechgate import tracing
 from speechgate.errors import SpeechgateError
 from speechgate.metering.meter import Meter
+from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import Tenancy
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan
@@ -235,23 +237,29 @@ class WyomingHandler:
         repeated, self._just_streamed = digest == self._just_streamed, None
         if self._stream is not None or self._stream_refused or repeated:
             return
+        root = tracing.request(wy.CLIENT)
         try:
-            caller = await wy.caller(self._runtime, self._tenancy)
-            plan = await wy.plan(self._runtime, caller, voice, text)
+            with root.attached():
+                caller = await wy.caller(self._runtime, self._tenancy)
+                plan = await wy.plan(self._runtime, caller, voice, text)
         except SpeechgateError as error:
+            root.end(error.status_code)
             await self._send_error(error)
             return
         meter = wy.new_meter(plan, caller.principal)
         whole = wy.WholeText(self._runtime.service, plan, caller, self._host)
-        self._queue(plan, whole, meter, plan.characters)
+        self._queue(plan, whole, meter, plan.characters, root)
 
     async def _start_stream(self, voice: SynthesizeVoice | None) -> None:
         self._stop_stream()  # a stream left open: what it has is spoken, and it ends
         self._streamed = hashlib.sha256()
+        root = tracing.request(wy.CLIENT)
         try:
-            caller = await wy.caller(self._runtime, self._tenancy)
-            plan = await wy.plan(self._runtime, caller, voice)
+            with root.attached():
+                caller = await wy.caller(self._runtime, self._tenancy)
+                plan = await wy.plan(self._runtime, caller, voice)
         except SpeechgateError as error:
+            root.end(error.status_code)
             await self._send_error(error)
             self._stream_refused = True
             return
@@ -264,7 +272,7 @@ class WyomingHandler:
         )
         self._stream = stream
         # A stream is admitted with no text, its characters counted segment by segment.
-        self._stream_job = self._queue(plan, stream, meter, 0, stopped=True)
+        self._stream_job = self._queue(plan, stream, meter, 0, root, stopped=True)
 
     async def _add_text(self, text: str) -> None:
         self._streamed.update(text.encode(errors="replace"))
@@ -296,12 +304,21 @@ class WyomingHandler:
         utterance: wy.Utterance,
         meter: Meter,
         characters: int,
+        root: tracing.RequestSpan,
         stopped: bool = False,
     ) -> asyncio.Task[None]:
-        """Run after the connection's previous job, so audio never interleaves."""
+        """Run after the connection's previous job, so audio never interleaves; `root` is the
+        synthesis's trace, ended with it."""
         previous = self._jobs[-1] if self._jobs else None
 
         async def run() -> None:
+            with root.attached():
+                try:
+                    await speak()
+                finally:
+                    root.end(CLIENT_CLOSED)  # the status `speak` recorded, if it got that far
+
+        async def speak() -> None:
             if previous is not None:
                 await asyncio.wait([previous])
             try:
