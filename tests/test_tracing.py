@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -266,3 +268,31 @@ def test_speechgate_serve_sends_its_traces_to_an_otlp_receiver(tmp_path: Path) -
     assert attributes["speechgate.status"].int_value == 200
     resource = {item.key: item.value.string_value for item in receiver.resources()[0].attributes}
     assert resource["service.name"] == "speechgate"
+
+
+def test_speechgate_runs_without_the_otel_extra() -> None:
+    """Nothing imports OpenTelemetry's SDK or exporter until tracing is on; asking for it
+    without the extra fails at start-up, naming the extra. (Its API comes with FastAPI.)"""
+    script = """
+import sys
+# As if not installed.
+sys.modules["opentelemetry.sdk"] = sys.modules["opentelemetry.exporter"] = None
+import pydantic
+from speechgate import tracing
+from speechgate.api.app import create_app
+from speechgate.wyoming import handler
+from tests.helpers.settings import fake_settings
+create_app(fake_settings())
+with tracing.span(tracing.PLAN), tracing.request("openai"):
+    tracing.job({}).end()
+try:
+    fake_settings(otel_endpoint="http://127.0.0.1:4318")
+except pydantic.ValidationError as error:
+    print(error)
+"""
+    ran = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "otel_endpoint needs opentelemetry.exporter" in ran.stdout
+    assert "speechgate[otel]" in ran.stdout

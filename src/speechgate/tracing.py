@@ -2,7 +2,8 @@
 
 Off unless the server is started with `Settings.otel_endpoint` (and the `otel` extra is
 installed): until then every function here hands out shared do-nothing objects, and nothing of
-OpenTelemetry is imported.
+OpenTelemetry is imported here. The spans go to a tracer provider of speechgate's own, not the
+global one (which FastAPI's own telemetry uses).
 
 A front end opens the root span of each request or session (`request`); the shared serving path
 opens the children (`span` for a step, `job` for a worker job's queue, first audio and
