@@ -28,8 +28,20 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "foundations",
         "values every floor speaks: errors, PCM and formats, text, word times, voice names and "
-        "installed items, the neutral speech request",
-        ("__init__", "errors", "logs", "audio", "text", "timing", "captions", "speech", "voices"),
+        "installed items, the neutral speech request; the request's trace, which every floor "
+        "adds its spans to",
+        (
+            "__init__",
+            "errors",
+            "logs",
+            "audio",
+            "text",
+            "timing",
+            "captions",
+            "speech",
+            "voices",
+            "tracing",
+        ),
     ),
     (
         "declarations",
