@@ -15,6 +15,7 @@ from speechgate.engines.base import Engine, EngineConfig, Voice
 from speechgate.pipeline import SEGMENT_PAUSE, OutputSpec, render, speak_segments, speak_timed
 from speechgate.text.prepare import Silence, Speech, TextOptions
 from speechgate.text.rewrite import Rewrite
+from speechgate.text.segment import SegmentLimits
 from speechgate.timing import TimedChunk, WordTime, word_spans
 
 
@@ -66,8 +67,11 @@ class _Clicks:
         pass
 
 
-def _spoken(engine: Engine, text: str, speed: float = 1.0) -> tuple[PcmChunk, list[WordTime]]:
-    chunks = list(speak_timed(engine, SynthesisRequest(text, engine.voices()[0].id, speed=speed)))
+def _spoken(
+    engine: Engine, text: str, speed: float = 1.0, limits: SegmentLimits | None = None
+) -> tuple[PcmChunk, list[WordTime]]:
+    request = SynthesisRequest(text, engine.voices()[0].id, speed=speed)
+    chunks = list(speak_timed(engine, request, limits=limits))
     audio = PcmChunk(np.concatenate([c.pcm.samples for c in chunks]), engine.sample_rate)
     return audio, [word for chunk in chunks for word in chunk.words]
 
@@ -92,6 +96,28 @@ def test_word_times_take_in_the_pauses_between_segments_and_the_speed() -> None:
         [w.start_s for w in fast],
         [0.05, 0.2, 0.35, 0.45 + SEGMENT_PAUSE / 2 + 0.05, 0.45 + SEGMENT_PAUSE / 2 + 0.2],
     )
+
+
+def test_a_slow_engine_speaks_the_first_clause_alone_and_goes_on_without_a_pause() -> None:
+    # Each word 0.3 s; the engine speaks a clause's pause itself, so none is added at the cut,
+    # but the sentence end still gets its own.
+    text = "One two three four, five six. Seven."
+    engine = _Clicks()
+    request = SynthesisRequest(text, "v")
+    slow = SegmentLimits.for_speed(15.0)
+    # A chunk a word: two segments by default, three (one chunk between each) when slow.
+    assert len(list(speak_segments(engine, request))) == 6 + 1 + 1
+    assert len(list(speak_segments(engine, request, limits=slow))) == 4 + 1 + 2 + 1 + 1
+    audio, words = _spoken(engine, text, limits=slow)
+    assert [text[w.start_char : w.end_char] for w in words][3:5] == ["four", "five"]
+    third = 1.8 + SEGMENT_PAUSE
+    assert np.allclose([w.start_s for w in words], [0.1, 0.4, 0.7, 1.0, 1.3, 1.6, third + 0.1])
+    assert audio.num_samples == round(2.1 * engine.sample_rate) + round(
+        SEGMENT_PAUSE * engine.sample_rate
+    )
+    # The cut is faded: no step (a click) where the second segment starts.
+    join = round(1.2 * engine.sample_rate)
+    assert abs(int(audio.samples[join - 1])) < 100
 
 
 def test_an_engine_without_word_times_gets_them_estimated_from_its_audio() -> None:

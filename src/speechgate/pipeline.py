@@ -24,7 +24,14 @@ from speechgate.engines.base import Engine, SynthesisRequest, WordTimer
 from speechgate.lanes import Lanes
 from speechgate.text.prepare import Silence, Speech, prepare
 from speechgate.text.rewrite import Rewrite
-from speechgate.text.segment import clean_text, mask_abbreviation_periods, offsets, segment
+from speechgate.text.segment import (
+    SegmentLimits,
+    clean_text,
+    continues_sentence,
+    mask_abbreviation_periods,
+    offsets,
+    segment,
+)
 from speechgate.timing import SourceWords, TimedChunk, WordTime, carry_words, estimate_words
 
 
@@ -77,23 +84,30 @@ class _Pause(TimedChunk):
 
 
 def speak_segments(
-    engine: Engine, request: SynthesisRequest, loudness: float | None = None
+    engine: Engine,
+    request: SynthesisRequest,
+    loudness: float | None = None,
+    limits: SegmentLimits | None = None,
 ) -> Generator[PcmChunk]:
     """The engine's PCM for `request`, segment by segment (see `speechgate.text.segment`).
 
     The first segment is short, so the first audio comes early; later ones are sentences, so a
     long input streams steadily and a cancelled job stops at the next segment at the latest.
     With a `loudness` target (LUFS), each segment is normalized toward it as a whole, so a
-    segment's first audio waits for its last.
+    segment's first audio waits for its last. `limits`: where segments are cut (see
+    `SegmentLimits.for_speed`); default the fixed ones.
     """
-    spoken = _segments(engine, request, loudness, timed=False)
+    spoken = _segments(engine, request, loudness, timed=False, limits=limits)
     with contextlib.closing(spoken):
         for chunk in spoken:
             yield chunk.pcm
 
 
 def speak_timed(
-    engine: Engine, request: SynthesisRequest, loudness: float | None = None
+    engine: Engine,
+    request: SynthesisRequest,
+    loudness: float | None = None,
+    limits: SegmentLimits | None = None,
 ) -> Generator[TimedChunk]:
     """`speak_segments` with word times in the audio it yields: each word's characters in
     `request.text` (as the client sent it) and its seconds from the start of that audio, pauses
@@ -103,7 +117,7 @@ def speak_timed(
     segment's words are estimated from its audio (`speechgate.timing.estimate_words`: coarse,
     and the segment's audio is held until it is whole).
     """
-    return _segments(engine, request, loudness, timed=True)
+    return _segments(engine, request, loudness, timed=True, limits=limits)
 
 
 @dataclass(frozen=True)
@@ -119,11 +133,16 @@ class _Part:
     pause: float
     break_before: bool = False
     break_after: bool = False
+    joined: bool = False  # cut from the sentence before at a clause: no pause of its own
 
 
-def _parts(request: SynthesisRequest, sample_rate: int) -> tuple[list[_Part], float]:
+def _parts(
+    request: SynthesisRequest, sample_rate: int, limits: SegmentLimits | None = None
+) -> tuple[list[_Part], float]:
     """The request's segments, and the seconds of silence after the last (an SSML break at
-    the end). Between segments the pause of a sentence end, unless a break says otherwise."""
+    the end). Between segments the pause of a sentence end, unless a break says otherwise or
+    the segment goes on with the sentence before (cut at a clause: the engine spoke that pause
+    itself). `limits` cut the first segment."""
     text = clean_text(request.text)
     options = request.text_options
     blocks = prepare(text, options) if options is not None else (Speech(Rewrite.identity(text)),)
@@ -136,7 +155,8 @@ def _parts(request: SynthesisRequest, sample_rate: int) -> tuple[list[_Part], fl
                 parts[-1] = replace(parts[-1], break_after=True)
             continue
         spoken = block.rewrite.spoken
-        texts = segment(spoken)
+        texts = segment(spoken, None if parts else limits)
+        previous = ""
         for piece, start in zip(texts, offsets(spoken, texts), strict=True):
             said = replace(
                 request,
@@ -145,11 +165,15 @@ def _parts(request: SynthesisRequest, sample_rate: int) -> tuple[list[_Part], fl
                 text_options=None,
             )
             if silence is None:
+                joined = bool(previous) and continues_sentence(previous, piece)
                 pause = segment_pause(request.speed, sample_rate).duration if parts else 0.0
-                parts.append(_Part(said, block.rewrite, start, pause))
+                parts.append(
+                    _Part(said, block.rewrite, start, 0.0 if joined else pause, joined=joined)
+                )
             else:
                 parts.append(_Part(said, block.rewrite, start, silence, break_before=True))
             silence = None
+            previous = piece
     return parts, silence or 0.0
 
 
@@ -159,9 +183,10 @@ def _segments(
     loudness: float | None,
     timed: bool,
     lanes: Lanes | None = None,
+    limits: SegmentLimits | None = None,
 ) -> Generator[TimedChunk]:
     elapsed = 0.0
-    parts, tail = _parts(request, engine.sample_rate)
+    parts, tail = _parts(request, engine.sample_rate, limits)
 
     def speak(part: SynthesisRequest) -> Iterator[TimedChunk]:
         return _synthesize(engine, part, timed)
@@ -180,6 +205,8 @@ def _segments(
         if part.pause > 0:
             yield _Pause(PcmChunk.silence(part.pause, engine.sample_rate))
             elapsed += part.pause
+        elif part.joined:
+            yield _Pause(PcmChunk.silence(0.0, engine.sample_rate))
         said = next(spoken)
         if part.break_before or part.break_after:
             said = _trim_silence(said, part.break_before, part.break_after)
@@ -275,10 +302,12 @@ def render(
     output: OutputSpec,
     file: BinaryIO | None = None,
     lanes: Lanes | None = None,
+    limits: SegmentLimits | None = None,
 ) -> Generator[EncodedChunk]:
     """Synthesize and encode, yielding bytes as soon as the encoder releases them (into a
     seekable `file` instead, if given, with complete headers: see `StreamEncoder`). With
-    `lanes`, segments may be spoken two at a time (see `speechgate.lanes`).
+    `lanes`, segments may be spoken two at a time (see `speechgate.lanes`); `limits`: where
+    segments are cut (the first one sized to the engine: `SegmentLimits.for_speed`).
 
     Closing the iterator early stops the engine at its next chunk.
     """
@@ -287,7 +316,9 @@ def render(
         output.format, engine.sample_rate, output.sample_rate, file, output.bit_rate
     )
     try:
-        spoken = _segments(engine, request, output.loudness_target, output.word_times, lanes)
+        spoken = _segments(
+            engine, request, output.loudness_target, output.word_times, lanes, limits
+        )
         with contextlib.closing(spoken) as timed_chunks:
             for chunk in timed_chunks:
                 before = time.perf_counter()

@@ -75,6 +75,111 @@ def test_first_segment_is_short_and_cut_at_a_clause() -> None:
     assert rest[-1] == "Then they read it."
 
 
+# What a slow engine (Kokoro, ~1x real time) and a fast one (Piper, ~10x) speak in the time to
+# first audio aimed at.
+SLOW = SegmentLimits.for_speed(15.0)
+FAST = SegmentLimits.for_speed(150.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "limits", "expected"),
+    [
+        # A slow engine speaks the first clause alone, even in a short sentence...
+        (
+            "The weather today is sunny, but tomorrow it may rain.",
+            SLOW,
+            ["The weather today is sunny,", "but tomorrow it may rain."],
+        ),
+        (
+            "Thanks for calling the line; an agent will be with you soon.",
+            SLOW,
+            ["Thanks for calling the line;", "an agent will be with you soon."],
+        ),
+        (
+            "Your order has shipped \u2014 it should arrive by Friday.",
+            SLOW,
+            ["Your order has shipped \u2014", "it should arrive by Friday."],
+        ),
+        # ... at a conjunction where there is no clause punctuation, after enough words ...
+        (
+            "I would like a large pizza because I am very hungry tonight.",
+            SLOW,
+            ["I would like a large pizza", "because I am very hungry tonight."],
+        ),
+        # ... but never leaving one word (or two) alone before the cut.
+        ("Sorry, go ahead.", SLOW, ["Sorry, go ahead."]),
+        ("Well then, go ahead and try it.", SLOW, ["Well then, go ahead", "and try it."]),
+        ("Yes please, go ahead now.", SLOW, ["Yes please, go ahead now."]),
+        # No boundary, no cut: a short sentence stays whole.
+        (
+            "Hello there my good friend, how are you.",
+            SLOW,
+            ["Hello there my good friend,", "how are you."],
+        ),
+        ("Hello there my friend how are you.", SLOW, ["Hello there my friend how are you."]),
+        # A fast engine keeps whole short sentences...
+        (
+            "The weather today is sunny.",
+            FAST,
+            ["The weather today is sunny."],
+        ),
+        ("One moment, please. I will check.", FAST, ["One moment, please.", "I will check."]),
+        # ... but cuts a long first sentence at its clause (the last within its budget).
+        (
+            "The quarterly report is finished, and I have sent it to everyone on the team.",
+            FAST,
+            ["The quarterly report is finished,", "and I have sent it to everyone on the team."],
+        ),
+        (
+            "First, we check the tickets, then the bags, and then we board the waiting plane.",
+            FAST,
+            ["First, we check the tickets, then the bags,", "and then we board the waiting plane."],
+        ),
+    ],
+)
+def test_the_first_segment_is_cut_at_a_clause_sized_to_the_engine(
+    text: str, limits: SegmentLimits, expected: list[str]
+) -> None:
+    assert segment(text, limits) == expected
+
+
+def test_only_the_first_sentence_is_cut_at_its_clause() -> None:
+    text = "Right, so the plan is simple, and it works. Then we eat, and then we sleep well."
+    assert segment(text, SLOW) == [
+        "Right, so the plan is simple,",
+        "and it works.",
+        "Then we eat, and then we sleep well.",
+    ]
+
+
+def test_the_speed_sets_the_clause_budget() -> None:
+    assert SegmentLimits.for_speed(None) == SegmentLimits()
+    assert SegmentLimits.for_speed(100.0, seconds=0.5).first_clause == 50
+    assert SegmentLimits.for_speed(15.0).first_clause < SegmentLimits.for_speed(150.0).first_clause
+
+
+CLAUSE_TEXTS = [
+    "The weather today is sunny, but tomorrow it may rain. Bring a coat.",
+    "I would like a large pizza because I am very hungry tonight. Thanks!",
+    "First, we check the tickets, then the bags, and then we board the plane.",
+    "Sorry, go ahead. The line is yours, and I will wait.",
+    "Thanks for calling the line; an agent will be with you soon, and we thank you.",
+    "Hello there my good friend how are you. I am fine, and you?",
+]
+
+
+@pytest.mark.parametrize("limits", [SLOW, FAST, SegmentLimits.for_speed(60.0)])
+@pytest.mark.parametrize("text", CLAUSE_TEXTS)
+def test_a_clause_cut_fed_piece_by_piece_matches_the_whole_text(
+    text: str, limits: SegmentLimits
+) -> None:
+    for size in (1, 3):
+        segmenter = Segmenter(limits)
+        pieces = [p for i in range(0, len(text), size) for p in segmenter.feed(text[i : i + size])]
+        pieces += segmenter.flush()
+        assert pieces == segment(text, limits)
+
+
 def test_overlong_sentences_are_cut_at_the_limit() -> None:
     words = "word " * 300
     pieces = segment(words.strip(), SegmentLimits(first=50, longest=120))

@@ -15,6 +15,7 @@ from speechgate.engines.base import SynthesisRequest, Voice
 from speechgate.engines.onnx_session import RUNS, pinned_session, stoppable
 from speechgate.lanes import Lanes
 from speechgate.pipeline import OutputSpec
+from speechgate.text.segment import SegmentLimits
 from speechgate.workers import wire
 from speechgate.workers.messages import (
     Cancel,
@@ -27,7 +28,7 @@ from speechgate.workers.messages import (
     ToWorker,
     Width,
 )
-from speechgate.workers.process import _Jobs
+from speechgate.workers.process import Pace, _Jobs
 from tests.helpers.lanes import PAIR, TEXT, Recorder
 from tests.helpers.onnx import endless_model
 
@@ -141,3 +142,50 @@ def test_a_cancel_or_shutdown_stops_the_segment_under_way(stop: ToWorker) -> Non
         RUNS.allow()
         gateway.close()
         end.close()
+
+
+class _SlowRecorder(Recorder):
+    """A `Recorder` that says it speaks at about real time, as Kokoro does on one core."""
+
+    characters_per_second = 15.0
+
+
+CLAUSE_TEXT = "Well, the report is finished, and it went out today. Bye now."
+
+
+@pytest.mark.parametrize(
+    ("engine", "first"),
+    [
+        (_SlowRecorder(), "Well, the report is finished,"),
+        (Recorder(), "Well, the report is finished, and it went out today."),
+    ],
+    ids=["paced", "unpaced"],
+)
+def test_a_slow_engine_s_first_segment_is_its_first_clause(engine: Recorder, first: str) -> None:
+    lanes = Lanes(engine, (1,))
+    gateway, end = socket.socketpair()
+    loop = threading.Thread(target=_Jobs(engine, end, lanes).serve, daemon=True)
+    loop.start()
+    try:
+        request = SynthesisRequest(CLAUSE_TEXT, "v")
+        messages = _run(gateway, Job(1, request, OutputSpec(AudioFormat.PCM, 16000)))
+        assert isinstance(messages[-1], Done), messages[-1]
+        assert engine.calls[0][0] == first
+    finally:
+        wire.send(gateway, Shutdown())
+        loop.join(timeout=10)
+        lanes.close()
+        gateway.close()
+        end.close()
+
+
+def test_the_pace_is_the_estimate_until_jobs_measure_it() -> None:
+    assert Pace(None).limits() == SegmentLimits()
+    pace = Pace(15.0)
+    assert pace.limits() == SegmentLimits.for_speed(15.0)
+    pace.record(300, 1.0)
+    pace.record(100, 1.0)
+    assert pace.characters_per_second == 200.0
+    assert pace.limits() == SegmentLimits.for_speed(200.0)
+    pace.record(0, 0.5)  # a job with no text measures nothing
+    assert pace.characters_per_second == 200.0

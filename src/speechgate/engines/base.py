@@ -182,6 +182,25 @@ class SideBySide(Protocol):
         ...
 
 
+@runtime_checkable
+class Paced(Protocol):
+    """An engine whose first audio waits for the end of its segment (it renders a segment
+    whole), with an estimate of how fast: the first segment is sized so that its audio comes
+    early (`SegmentLimits.for_speed`). An engine that streams within a segment, frame by
+    frame, gains nothing from a shorter first segment and is not `Paced`."""
+
+    @property
+    def characters_per_second(self) -> float:
+        """Characters of text spoken per second of one worker's compute, about: the estimate
+        until jobs have measured it."""
+        ...
+
+
+def estimated_speed(engine: Engine) -> float | None:
+    """`engine`'s `Paced.characters_per_second`, or None if it is not `Paced`."""
+    return engine.characters_per_second if isinstance(engine, Paced) else None
+
+
 @dataclass(frozen=True)
 class EngineInfo:
     """What a loaded engine can do, as the catalog knows it (each worker reports it once it
@@ -198,6 +217,8 @@ class EngineInfo:
     phonemes: bool = False
     """Whether the engine speaks `[[ IPA ]]` blocks in its text as those phonemes
     (`Engine.phonemes`)."""
+    characters_per_second: float | None = None
+    """The engine's `Paced` estimate; None if it is not `Paced`."""
 
     @classmethod
     def of(cls, engine: Engine) -> EngineInfo:
@@ -212,6 +233,7 @@ class EngineInfo:
             can_clone=cloner is not None,
             max_prompt_seconds=cloner.max_prompt_seconds if cloner else 0.0,
             phonemes=engine.phonemes,
+            characters_per_second=estimated_speed(engine),
         )
 
 

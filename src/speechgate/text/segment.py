@@ -17,6 +17,11 @@ from dataclasses import dataclass
 
 from speechgate.text import phonemes
 
+FIRST_AUDIO_SECONDS = 0.3
+"""The compute time to first audio that `SegmentLimits.for_speed` sizes the first segment
+for: well under the half second after which a listener notices a wait, for every engine that
+could meet it."""
+
 # Lower-cased, without their final period.
 _ABBREVIATIONS = frozenset(
     (  # noqa: SIM905 - a word list reads best as words
@@ -38,6 +43,7 @@ _CJK_ENDS = "\u3002\uff01\uff1f"  # ideographic full stop, fullwidth ! and ?: no
 _END = re.compile(rf"[.!?\u2026]+[{_CLOSERS}]*(?=\s)|[{_CJK_ENDS}]+[{_CLOSERS}]*|\n\s*\n")
 # Where a sentence that is too long may be cut: after clause punctuation or around a dash.
 _CLAUSE = re.compile(rf"[,;:{_DASHES}][{_CLOSERS}]*\s|\s[{_DASHES}-]\s")
+_ENDS_CLAUSE = re.compile(rf"[,;:{_DASHES}-][{_CLOSERS}]*$")
 _LAST_WORD = re.compile(rf"(\S+?)[.!?\u2026]+[{_CLOSERS}]*$")
 # What no engine should see: C0 and C1 controls but tab and newline (a NUL ends the text for
 # espeak-ng's C API and makes Piper's phonemizer raise), lone surrogates (not encodable as
@@ -51,14 +57,42 @@ def clean_text(text: str) -> str:
     return _UNSPEAKABLE.sub(" ", text)
 
 
+# Words that open a clause: a first sentence with no clause punctuation may be cut before one.
+# Not "or", "so" or "yet": as often inside a phrase ("tea or coffee", "not so bad") as between
+# clauses.
+_CONJUNCTION = re.compile(r"\s(?=(?:and|but|because|although|though|whereas|while)\s)", re.I)
+_LOOKAHEAD = len(" although ")
+
+
 @dataclass(frozen=True)
 class SegmentLimits:
     """`first` bounds the first segment (short, so the first audio comes early); `longest`
-    bounds every other one (about what an engine speaks well in one go)."""
+    bounds every other one (about what an engine speaks well in one go).
+
+    `first_clause`, where set, is the length of first segment the engine speaks within the
+    time to first audio aimed at (see `for_speed`): a first sentence longer than that is cut at
+    a clause boundary: the last one within it, else the first one after it, so a slow engine
+    speaks its first clause alone. A cut never leaves fewer than `fewest_words` words before it
+    (`fewest_words` + 1 before a conjunction), and a sentence with no clause boundary is not
+    cut short of `first`.
+    """
 
     first: int = 100
     longest: int = 400
     shortest_clause: int = 24  # a forced cut never leaves a piece shorter than this
+    first_clause: int | None = None
+    fewest_words: int = 3
+
+    @classmethod
+    def for_speed(
+        cls, characters_per_second: float | None, seconds: float = FIRST_AUDIO_SECONDS
+    ) -> SegmentLimits:
+        """The limits of an engine speaking `characters_per_second` (of its compute time),
+        aiming at first audio within `seconds` of compute; None (speed unknown, or the
+        engine's first audio does not wait for its segment's end): the defaults."""
+        if characters_per_second is None or characters_per_second <= 0:
+            return cls()
+        return cls(first_clause=max(1, round(characters_per_second * seconds)))
 
 
 def _ends_sentence(text: str, end: re.Match[str]) -> bool | None:
@@ -114,6 +148,12 @@ class Segmenter:
             self._buffer = ""
 
     def _next_cut(self, text: str, final: bool) -> int | None:
+        cut = self._sentence_cut(text, final)
+        if self._released == 0 and self._limits.first_clause is not None:
+            return self._clause_cut(text, cut, self._limits.first_clause)
+        return cut
+
+    def _sentence_cut(self, text: str, final: bool) -> int | None:
         limit = self._limits.first if self._released == 0 else self._limits.longest
         blocks = phonemes.blocks(text)
         for end in _END.finditer(text):
@@ -129,6 +169,42 @@ class Segmenter:
         if len(text.strip()) > limit:
             return self._forced_cut(text, limit, blocks)
         return len(text) if final and text.strip() else None
+
+    def _clause_cut(self, text: str, cut: int | None, budget: int) -> int | None:
+        """Where the first segment ends: `cut` (the sentence's end, None while unknown), or a
+        clause boundary before it if the sentence is longer than `budget` characters.
+
+        While the sentence's end is unknown, a boundary is only chosen once no text to come
+        can change the choice, so text fed piece by piece is cut as the whole text would be.
+        """
+        sentence = text if cut is None else text[:cut]
+        lead = len(sentence) - len(sentence.lstrip())
+        if len(sentence.strip()) <= budget:
+            return cut  # also while unknown: it may still end within the budget
+        fewest = self._limits.fewest_words
+        candidates = sorted(
+            [m.end() for m in _CLAUSE.finditer(sentence)]
+            + [m.end() for m in _CONJUNCTION.finditer(sentence)]
+        )
+        blocks = phonemes.blocks(sentence)
+        within: int | None = None
+        for position in candidates:
+            if _inside(blocks, position):
+                continue  # a phoneme block is never cut
+            before, after = sentence[:position], sentence[position:]
+            needed = fewest + 1 if _CONJUNCTION.match(sentence, position - 1) else fewest
+            if len(before.split()) < needed or not after.strip():
+                continue
+            if position - lead <= budget:
+                within = position  # the last one within the budget is wanted: look on
+            else:
+                return within if within is not None else position
+        # Every boundary within the budget is seen, and whether a word follows it, once the
+        # text runs on past the budget by more than a conjunction's look-ahead.
+        settled = len(sentence) - lead > budget + _LOOKAHEAD and sentence[lead + budget :].strip()
+        if within is not None and (cut is not None or settled):
+            return within
+        return cut
 
     def _forced_cut(self, text: str, limit: int, blocks: list[tuple[int, int]]) -> int:
         """Cut a too-long sentence at its last clause break within the limit, else at its
@@ -153,6 +229,13 @@ class Segmenter:
 def _inside(blocks: list[tuple[int, int]], position: int) -> bool:
     """Whether `position` falls within one of `blocks` (not at its edges)."""
     return any(start < position < end for start, end in blocks)
+
+
+def continues_sentence(previous: str, following: str) -> bool:
+    """Whether segment `following` goes on with the sentence `previous` was cut from (at a
+    comma, a dash, before a conjunction), rather than starting one: engines speak the pause of
+    such a cut themselves at the end of `previous`, about their own pause at a comma."""
+    return _ENDS_CLAUSE.search(previous) is not None or following[:1].islower()
 
 
 def segment(text: str, limits: SegmentLimits | None = None) -> list[str]:

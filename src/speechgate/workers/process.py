@@ -27,6 +27,7 @@ import signal
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -37,10 +38,12 @@ from speechgate.engines.base import (
     EngineInfo,
     SynthesisRequest,
     VoiceCloner,
+    estimated_speed,
 )
 from speechgate.engines.onnx_session import RUNS
 from speechgate.lanes import Lanes
 from speechgate.pipeline import OutputSpec, render
+from speechgate.text.segment import SegmentLimits
 from speechgate.workers import wire
 from speechgate.workers.affinity import confine
 from speechgate.workers.messages import (
@@ -165,6 +168,36 @@ class _Active:
     sent: bool = False  # anything yet: a job that has not goes first
     paused: bool = False  # its reader has enough for now
     busy: float = 0.0  # seconds of this worker's time spent on it
+    characters: int = 0  # of a speech job's text
+
+
+class Pace:
+    """How fast this worker's engine speaks: characters per second of its own time over its
+    recent speech jobs, the engine's estimate (`Paced`) before any. What each job's first
+    segment is sized by (`SegmentLimits.for_speed`), so it follows the machine, the voice and
+    the width the jobs get rather than a fixed length."""
+
+    def __init__(self, estimate: float | None, window: int = 16) -> None:
+        self._estimate = estimate
+        self._recent: deque[tuple[int, float]] = deque(maxlen=window)
+
+    def record(self, characters: int, seconds: float) -> None:
+        """A speech job that ran to its end: `characters` of text in `seconds` of steps."""
+        if characters > 0 and seconds > 0:
+            self._recent.append((characters, seconds))
+
+    @property
+    def characters_per_second(self) -> float | None:
+        """None for an engine that is not `Paced`: its first segment is not sized."""
+        if self._estimate is None:
+            return None
+        seconds = sum(seconds for _, seconds in self._recent)
+        if not seconds:
+            return self._estimate
+        return sum(characters for characters, _ in self._recent) / seconds
+
+    def limits(self) -> SegmentLimits:
+        return SegmentLimits.for_speed(self.characters_per_second)
 
 
 class _Inbox:
@@ -227,6 +260,7 @@ class _Jobs:
         self._inbox = _Inbox(conn)
         self._lanes = lanes  # the engine's width, set here only
         self._jobs: dict[int, _Active] = {}  # in turn order: a job that steps goes last
+        self._pace = Pace(estimated_speed(engine))
         # The job loop and the heartbeat both send: one message at a time on the socket.
         self._sending = threading.Lock()
 
@@ -261,6 +295,7 @@ class _Jobs:
                     message, boundary = next(job.steps)
             except StopIteration:
                 job.busy += time.perf_counter() - started
+                self._pace.record(job.characters, job.busy)
                 self._end(job, Done(job.job_id, busy=job.busy))
                 return True
             except Exception as error:
@@ -293,12 +328,12 @@ class _Jobs:
             self._lanes.set_width(message.threads)
         elif isinstance(message, Job | CloneJob):
             self._lanes.set_width(message.threads)
-            steps = (
-                _speech(self._engine, message, self._lanes)
-                if isinstance(message, Job)
-                else _cloning(self._engine, message)
-            )
-            self._jobs[message.job_id] = _Active(message.job_id, steps)
+            if isinstance(message, Job):
+                steps = _speech(self._engine, message, self._lanes, self._pace.limits())
+                characters = len(message.request.text)
+            else:
+                steps, characters = _cloning(self._engine, message), 0
+            self._jobs[message.job_id] = _Active(message.job_id, steps, characters=characters)
         elif (job := self._jobs.get(message.job_id)) is None:
             pass  # it has ended already: nothing to do
         elif isinstance(message, Cancel):
@@ -313,8 +348,8 @@ class _Jobs:
         self.send(message)
 
 
-def _speech(engine: Engine, job: Job, lanes: Lanes) -> _Steps:
-    chunks = render(engine, job.request, job.output, lanes=lanes)
+def _speech(engine: Engine, job: Job, lanes: Lanes, limits: SegmentLimits) -> _Steps:
+    chunks = render(engine, job.request, job.output, lanes=lanes, limits=limits)
     with contextlib.closing(chunks):
         for audio in chunks:
             yield Chunk(job.job_id, audio), audio.between_segments

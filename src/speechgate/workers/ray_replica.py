@@ -16,8 +16,15 @@ from dataclasses import dataclass
 import ray
 
 from speechgate.audio.pcm import PcmChunk
-from speechgate.engines.base import EngineConfig, EngineInfo, SynthesisRequest, VoiceCloner
+from speechgate.engines.base import (
+    EngineConfig,
+    EngineInfo,
+    SynthesisRequest,
+    VoiceCloner,
+    estimated_speed,
+)
 from speechgate.pipeline import EncodedChunk, OutputSpec, render
+from speechgate.text.segment import SegmentLimits
 from speechgate.workers.process import limit_threads
 
 
@@ -57,7 +64,8 @@ class EngineReplica:
         cancels its response; the engine then stops at its next chunk."""
         loop = asyncio.get_running_loop()
         yield Started(os.getpid(), ray.get_runtime_context().get_actor_name() or "")
-        chunks = render(self._engine, request, output)
+        limits = SegmentLimits.for_speed(estimated_speed(self._engine))
+        chunks = render(self._engine, request, output, limits=limits)
         outcome = "cancelled"  # unless it runs to its end or fails
         try:
             while True:

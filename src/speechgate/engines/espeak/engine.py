@@ -247,6 +247,8 @@ class EspeakEngine:
     supports_seed = False
     blends_voices = False
     phonemes = True
+    # Formant synthesis: far faster than any first segment needs to be short for.
+    characters_per_second = 3000.0
 
     def __init__(self) -> None:
         global _owner

@@ -171,6 +171,8 @@ class KokoroEngine:
     supports_seed = True
     blends_voices = True
     phonemes = True
+    # One core, the embedded int8 model, English: about real time.
+    characters_per_second = 15.0
     # Two segments of one request at once (`SideBySide`): onnxruntime runs concurrent calls of
     # a session, and kokoro-onnx phonemizes under a lock of its own (espeak-ng's state is
     # global).

@@ -212,6 +212,8 @@ class PiperEngine:
     supports_seed = False
     blends_voices = False
     phonemes = True
+    # One core, a medium voice: about ten times real time.
+    characters_per_second = 150.0
     # Two segments of one request at once (`SideBySide`): onnxruntime runs concurrent calls of
     # a session, and piper's espeak-ng bridge holds the GIL through each call (it sets the
     # voice, then phonemizes: a pair speaks one voice, so the two never disagree on it).
