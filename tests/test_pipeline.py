@@ -105,9 +105,10 @@ def test_a_slow_engine_speaks_the_first_clause_alone_and_goes_on_without_a_pause
     engine = _Clicks()
     request = SynthesisRequest(text, "v")
     slow = SegmentLimits.for_speed(15.0)
-    # A chunk a word: two segments by default, three (one chunk between each) when slow.
-    assert len(list(speak_segments(engine, request))) == 6 + 1 + 1
-    assert len(list(speak_segments(engine, request, limits=slow))) == 4 + 1 + 2 + 1 + 1
+    # Two segments by default, three when slow.
+    for limits, between in ((None, 1), (slow, 2)):
+        rendered = render(engine, request, OutputSpec(AudioFormat.PCM, 16000), limits=limits)
+        assert sum(chunk.between_segments for chunk in rendered) == between
     audio, words = _spoken(engine, text, limits=slow)
     assert [text[w.start_char : w.end_char] for w in words][3:5] == ["four", "five"]
     third = 1.8 + SEGMENT_PAUSE

@@ -48,3 +48,30 @@ def test_closing_early_closes_the_source() -> None:
 
 def test_nothing_in_nothing_out() -> None:
     assert list(fade_edges([])) == []
+
+
+def test_each_chunk_leaves_as_it_comes_but_for_the_fade_out_it_may_need() -> None:
+    """The first audio is not held back until a second chunk shows it was not the last."""
+    pulled = 0
+
+    def source() -> Generator[PcmChunk]:
+        nonlocal pulled
+        for _ in range(3):
+            pulled += 1
+            yield loud(2400)
+
+    stream = fade_edges(source())
+    fade = round(0.005 * RATE)
+    first = next(stream)
+    assert pulled == 1
+    assert first.num_samples == 2400 - fade
+    assert first.samples[0] == 0
+    rest = list(stream)
+    assert [chunk.num_samples for chunk in rest] == [2400, 2400, fade]
+    assert abs(int(rest[-1].samples[-1])) < 200
+
+
+def test_empty_chunks_neither_leave_nor_skip_the_fade_in() -> None:
+    out = list(fade_edges([loud(0), loud(2400), loud(0)]))
+    joined = np.concatenate([c.samples for c in out])
+    assert len(joined) == 2400 and joined[0] == 0 and abs(int(joined[-1])) < 200

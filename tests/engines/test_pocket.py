@@ -407,3 +407,67 @@ def test_a_config_installed_while_the_engine_runs_is_usable_at_once(
         assert [voice.id for voice in engine.voices()] == ["juergen"]
     finally:
         engine.close()
+
+
+class _Watched:
+    """`engine`, noting at each frame after the first whether the worker's first audio had
+    already left (the gateway's end of its socket was readable) when the engine was asked
+    for that frame."""
+
+    def __init__(self, engine: Engine, gateway: Any) -> None:
+        self._engine = engine
+        self._gateway = gateway
+        self.sent_before: list[bool] = []
+        self.asked_again = threading.Event()  # the test reads the socket only after this
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
+        import select
+
+        for index, chunk in enumerate(self._engine.synthesize(request)):
+            if index:
+                readable, _, _ = select.select([self._gateway], [], [], 0)
+                self.sent_before.append(bool(readable))
+                self.asked_again.set()
+            yield chunk
+
+
+@pytest.mark.parametrize("fmt", ["pcm", "wav"])
+def test_the_first_frame_leaves_the_worker_before_the_second_is_made(
+    engine: Engine, model_dir: Path, fmt: str
+) -> None:
+    import socket
+
+    from speechgate.audio.formats import AudioFormat
+    from speechgate.lanes import Lanes
+    from speechgate.pipeline import OutputSpec
+    from speechgate.workers import wire
+    from speechgate.workers.messages import Chunk, Done, Job, Shutdown
+    from speechgate.workers.process import _Jobs
+
+    gateway, end = socket.socketpair()
+    watched = _Watched(engine, gateway)
+    lanes = Lanes(watched, (1,))  # type: ignore[arg-type]
+    loop = threading.Thread(target=_Jobs(watched, end, lanes).serve, daemon=True)  # type: ignore[arg-type]
+    loop.start()
+    try:
+        request = SynthesisRequest("Hello there, how are you?", str(model_dir / "low.wav"))
+        wire.send(gateway, Job(1, request, OutputSpec(AudioFormat(fmt), RATE)))
+        assert watched.asked_again.wait(60)
+        messages = [wire.receive(gateway)]
+        while not isinstance(messages[-1], Done):
+            messages.append(wire.receive(gateway))
+        assert len(watched.sent_before) >= 2
+        assert watched.sent_before[0]  # the first audio had gone before frame two was asked for
+        # (A WAV stream's header may lead, alone or with the first audio.)
+        first = next(m for m in messages if isinstance(m, Chunk) and m.audio.audio_seconds > 0)
+        # Within the first Mimi frame (80 ms): it did not wait for a larger chunk.
+        assert first.audio.audio_seconds <= FRAME / RATE
+    finally:
+        wire.send(gateway, Shutdown())
+        loop.join(timeout=10)
+        lanes.close()
+        gateway.close()
+        end.close()

@@ -30,23 +30,30 @@ def _ramp(chunk: PcmChunk, seconds: float, rising: bool) -> PcmChunk:
 
 
 def fade_edges(chunks: Iterable[PcmChunk], seconds: float = FADE_SECONDS) -> Generator[PcmChunk]:
-    """The same chunks, the first faded in and the last faded out.
+    """The same audio, faded in at its start and out at its end.
 
-    The last chunk is only known when the next one fails to come, so each chunk is passed on
-    when its successor arrives (or the stream ends): a lag of one chunk. Closing this closes
-    `chunks`.
+    Each chunk is passed on as soon as it arrives but for its last `seconds`, which the fade
+    out would need if no chunk followed: those go out at the head of the next chunk (or, faded,
+    at the end). So the first audio leaves as soon as the engine has made it, not one chunk
+    later. Closing this closes `chunks`.
     """
     iterator = iter(chunks)
-    held: PcmChunk | None = None
+    tail: PcmChunk | None = None  # the end of the audio so far, not yet passed on
     try:
         for chunk in iterator:
-            if held is None:
-                held = _ramp(chunk, seconds, rising=True)
+            if not chunk.num_samples:
                 continue
-            yield held
-            held = chunk
-        if held is not None:
-            yield _ramp(held, seconds, rising=False)
+            if tail is None:
+                chunk = _ramp(chunk, seconds, rising=True)
+            elif tail.num_samples:
+                chunk = PcmChunk(np.concatenate([tail.samples, chunk.samples]), chunk.sample_rate)
+            keep = min(round(seconds * chunk.sample_rate), chunk.num_samples)
+            head = chunk.num_samples - keep
+            tail = PcmChunk(chunk.samples[head:], chunk.sample_rate)
+            if head:
+                yield PcmChunk(chunk.samples[:head], chunk.sample_rate)
+        if tail is not None:
+            yield _ramp(tail, seconds, rising=False)
     finally:
         if isinstance(iterator, Generator):
             iterator.close()
