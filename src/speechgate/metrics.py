@@ -88,6 +88,12 @@ class Metrics:
             buckets=_RTF_BUCKETS,
             registry=self.registry,
         )
+        self.phrase_cache = Counter(
+            "speechgate_phrase_cache",
+            "Speech requests the phrase cache could answer, by outcome: hit or miss.",
+            ["engine", "outcome"],
+            registry=self.registry,
+        )
         self.audio_seconds = Counter(
             "speechgate_audio_seconds",
             "Seconds of speech delivered.",

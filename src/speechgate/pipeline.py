@@ -47,6 +47,9 @@ class OutputSpec:
     """Bits per second of a compressed format; None: the encoder's default."""
     word_times: bool = False
     """Whether encoded chunks carry the times of the words they complete (`EncodedChunk.words`)."""
+    keep_pcm: bool = False
+    """Whether encoded chunks also carry the PCM they encode (`EncodedChunk.pcm`): for the
+    phrase cache, which keeps a request's audio to encode again in any format."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class EncodedChunk:
     words: tuple[WordTime, ...] = ()
     """With `OutputSpec.word_times`: the words first known with these bytes (characters of the
     request's text, seconds from the start of its audio), sent no later than their audio."""
+    pcm: bytes = b""
+    """With `OutputSpec.keep_pcm`: the engine's PCM (int16, at its rate) these bytes encode."""
     between_segments: bool = False
     """The pause between two segments: yielded once the engine has finished the segment before
     and before it starts the next, so the engine holds nothing of this request until the next
@@ -326,12 +331,14 @@ def render(
                 done = time.perf_counter()
                 # Heard after the priming a decoder plays first, where the stream cannot say.
                 words = tuple(word.shifted(encoder.priming) for word in chunk.words)
+                pcm = chunk.pcm.samples.tobytes() if output.keep_pcm else b""
                 yield EncodedChunk(
                     data,
                     chunk.pcm.duration,
                     done - started,
                     done - before,
                     words,
+                    pcm,
                     isinstance(chunk, _Pause),
                 )
         before = time.perf_counter()

@@ -4,6 +4,7 @@ catalog and the service."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,8 @@ from speechgate.workers.pool import WorkerPool
 
 if TYPE_CHECKING:
     from speechgate.workers.ray_pool import RayCluster
+
+_log = logging.getLogger(__name__)
 
 
 def engine_config(settings: Settings, name: str) -> EngineConfig:
@@ -156,8 +159,15 @@ class Runtime:
             if settings.auto_pull
             else None,
         )
+        voices.on_delete.append(lambda voice: service.phrases.forget_voice(voice.id))
         # Built after the service it holds; the pull above reaches it only once a request runs.
         runtime = cls(settings, pools, catalog, service, voices, recent, cluster)
+        if settings.phrase_preload:
+            model = settings.default_engine or next(iter(catalog.engines))
+            kept = await service.preload(
+                settings.phrase_preload, settings.phrase_preload_voices, model
+            )
+            _log.info("phrase cache: %d phrases preloaded", kept)
         return runtime
 
     def refresh_installed(self) -> None:

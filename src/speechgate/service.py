@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 from speechgate import tracing
 from speechgate.activity import RecentRequests
+from speechgate.audio.formats import parse_format
 from speechgate.catalog import Catalog
 from speechgate.cloning.cloner import CloningUnsupported, VoiceCloning
 from speechgate.dictionaries import LOCATORS_PARAM, NAMED_NONE, Dictionaries, Named
@@ -32,6 +34,7 @@ from speechgate.errors import (
     disk_full,
 )
 from speechgate.metrics import Metrics
+from speechgate.phrase_cache import PhraseCache, PhraseKey, encode_cached, joined, options_key
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
 from speechgate.speech import SpeechRequest, StreamFormat
@@ -39,6 +42,10 @@ from speechgate.text.prepare import TextOptions, check
 from speechgate.text.segment import clean_text
 from speechgate.timing import WordFeed
 from speechgate.workers.base import Pool
+
+_log = logging.getLogger(__name__)
+# What phrases are preloaded as: the cache keeps PCM, whatever the format of the request.
+_PCM = parse_format("pcm")
 
 Pull = Callable[[str], Awaitable[object]]
 """Installs what a pull reference names (`speechgate.hub.autopull.autopull`, bound to the
@@ -90,6 +97,7 @@ class SpeechPlan:
     voice_id: str = ""  # the voice resolved, as clients may name it (not a file's path)
     ssml_ignored: tuple[str, ...] = ()
     """SSML markup of the text that speechgate does not act on (`Prepared.ignored`)."""
+    owner: str | None = None  # the key whose stored voice speaks (None: a built-in voice)
 
     @property
     def characters(self) -> int:
@@ -106,6 +114,7 @@ class SpeechStream:
         started: float,
         clock: Callable[[], float],
         on_end: Callable[[SpeechStream, bool], None],
+        cache: str | None = None,
     ) -> None:
         self._first = first
         self._rest = rest
@@ -117,6 +126,8 @@ class SpeechStream:
         self.engine_time_to_first_audio = first.elapsed if first is not None else None
         self.audio_seconds = 0.0
         self.completed = False
+        self.cache = cache
+        """"hit" (answered from the phrase cache), "miss" (cacheable, rendered now), or None."""
         self.words = WordFeed()
         """The words first known with the bytes `chunks()` has yielded, for a plan with
         `OutputSpec.word_times` (times from the start of the audio, characters of its text)."""
@@ -187,6 +198,7 @@ class SpeechService:
         self._voices = voices
         self._pull = pull
         self.dictionaries = dictionaries or Dictionaries()
+        self.phrases = PhraseCache(settings.phrase_cache_bytes)
 
     async def named_dictionaries(self, request: SpeechRequest, owner: str | None) -> Named:
         """The pronunciation dictionaries `request` names, if `owner` (the asking key's id)
@@ -294,6 +306,7 @@ class SpeechService:
             instructions_ignored=bool(request.instructions) and not engine.supports_instructions,
             reference_audio=reference,
             voice_id=voice_id,
+            owner=owner if voice != voice_id else None,
         )
 
     def _text_options(
@@ -358,11 +371,32 @@ class SpeechService:
         shares the workers fairly between (a key; an unauthenticated client's address); all
         callers that name none are one principal."""
         started = self._clock()
+        key = self.phrase_key(plan)
+        if key is not None:
+            cached = self.phrases.get(key)
+            if self._metrics is not None:
+                outcome = "miss" if cached is None else "hit"
+                self._metrics.phrase_cache.labels(plan.engine, outcome).inc()
+            if cached is not None:
+                # No worker and no queue: encoded here, a short first chunk first.
+                return await self._stream(plan, encode_cached(cached, plan.output), started, "hit")
         # The plan's hash, not the plan: a kept place must not keep a long text alive.
         retry_key = None if sender is None else (sender, hash(plan))
+        output = plan.output if key is None else dataclasses.replace(plan.output, keep_pcm=True)
         chunks = self._pools[plan.engine].synthesize(
-            await self.prepare(plan), plan.output, retry_key, principal
+            await self.prepare(plan), output, retry_key, principal
         )
+        if key is not None:
+            chunks = self._keeping(key, chunks, plan.engine_rate)
+        return await self._stream(plan, chunks, started, None if key is None else "miss")
+
+    async def _stream(
+        self,
+        plan: SpeechPlan,
+        chunks: AsyncGenerator[EncodedChunk],
+        started: float,
+        cache: str | None,
+    ) -> SpeechStream:
         try:
             first: EncodedChunk | None = await anext(chunks)
         except StopAsyncIteration:
@@ -371,8 +405,79 @@ class SpeechService:
             await chunks.aclose()
             raise
         return SpeechStream(
-            first, chunks, started, self._clock, lambda stream, ok: self._observe(plan, stream, ok)
+            first,
+            chunks,
+            started,
+            self._clock,
+            lambda stream, ok: self._observe(plan, stream, ok),
+            cache,
         )
+
+    def phrase_key(self, plan: SpeechPlan) -> PhraseKey | None:
+        """What `plan`'s audio is cached under; None if it is not cached: no cache, a one-off
+        voice prompt, word times asked for, or an engine that samples randomly without a seed
+        (unless `phrase_cache_random`)."""
+        if self.phrases.max_bytes <= 0 or plan.reference_audio is not None:
+            return None
+        if plan.output.word_times:
+            return None
+        engine = self._catalog.engines.get(plan.engine)
+        random = engine is not None and engine.samples_randomly and plan.request.seed is None
+        if random and not self._settings.phrase_cache_random:
+            return None
+        request = plan.request
+        key = PhraseKey(
+            engine=plan.engine,
+            voice=request.voice,
+            voice_id=plan.voice_id,
+            owner=plan.owner,
+            text=request.text,
+            speed=request.speed,
+            seed=request.seed,
+            instructions=request.instructions,
+            loudness_target=plan.output.loudness_target,
+            engine_options=options_key(self._settings.engine_options.get(plan.engine)),
+            text_options=request.text_options,
+        )
+        try:
+            hash(key)
+        except TypeError:  # text options holding something unhashable: not worth a cache
+            return None
+        return key
+
+    async def _keeping(
+        self, key: PhraseKey, chunks: AsyncGenerator[EncodedChunk], sample_rate: int
+    ) -> AsyncGenerator[EncodedChunk]:
+        """`chunks`, their PCM kept in the cache once the last has come (not if cut short)."""
+        pieces: list[bytes] = []
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                pieces.append(chunk.pcm)
+                yield dataclasses.replace(chunk, pcm=b"")
+        self.phrases.put(key, joined(pieces, sample_rate))
+
+    async def preload(self, phrases: list[str], voices: list[str], model: str) -> int:
+        """Render `phrases` in each of `voices` with `model` into the cache, pinned; returns
+        how many were kept. A phrase that cannot be spoken (bad voice) is skipped."""
+        kept = 0
+        for voice in voices:
+            for text in phrases:
+                request = SpeechRequest(model=model, voice=voice, format=_PCM, text=text)
+                try:
+                    plan = self.plan(request)
+                    key = self.phrase_key(plan)
+                    if key is None:
+                        continue
+                    output = dataclasses.replace(plan.output, keep_pcm=True)
+                    pieces = [
+                        chunk.pcm
+                        async for chunk in self._pools[plan.engine].synthesize(plan.request, output)
+                    ]
+                except SpeechgateError as error:
+                    _log.warning("phrase %r in voice %r not preloaded: %s", text, voice, error)
+                    continue
+                kept += self.phrases.put(key, joined(pieces, plan.engine_rate), pinned=True)
+        return kept
 
     def real_time_factor(self, engine: str) -> float | None:
         """The engine's recent seconds of audio per second of synthesis."""

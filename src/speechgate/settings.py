@@ -229,6 +229,21 @@ class Settings(BaseSettings):
     """Where speechgate keeps its state (cloned voices in `voices/`, assembled models in
     `engines/`)."""
 
+    # --- the phrase cache (`speechgate.phrase_cache`) ---
+
+    phrase_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    """Bytes of rendered PCM kept in memory for repeated phrases, answered without a worker;
+    0: no cache."""
+    phrase_cache_random: bool = False
+    """Also cache engines that sample randomly (pocket-tts) for requests without a seed: a
+    repeat then sounds the same instead of differing as a fresh take would."""
+    phrase_preload: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Phrases rendered into the cache at start-up, pinned (never evicted), with the default
+    model and each voice of `phrase_preload_voices`: one per line (a newline-separated list in
+    the environment)."""
+    phrase_preload_voices: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["alloy"])
+    """The voices `phrase_preload` is rendered with (comma-separated in the environment)."""
+
     # --- voices and models pulled by name (`speechgate voices pull`) ---
 
     loaded_voices: int = Field(default=4, ge=1)
@@ -409,9 +424,12 @@ class Settings(BaseSettings):
     @classmethod
     def _split_lists(cls, data: object) -> object:
         if isinstance(data, dict):
-            for name in ("engines", "worker_cores"):
+            for name in ("engines", "worker_cores", "phrase_preload_voices"):
                 if name in data:
                     data = {**data, name: _comma_list(data[name])}
+            if isinstance(data.get("phrase_preload"), str):
+                lines = data["phrase_preload"].splitlines()
+                data = {**data, "phrase_preload": [line for line in lines if line.strip()]}
         return data
 
     @model_validator(mode="after")

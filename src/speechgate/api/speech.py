@@ -235,6 +235,8 @@ def local_answer(service: SpeechService, plan: SpeechPlan, stream: SpeechStream)
         # A header is Latin-1; an unknown element's name may not be.
         named = ", ".join(plan.ssml_ignored).encode("ascii", "backslashreplace").decode()
         headers[SSML_IGNORED_HEADER] = named
+    if stream.cache is not None:
+        headers["x-speechgate-cache"] = stream.cache
     if plan.stream_format == "sse":
         body, media_type = _sse(stream, plan.request.text), "text/event-stream"
     else:

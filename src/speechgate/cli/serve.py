@@ -51,6 +51,13 @@ def serve(
         str | None,
         typer.Option(help="Lowest level logged: debug, info, warning, error [default: info]."),
     ] = None,
+    preload: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Render this phrase into the phrase cache at start-up (repeatable; "
+            "SPEECHGATE_PHRASE_PRELOAD_VOICES says in which voices)."
+        ),
+    ] = None,
 ) -> None:
     """Run the HTTP server. Every setting can also come from SPEECHGATE_* variables."""
     import uvicorn
@@ -72,6 +79,7 @@ def serve(
         wyoming_zeroconf=wyoming_zeroconf,
         log_format=log_format,
         log_level=log_level,
+        phrase_preload=preload,
     )
     if pull:
         from speechgate.hub.refs import parse_ref

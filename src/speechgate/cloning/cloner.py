@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from speechgate.audio.clip import UndecodableAudio, decode_clip, trim
 from speechgate.audio.pcm import PcmChunk
@@ -59,6 +59,8 @@ class VoiceCloning:
         self.library = library
         self._min_speech = min_speech_seconds
         self._decodes = asyncio.Semaphore(max_decodes)
+        self.on_delete: list[Callable[[StoredVoice], object]] = []
+        """Called with each voice deleted (the phrase cache forgets its audio)."""
 
     def engine(self, model: str | None) -> EngineInfo:
         """The engine that clones for `model`, or the first loaded one that can clone."""
@@ -151,7 +153,10 @@ class VoiceCloning:
         return name
 
     async def delete(self, voice_id: str, owner: str | None = None) -> StoredVoice:
-        return await asyncio.to_thread(self.library.delete, voice_id, owner)
+        voice = await asyncio.to_thread(self.library.delete, voice_id, owner)
+        for listener in self.on_delete:
+            listener(voice)
+        return voice
 
     def resolve(self, engine: EngineInfo, name: str, owner: str | None = None) -> str | None:
         """The state file a stored voice of `owner`'s named `name` (or with that id) speaks

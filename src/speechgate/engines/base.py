@@ -219,6 +219,9 @@ class EngineInfo:
     (`Engine.phonemes`)."""
     characters_per_second: float | None = None
     """The engine's `Paced` estimate; None if it is not `Paced`."""
+    samples_randomly: bool = False
+    """Whether the same request speaks differently each time unless it gives a seed (the
+    engine's `samples_randomly` attribute, where it has one): pocket-tts."""
 
     @classmethod
     def of(cls, engine: Engine) -> EngineInfo:
@@ -234,6 +237,7 @@ class EngineInfo:
             max_prompt_seconds=cloner.max_prompt_seconds if cloner else 0.0,
             phonemes=engine.phonemes,
             characters_per_second=estimated_speed(engine),
+            samples_randomly=bool(getattr(engine, "samples_randomly", False)),
         )
 
 

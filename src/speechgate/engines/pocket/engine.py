@@ -105,6 +105,7 @@ class PocketEngine:
     name = "pocket"
     supports_instructions = False
     supports_seed = True
+    samples_randomly = True
     blends_voices = False
     # Its model reads text pieces only: there is no phoneme input to give a block's IPA to.
     phonemes = False
