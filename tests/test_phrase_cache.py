@@ -105,7 +105,8 @@ def _service(**overrides: object) -> SpeechService:
         {},
         {},
     )
-    return SpeechService(fake_settings(**overrides), catalog, pools={})
+    settings = fake_settings(**{"phrase_cache_bytes": 1_000_000, **overrides})
+    return SpeechService(settings, catalog, pools={})
 
 
 def _plan(service: SpeechService, model: str = "fake", seed: int | None = None) -> object:
@@ -148,7 +149,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def app_client() -> AsyncIterator[tuple[httpx.AsyncClient, object]]:
-    app = create_app(fake_settings(phrase_preload=["Welcome back."]))
+    settings = fake_settings(phrase_cache_bytes=1_000_000, phrase_preload=["Welcome back."])
+    app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:

@@ -12,11 +12,13 @@ DATA_DIR = Path(tempfile.mkdtemp(prefix="speechgate-tests-"))
 
 
 def make_settings(**overrides: object) -> Settings:
-    """The real default engines (Piper, espeak-ng), two workers, unless `overrides` say."""
+    """The real default engines (Piper, espeak-ng), two workers, no phrase cache (tests count
+    the jobs repeated requests run), unless `overrides` say."""
     values: dict[str, object] = {
         "engines": ["piper", "espeak"],
         "workers": 2,
         "data_dir": DATA_DIR,
+        "phrase_cache_bytes": 0,
         **overrides,
     }
     return Settings.model_validate(values)
