@@ -205,3 +205,30 @@ async def test_deleting_a_voice_clears_its_phrases(
     response = await client.delete(f"/v1/audio/voices/{stored.id}")
     assert response.status_code == 200, response.text
     assert runtime.service.phrases.get(cached) is None
+
+
+class _Pool:
+    def __init__(self) -> None:
+        from speechgate.workers.admission import ServiceTimes
+
+        self.service_times = ServiceTimes()
+
+
+def test_streamed_text_is_cut_for_the_engine_s_speed_measured_or_estimated() -> None:
+    from speechgate.text.segment import SegmentLimits
+
+    voices = (Voice("a", "a"),)
+    catalog = Catalog(
+        {
+            "slow": EngineInfo("slow", RATE, False, voices, characters_per_second=15.0),
+            "fake": EngineInfo("fake", RATE, False, voices),
+        },
+        {},
+        {},
+    )
+    pools = {"slow": _Pool(), "fake": _Pool()}
+    service = SpeechService(fake_settings(), catalog, pools=pools)  # type: ignore[arg-type]
+    assert service.segment_limits("fake") == SegmentLimits()
+    assert service.segment_limits("slow") == SegmentLimits.for_speed(15.0)
+    pools["slow"].service_times.record(1.0, audio_seconds=1.0, characters=300)
+    assert service.segment_limits("slow") == SegmentLimits.for_speed(300.0)

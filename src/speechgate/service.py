@@ -39,7 +39,7 @@ from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
 from speechgate.speech import SpeechRequest, StreamFormat
 from speechgate.text.prepare import TextOptions, check
-from speechgate.text.segment import clean_text
+from speechgate.text.segment import SegmentLimits, clean_text
 from speechgate.timing import WordFeed
 from speechgate.workers.base import Pool
 
@@ -478,6 +478,17 @@ class SpeechService:
                     continue
                 kept += self.phrases.put(key, joined(pieces, plan.engine_rate), pinned=True)
         return kept
+
+    def segment_limits(self, engine: str) -> SegmentLimits:
+        """Where text streamed to `engine` is cut (see `SegmentLimits.for_speed`): by the
+        characters per second its pool has measured, its estimate before; the fixed limits
+        for an engine that is not `Paced`."""
+        info = self._catalog.engines.get(engine)
+        if info is None or info.characters_per_second is None:
+            return SegmentLimits()
+        times = self._pools[engine].service_times
+        measured = times.rate if times.real_time_factor is not None else None
+        return SegmentLimits.for_speed(measured or info.characters_per_second)
 
     def real_time_factor(self, engine: str) -> float | None:
         """The engine's recent seconds of audio per second of synthesis."""

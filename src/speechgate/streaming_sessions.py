@@ -24,7 +24,7 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.errors import InvalidRequest
 from speechgate.pipeline import EncodedChunk, OutputSpec, segment_pause
 from speechgate.service import SpeechPlan, SpeechService
-from speechgate.text.segment import Segmenter, clean_text
+from speechgate.text.segment import Segmenter, clean_text, continues_sentence
 from speechgate.timing import WordTime
 
 
@@ -103,7 +103,7 @@ class SpeechSession:
         self._service = service
         self._pool = service.pool(plan.engine)
         self._plan = plan
-        self._segmenter = Segmenter()
+        self._segmenter = Segmenter(service.segment_limits(plan.engine))
         self._pending: asyncio.Queue[_Segment | None] = asyncio.Queue()
         self._guess: _Segment | None = None  # queued, waiting for the next word
         # The client's text as it sent it (what word offsets count in) and as the segmenter
@@ -196,6 +196,7 @@ class SpeechSession:
         try:
             request = await self._service.prepare(self._plan)
             index = 0
+            previous = ""
             while (segment := await self._pending.get()) is not None:
                 if segment.dropped:
                     continue
@@ -213,8 +214,11 @@ class SpeechSession:
                     asked = max(asked, segment.decided_at)
                     self._spoken += len(text)
                     self._pending_chars -= len(text)
-                    if index and (silence := self._encode(pause)):
+                    # Within a sentence (cut at a clause) the engine spoke the pause itself.
+                    joined = index > 0 and continues_sentence(previous, text)
+                    if index and not joined and (silence := self._encode(pause)):
                         yield silence
+                    previous = text
                     # Times in the decoded stream, which begins with the codec's priming.
                     start = self.audio_seconds + self._encoder.priming
                     yield SegmentStarted(index, text, start)
