@@ -1,7 +1,7 @@
 """Streaming sessions through the WebSocket route of a real server on the fake engine, whose
 pool says which jobs ran and how they ended: a sentence is spoken ahead while the word after it
 is still being written (its audio sent only if that word starts a new sentence), and text
-written too far ahead of the audio is refused."""
+written too far ahead of the audio is refused (and not kept)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,12 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 
-from speechgate.streaming_sessions import MAX_PENDING_CHARS
+from speechgate.audio.formats import AudioFormat
+from speechgate.engines.base import SynthesisRequest
+from speechgate.errors import InvalidRequest
+from speechgate.pipeline import OutputSpec
+from speechgate.service import SpeechPlan, SpeechService
+from speechgate.streaming_sessions import MAX_PENDING_CHARS, SpeechSession
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.settings import fake_settings
 from tests.helpers.streaming import session_events, speech_session
@@ -126,3 +131,30 @@ def test_a_guess_s_first_audio_counts_from_the_word_that_confirms_it(
     wait_for(lambda: len(records) == 1)
     first_audio = records[0].time_to_first_audio
     assert first_audio is not None and first_audio < waited
+
+
+class _NoPools:
+    """A service whose pools are never reached: text is added, nothing is spoken."""
+
+    def pool(self, engine: str) -> None:
+        return None
+
+
+def test_refused_text_is_not_counted_as_pending() -> None:
+    plan = SpeechPlan(
+        engine="fake",
+        engine_rate=16_000,
+        request=SynthesisRequest("", "alloy"),
+        output=OutputSpec(AudioFormat.PCM, 16_000),
+        stream_format="audio",
+        instructions_ignored=False,
+    )
+    service: SpeechService = _NoPools()  # type: ignore[assignment]
+    session = SpeechSession(service, plan, max_pending_chars=20)
+    session.add_text("No end of sentence ")
+    with pytest.raises(InvalidRequest) as refused:
+        session.add_text("x" * 10)
+    assert refused.value.code == "too_much_pending_text"
+    # What was refused is neither pending nor billed: text that fits is still taken.
+    session.add_text("y")
+    assert session.characters == len("No end of sentence y")

@@ -139,16 +139,17 @@ class SpeechSession:
         self.time_to_first_audio: float | None = None  # of the first segment, once it speaks
 
     def add_text(self, delta: str) -> None:
-        """Raises InvalidRequest when more than `max_pending_chars` wait to be spoken."""
-        self.characters += len(delta)
-        self._pending_chars += len(delta)
-        if self._pending_chars > self._max_pending_chars:
+        """Raises InvalidRequest when more than `max_pending_chars` would wait to be spoken;
+        the refused `delta` is then dropped, neither pending nor counted."""
+        if self._pending_chars + len(delta) > self._max_pending_chars:
             raise InvalidRequest(
                 f"More than {self._max_pending_chars} characters are waiting to be spoken; "
                 "send text no faster than the audio is read.",
                 param="delta",
                 code="too_much_pending_text",
             )
+        self.characters += len(delta)
+        self._pending_chars += len(delta)
         self._text += delta
         self._cleaned += clean_text(delta)
         self._queue(self._segmenter.feed(delta))
