@@ -323,13 +323,13 @@ class Settings(BaseSettings):
 
     session_check_interval: float = Field(default=1.0, gt=0, le=60)
     """Seconds between re-checks of the key of an open streaming session
-    (`WS /v1/audio/speech/stream`): a key revoked, expired or no longer allowed the session's
-    model closes the session at the next check. A change made by another process reaches it
-    within `key_cache_ttl` more."""
+    (`WS /v1/audio/speech/stream`; a Wyoming stream's `wyoming_principal`): a key revoked,
+    expired or no longer allowed the session's model closes the session at the next check. A
+    change made by another process reaches it within `key_cache_ttl` more."""
 
     max_session_seconds: float = Field(default=3600.0, gt=0)
-    """Longest a streaming session stays open; then it is closed with a `session_expired`
-    error event (close code 1000), and the client may open a new one."""
+    """Longest a streaming session (or Wyoming stream) stays open; then it is closed with a
+    `session_expired` error event (close code 1000), and the client may open a new one."""
 
     session_max_lead_seconds: float = Field(default=2.0, ge=0)
     """Seconds of audio a streaming session sends ahead of real time at most (as if the client

@@ -11,15 +11,13 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from speechgate.api.stream import SendPacer, guard_session
-from speechgate.errors import AuthenticationFailed, SessionExpired
+from speechgate.api.stream import SendPacer
 from tests.helpers.clock import Clock, run_on, settle
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.settings import fake_settings
@@ -138,48 +136,6 @@ def test_a_session_ends_at_its_maximum_length_and_is_billed(
     assert "maximum length of 0.5 s" in error["message"]
     wait_for(lambda: len(records) == 1)
     assert records[0].status == 200 and records[0].characters >= len(SENTENCE)
-
-
-def test_the_guard_checks_every_interval_and_expires_at_the_maximum(tmp_path: Path) -> None:
-    clock = Clock()
-    checks: list[float] = []
-
-    async def check() -> None:
-        checks.append(clock())
-
-    async def scenario() -> None:
-        guard = asyncio.ensure_future(guard_session(check, interval=2, max_seconds=7))
-        for _ in range(6):
-            await settle()
-            clock.advance(1)
-        await settle()
-        assert checks == [2, 4, 6] and not guard.done()
-        clock.advance(1)
-        await settle()
-        with pytest.raises(SessionExpired):
-            guard.result()
-        assert checks == [2, 4, 6]
-
-    run_on(clock, scenario)
-
-
-def test_the_guard_raises_what_the_check_raises() -> None:
-    clock = Clock()
-
-    async def check() -> None:
-        if clock() >= 3:
-            raise AuthenticationFailed("revoked")
-
-    async def scenario() -> None:
-        guard = asyncio.ensure_future(guard_session(check, interval=1, max_seconds=3600))
-        for _ in range(3):
-            await settle()
-            clock.advance(1)
-        await settle()
-        with pytest.raises(AuthenticationFailed):
-            guard.result()
-
-    run_on(clock, scenario)
 
 
 def test_the_pacer_lets_a_lead_through_then_holds_to_real_time() -> None:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.event import Event
@@ -286,6 +287,70 @@ def test_a_refused_stream_leaves_the_connection_usable(tmp_path: Path) -> None:
         refused, duration = asyncio.run(go(wyoming))
     assert refused.code == "too_much_pending_text"
     assert duration > 0.1
+
+
+# --- open streams are bounded as WebSocket sessions are (D7) ---------------------------------
+
+
+async def _stopped(connection: AsyncTcpClient, speaking: str) -> tuple[Error, float]:
+    """Keep the open stream speaking until the server stops it: its error, the audio before."""
+    audio = 0.0
+    while True:
+        event = await asyncio.wait_for(connection.read_event(), 15)
+        assert event is not None, "the server closed the connection"
+        if Error.is_type(event.type):
+            return Error.from_event(event), audio
+        if AudioChunk.is_type(event.type):
+            chunk = AudioChunk.from_event(event)
+            audio += len(chunk.audio) / chunk.width / chunk.rate
+        if AudioStart.is_type(event.type):
+            await connection.write_event(SynthesizeChunk(text=speaking).event())
+
+
+def test_a_revoked_principal_stops_its_open_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key_id = _new_key(tmp_path)
+    settings = _settings(
+        tmp_path, auth_mode="keys", wyoming_principal=key_id, session_check_interval=0.2
+    )
+
+    async def go(wyoming: Wyoming) -> tuple[Error, float, Pong]:
+        async with wyoming.client() as connection:
+            await connection.write_event(SynthesizeStart(voice=FAKE).event())
+            await connection.write_event(SynthesizeChunk(text="Hello there. And").event())
+            AudioStart.from_event(await read(connection))
+            tenancy = wyoming.server.state.tenancy
+            tenancy.store.revoke_key(key_id, datetime.now(UTC).replace(tzinfo=None))
+            tenancy.forget_keys()
+            error, audio = await _stopped(connection, " more. And")
+            # The stream is over: what follows it is dropped, and the connection still answers.
+            await connection.write_event(SynthesizeChunk(text=" more words.").event())
+            await connection.write_event(SynthesizeStop().event())
+            await connection.write_event(Ping(text="there?").event())
+            return error, audio, Pong.from_event(await read(connection))
+
+    with serving(settings) as wyoming:
+        records = spy_usage(wyoming.server, monkeypatch)
+        error, audio, pong = asyncio.run(go(wyoming))
+        wait_for(lambda: len(records) == 1)
+    assert error.code == "invalid_api_key" and "revoked" in error.text
+    assert pong.text == "there?"
+    # What it spoke before the revocation stays billed, as a WebSocket session's does.
+    assert audio > 0 and records[0].status == 200 and records[0].key_id == key_id
+
+
+def test_an_open_stream_ends_at_the_maximum_length(tmp_path: Path) -> None:
+    async def go(wyoming: Wyoming) -> Error:
+        async with wyoming.client() as connection:
+            await connection.write_event(SynthesizeStart(voice=FAKE).event())
+            await connection.write_event(SynthesizeChunk(text="Hello there. And").event())
+            error, _ = await _stopped(connection, " more. And")
+            return error
+
+    with serving(_settings(tmp_path, max_session_seconds=1.0)) as wyoming:
+        error = asyncio.run(go(wyoming))
+    assert error.code == "session_expired" and "1 s" in error.text
 
 
 # --- idle connections and the connection cap (D6) ---------------------------------------------

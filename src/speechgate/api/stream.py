@@ -7,9 +7,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Annotated, Literal, NoReturn
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -20,16 +19,15 @@ from speechgate.api.schemas import SpeechOptions, SpeechWord
 from speechgate.api.state import app_state
 from speechgate.api.tenancy import credentials, trace_context
 from speechgate.errors import (
-    AuthenticationFailed,
     InsufficientQuota,
     InvalidRequest,
-    PermissionDenied,
     SessionExpired,
     SpeechgateError,
 )
 from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
-from speechgate.metering.tenancy import Principal, Tenancy
+from speechgate.metering.tenancy import Principal
+from speechgate.session_guard import check_key, guard_session, stopped_status
 from speechgate.streaming_sessions import (
     SegmentDone,
     SegmentStarted,
@@ -189,7 +187,9 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
     settings = state.settings
     pacer = SendPacer(settings.session_max_lead_seconds or None)
     speaker = asyncio.create_task(_speak(websocket, session, pacer))
-    check = partial(_check_key, tenancy, credentials(websocket), principal, meter.model)
+    check = partial(
+        check_key, partial(tenancy.authenticate, credentials(websocket)), principal, meter.model
+    )
     guard = asyncio.create_task(
         guard_session(check, settings.session_check_interval, settings.max_session_seconds)
     )
@@ -206,12 +206,7 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
         failure = task.exception() if not task.cancelled() else None
         if isinstance(failure, SpeechgateError):
             await _fail(websocket, failure)
-            # A session that had all the time it may have was served, and is billed; so is
-            # what a session spoke before its key stopped it (revoked, expired, quota spent):
-            # recorded as an error, those characters would go back to the key's quota.
-            stopped_by_key = failure.status_code in (401, 403, 429) and session.audio_seconds > 0
-            served = isinstance(failure, SessionExpired) or stopped_by_key
-            status = 200 if served else failure.status_code
+            status = stopped_status(failure, session.audio_seconds)
         elif failure is not None and not isinstance(failure, WebSocketDisconnect | OSError):
             # A bug, not the client leaving (a send to a closed socket is an OSError).
             log.error("speech session failed", exc_info=failure)
@@ -219,53 +214,6 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
             await _fail(websocket, unexpected)
             status = unexpected.status_code
     return status
-
-
-async def guard_session(
-    check: Callable[[], Awaitable[None]], interval: float, max_seconds: float
-) -> NoReturn:
-    """Run `check` every `interval` seconds (of the event loop's clock) until it raises, and
-    raise SessionExpired once `max_seconds` have passed. Ends only by raising (or being
-    cancelled, when the session ends otherwise)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max_seconds
-    while True:
-        await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
-        if loop.time() >= deadline:
-            raise SessionExpired(
-                f"The session reached its maximum length of {max_seconds:g} s and was closed; "
-                "open a new session to go on."
-            )
-        await check()
-
-
-async def _check_key(
-    tenancy: Tenancy, authorization: str | None, principal: Principal, model: str
-) -> None:
-    """Raise if the key a session was opened with may no longer speak with `model`: revoked,
-    expired, or its models changed. The same lookup as a request's (its cache included)."""
-    key = principal.key
-    if key is None:
-        return  # the admin, or anyone where no key is needed: nothing to take back
-    try:
-        current = (await tenancy.authenticate(authorization)).key
-    except AuthenticationFailed:
-        current = None
-    except Exception:
-        # The store failing revokes no one: the next check tries again.
-        log.warning("could not re-check the key of a speech session", exc_info=True)
-        return
-    if current is None or current.id != key.id:
-        raise AuthenticationFailed(
-            "This session's API key was revoked or has expired; the session is closed."
-        )
-    if not current.allows_model(model):
-        raise PermissionDenied(
-            f"This session's API key is no longer allowed to use the model {model!r}; the "
-            "session is closed.",
-            param="model",
-            code="model_not_allowed",
-        )
 
 
 class SendPacer:

@@ -272,7 +272,8 @@ class WyomingHandler:
         )
         self._stream = stream
         # A stream is admitted with no text, its characters counted segment by segment.
-        self._stream_job = self._queue(plan, stream, meter, 0, root, stopped=True)
+        guard = wy.stream_guard(self._runtime, self._tenancy, caller, plan.engine)
+        self._stream_job = self._queue(plan, stream, meter, 0, root, stream=guard)
 
     async def _add_text(self, text: str) -> None:
         self._streamed.update(text.encode(errors="replace"))
@@ -305,10 +306,11 @@ class WyomingHandler:
         meter: Meter,
         characters: int,
         root: tracing.RequestSpan,
-        stopped: bool = False,
+        stream: wy.Guard | None = None,
     ) -> asyncio.Task[None]:
         """Run after the connection's previous job, so audio never interleaves; `root` is the
-        synthesis's trace, ended with it."""
+        synthesis's trace, ended with it. A `stream` (with its guard) ends with
+        synthesize-stopped, or with an error that ends it."""
         previous = self._jobs[-1] if self._jobs else None
 
         async def run() -> None:
@@ -322,10 +324,16 @@ class WyomingHandler:
             if previous is not None:
                 await asyncio.wait([previous])
             try:
-                await wy.speak(self._tenancy, plan, utterance, self.write_event, meter, characters)
-                if stopped:
+                await wy.speak(
+                    self._tenancy, plan, utterance, self.write_event, meter, characters, stream
+                )
+                if stream is not None:
                     await self.write_event(SynthesizeStopped().event())
             except SpeechgateError as error:
+                if self._stream_job is asyncio.current_task():
+                    # Stopped (its key, its length, its quota): the text that follows until
+                    # synthesize-stop is dropped, not kept for a stream no one speaks.
+                    self._stream, self._stream_job, self._stream_refused = None, None, True
                 await self._send_error(error)
             except ConnectionError:
                 return  # the client left mid-audio; its usage is recorded as such

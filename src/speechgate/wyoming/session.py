@@ -9,7 +9,8 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Protocol
+from functools import partial
+from typing import NoReturn, Protocol
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
@@ -23,6 +24,7 @@ from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import ANYONE, Principal, Tenancy
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
+from speechgate.session_guard import check_key, guard_session, stopped_status, until_stopped
 from speechgate.speech import SpeechRequest
 
 # Wyoming has no keys: its usage is recorded under this client name (usage records' `model`
@@ -105,6 +107,7 @@ async def plan(
 
 
 Send = Callable[[Event], Awaitable[None]]
+Guard = Callable[[], Awaitable[NoReturn]]
 
 
 class Utterance(Metered, Protocol):
@@ -156,6 +159,27 @@ class WholeText:
                 yield data
 
 
+def stream_guard(runtime: Runtime, tenancy: Tenancy, caller: Caller, model: str) -> Guard:
+    """A stream's bounds, as a WebSocket session's: the key it acts for re-checked every
+    `session_check_interval` (revoked, expired or denied `model`: it stops), and at most
+    `max_session_seconds` of it."""
+    settings = runtime.settings
+    principal = caller.principal
+    key_id = principal.key_id
+    check = (
+        partial(check_key, partial(tenancy.key_principal, key_id), principal, model)
+        if key_id is not None
+        else _nothing_to_check
+    )
+    return partial(
+        guard_session, check, settings.session_check_interval, settings.max_session_seconds
+    )
+
+
+async def _nothing_to_check() -> None:
+    return None
+
+
 async def speak(
     tenancy: Tenancy,
     plan: SpeechPlan,
@@ -163,37 +187,45 @@ async def speak(
     send: Send,
     meter: Meter,
     admitted_characters: int,
+    guard: Guard | None = None,
 ) -> None:
     """Admit the request against the caller's limits with `admitted_characters` (a stream's
     are reserved segment by segment, as they are spoken), send the utterance's audio as it is
     made (audio-start, chunks, audio-stop); record its usage however it ends. Errors the
-    client should hear are raised for the caller to send."""
+    client should hear are raised for the caller to send, `guard`'s (`stream_guard`, running
+    from the admission on) among them."""
     status = CLIENT_CLOSED
     meter.stream = utterance
-    rate = plan.engine_rate
-    started = False
     try:
         principal = meter.principal or ANYONE
         meter.admission = await tenancy.admit(principal, meter.model, admitted_characters)
-        async with contextlib.aclosing(utterance.audio()) as audio:
-            async for item in audio:
-                if not item:
-                    continue
-                if not started:
-                    await send(AudioStart(rate=rate, width=_WIDTH, channels=1).event())
-                    started = True
-                await send(AudioChunk(rate=rate, width=_WIDTH, channels=1, audio=item).event())
-        if not started:
-            # Text with nothing to say (punctuation only): still a well-formed, empty answer.
-            await send(AudioStart(rate=rate, width=_WIDTH, channels=1).event())
-        await send(AudioStop().event())
+        sending = _send_audio(plan, utterance, send)
+        await (sending if guard is None else until_stopped(sending, guard()))
         status = 200
     except SpeechgateError as error:
-        status = error.status_code
+        status = stopped_status(error, utterance.audio_seconds)
         raise
     finally:
         meter.characters = utterance.characters
         finish(tenancy, meter, status)
+
+
+async def _send_audio(plan: SpeechPlan, utterance: Utterance, send: Send) -> None:
+    """audio-start, the utterance's chunks as they are made, audio-stop."""
+    rate = plan.engine_rate
+    started = False
+    async with contextlib.aclosing(utterance.audio()) as audio:
+        async for item in audio:
+            if not item:
+                continue
+            if not started:
+                await send(AudioStart(rate=rate, width=_WIDTH, channels=1).event())
+                started = True
+            await send(AudioChunk(rate=rate, width=_WIDTH, channels=1, audio=item).event())
+    if not started:
+        # Text with nothing to say (punctuation only): still a well-formed, empty answer.
+        await send(AudioStart(rate=rate, width=_WIDTH, channels=1).event())
+    await send(AudioStop().event())
 
 
 def reserving(tenancy: Tenancy, meter: Meter) -> Callable[[int], Awaitable[None]]:
