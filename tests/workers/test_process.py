@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 from collections.abc import Iterator
@@ -189,3 +190,34 @@ def test_the_pace_is_the_estimate_until_jobs_measure_it() -> None:
     assert pace.limits() == SegmentLimits.for_speed(200.0)
     pace.record(0, 0.5)  # a job with no text measures nothing
     assert pace.characters_per_second == 200.0
+
+
+def test_a_worker_shares_its_time_between_senders_not_jobs() -> None:
+    """Two long jobs of one sender and one of another: after every job's first segment, the
+    other sender's job gets every other step (turn by turn between jobs it would get one in
+    three). On a clock that counts the engine's calls, so a step costs the same everywhere."""
+    engine = Recorder()
+    lanes = Lanes(engine, (1,))
+    gateway, end = socket.socketpair()
+    ticks = itertools.count()
+    jobs = _Jobs(engine, end, lanes, clock=lambda: float(next(ticks)))
+    request = SynthesisRequest(TEXT, "v")
+    output = OutputSpec(AudioFormat.PCM, 16000)
+    groups = {1: 7, 2: 7, 3: 9}  # job id: its sender's group
+    try:
+        for job_id, group in groups.items():
+            jobs._handle(Job(job_id, request, output, group=group))
+        stepped: list[int] = []
+        while runnable := list(jobs._jobs.values()):
+            job = jobs._next(runnable)
+            stepped.append(job.job_id)
+            assert jobs._step(job)
+    finally:
+        lanes.close()
+        gateway.close()
+        end.close()
+    assert stepped[:3] == [1, 2, 3]  # each job's first segment first
+    # Then job 3's segments, each after one step of the other sender's jobs.
+    steps_of_3 = [index for index, job_id in enumerate(stepped) if job_id == 3]
+    assert len(steps_of_3) == 4, stepped
+    assert all(b - a == 2 for a, b in itertools.pairwise(steps_of_3)), stepped

@@ -19,12 +19,15 @@ from speechgate.pipeline import EncodedChunk, OutputSpec
 
 @dataclass(frozen=True)
 class Job:
-    """Speak `request`; `threads`: the compute width the job starts with."""
+    """Speak `request`; `threads`: the compute width the job starts with. `group`: whose job
+    it is (its sender's, as the gateway numbers them): the worker shares its time fairly
+    between groups, not between jobs."""
 
     job_id: int
     request: SynthesisRequest
     output: OutputSpec
     threads: int = 1
+    group: int = 0
 
 
 @dataclass(frozen=True)

@@ -292,7 +292,8 @@ class WorkerPool:
         """
         async with contextlib.aclosing(
             self._run(
-                lambda job_id, threads: Job(job_id, request, output, threads),
+                # Any number naming the sender will do: the worker only tells groups apart.
+                lambda job_id, threads: Job(job_id, request, output, threads, hash(sender)),
                 len(request.text),
                 retry_key=retry_key,
                 sender=sender,

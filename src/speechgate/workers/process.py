@@ -9,7 +9,10 @@ every core speaks two segments at once, one on a helper thread, within one step:
 `speechgate.lanes`.) Between steps the worker acts on what
 the gateway sent (new jobs, Cancel, Pause, Resume, Width) and picks the next job: one that has
 sent nothing yet first, so a new request's first audio never waits for another's long text to
-end, then the others in turn.
+end, then the others, fairly between their senders (`Job.group`): the group that has had the
+least of the worker's time goes next (start-time fair queueing on busy seconds), its jobs in
+turn. So one sender's many long jobs get the worker's time of one sender, and another
+sender's short job, interleaved with them, ends as if they were one.
 
 The messages are read as they come, on a thread of their own (`_Inbox`): a Cancel of the job
 whose step is running (or a Shutdown) stops that step's onnxruntime runs at once
@@ -28,7 +31,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 
 from speechgate.audio.formats import AudioFormat
@@ -169,6 +172,7 @@ class _Active:
     paused: bool = False  # its reader has enough for now
     busy: float = 0.0  # seconds of this worker's time spent on it
     characters: int = 0  # of a speech job's text
+    group: int = 0  # its sender's
 
 
 class Pace:
@@ -254,13 +258,25 @@ class _Inbox:
 class _Jobs:
     """The jobs one worker holds, and the loop that runs them a step at a time."""
 
-    def __init__(self, engine: Engine, conn: socket.socket, lanes: Lanes) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        conn: socket.socket,
+        lanes: Lanes,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self._engine = engine
         self._conn = conn
         self._inbox = _Inbox(conn)
         self._lanes = lanes  # the engine's width, set here only
+        self._clock = clock
         self._jobs: dict[int, _Active] = {}  # in turn order: a job that steps goes last
         self._pace = Pace(estimated_speed(engine))
+        # The fair order between groups, in busy seconds: where each group's next step starts
+        # (after the time it was given), and the start of the step given last. A group that
+        # comes (back) starts at the latter: time it was away is no credit.
+        self._finish: dict[int, float] = {}
+        self._virtual = 0.0
         # The job loop and the heartbeat both send: one message at a time on the socket.
         self._sending = threading.Lock()
 
@@ -277,24 +293,38 @@ class _Jobs:
                     if not self._handle(self._inbox.receive()):
                         return
                     continue
-                job = next((job for job in runnable if not job.sent), runnable[0])
-                del self._jobs[job.job_id]
-                self._jobs[job.job_id] = job
-                if not self._step(job):
+                if not self._step(self._next(runnable)):
                     return
         finally:
             for job in self._jobs.values():
                 job.steps.close()
 
+    def _tag(self, group: int) -> float:
+        return max(self._virtual, self._finish.get(group, self._virtual))
+
+    def _next(self, runnable: list[_Active]) -> _Active:
+        """The job to step now (see the module's docstring), moved to the end of the turns."""
+        job = next((job for job in runnable if not job.sent), None)
+        if job is None:
+            job = min(runnable, key=lambda job: self._tag(job.group))  # the first in turn
+        self._virtual = self._finish[job.group] = self._tag(job.group)
+        del self._jobs[job.job_id]
+        self._jobs[job.job_id] = job
+        return job
+
+    def _spent(self, job: _Active, seconds: float) -> None:
+        job.busy += seconds
+        self._finish[job.group] = self._finish.get(job.group, self._virtual) + seconds
+
     def _step(self, job: _Active) -> bool:
         """Run `job` to its next segment boundary (or its end). False on Shutdown."""
         while True:
-            started = time.perf_counter()
+            started = self._clock()
             try:
                 with self._inbox.step(job.job_id):
                     message, boundary = next(job.steps)
             except StopIteration:
-                job.busy += time.perf_counter() - started
+                self._spent(job, self._clock() - started)
                 self._pace.record(job.characters, job.busy)
                 self._end(job, Done(job.job_id, busy=job.busy))
                 return True
@@ -304,7 +334,7 @@ class _Jobs:
                 else:
                     self._end(job, Failed(job.job_id, f"{type(error).__name__}: {error}"))
                 return True
-            job.busy += time.perf_counter() - started
+            self._spent(job, self._clock() - started)
             self.send(message)
             job.sent = True
             if boundary:
@@ -330,10 +360,12 @@ class _Jobs:
             self._lanes.set_width(message.threads)
             if isinstance(message, Job):
                 steps = _speech(self._engine, message, self._lanes, self._pace.limits())
-                characters = len(message.request.text)
+                characters, group = len(message.request.text), message.group
             else:
-                steps, characters = _cloning(self._engine, message), 0
-            self._jobs[message.job_id] = _Active(message.job_id, steps, characters=characters)
+                steps, characters, group = _cloning(self._engine, message), 0, 0
+            self._jobs[message.job_id] = _Active(
+                message.job_id, steps, characters=characters, group=group
+            )
         elif (job := self._jobs.get(message.job_id)) is None:
             pass  # it has ended already: nothing to do
         elif isinstance(message, Cancel):
@@ -344,6 +376,8 @@ class _Jobs:
 
     def _end(self, job: _Active, message: Done | Failed) -> None:
         del self._jobs[job.job_id]
+        if all(other.group != job.group for other in self._jobs.values()):
+            self._finish.pop(job.group, None)  # it comes back as a newcomer
         job.steps.close()
         self.send(message)
 
