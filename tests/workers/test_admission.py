@@ -610,20 +610,132 @@ def test_a_full_queue_refuses_the_sender_holding_most_of_it_first() -> None:
     assert order == ["B", "C", "A1"]  # A has been served already: the others go first
 
 
-def test_a_sender_crowded_out_gets_the_guest_place_and_only_one() -> None:
-    async def scenario() -> tuple[str, BaseException, BaseException]:
-        admission = make(max_wait=5.0)
+def test_a_sender_crowded_out_gets_the_guest_place_or_waits_for_it_in_turn() -> None:
+    async def scenario() -> tuple[str, BaseException, BaseException, list[str]]:
+        admission = make(max_wait=5.0)  # 10 characters a second
         admission.release("w")
         admission.add_guest("guest")
         await admission.acquire(400, sender="A")  # 40 s in service: far beyond max_wait
         # A again: it holds the worker already, so it is refused, not made a guest.
         a = at_once(admission.acquire(10, sender="A"))
         b = await admission.acquire(10, sender="B")
-        again = at_once(admission.acquire(10, sender="C"))  # the guest place is taken
-        admission.release("guest")
-        return b, a, again
+        # The guest place is taken: the crowded out wait for it (each job 2 s at a guest's
+        # pace, half the worker beside A's job), C before B's second (B has had its turn).
+        order: list[str] = []
+        waiting = {
+            name: asyncio.create_task(admission.acquire(10, sender=name[0]))
+            for name in ("C", "B2", "D")
+        }
+        for name, task in waiting.items():
+            task.add_done_callback(lambda _, name=name: order.append(name))
+        await settle()
+        assert admission.queued == 3
+        # E would wait for B's, C's and D's guest jobs: 6 s, beyond max_wait.
+        e = at_once(admission.acquire(10, sender="E"))
+        for _ in range(3):
+            admission.release("guest")
+            await settle()
+        return b, a, e, order
 
-    b, a, again = run_on(Clock(), scenario)
+    b, a, e, order = run_on(Clock(), scenario)
     assert b == "guest"
     assert isinstance(a, QueueFull)
-    assert isinstance(again, QueueFull)
+    assert isinstance(e, QueueFull)
+    assert order == ["C", "D", "B2"]
+
+
+class _SharedWorker:
+    """One worker with one slot and a guest place on a fake clock, speaking `rate` characters
+    a second shared as a worker shares its steps: equally between the senders of its jobs, a
+    sender's part equally between its jobs."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.jobs: list[tuple[str, list[float], asyncio.Future[None]]] = []
+
+    async def run(self, sender: str, work: float) -> None:
+        done = asyncio.get_running_loop().create_future()
+        self.jobs.append((sender, [work], done))
+        await done
+
+    def advance(self, seconds: float) -> None:
+        senders = [sender for sender, _, _ in self.jobs]
+        for sender, left, done in list(self.jobs):
+            left[0] -= self.rate * seconds / len(set(senders)) / senders.count(sender)
+            if left[0] <= 0:
+                self.jobs.remove((sender, left, done))
+                done.set_result(None)
+
+
+class _GuestFlood:
+    """The flood of bench/fairness.py on a fake clock: sender A's 4 loops send texts that take
+    the worker ~100 s each (far beyond `max_wait`), each retrying a refusal at its Retry-After;
+    sender B sends a 5 s text (at half the worker) every 4 or 8 s, in turn, and gives up when
+    refused."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.times = ServiceTimes()
+        self.times.record(1.0, 1.0, 40)  # 40 characters a second
+        self.worker = _SharedWorker(40.0)
+        self.admission = make(
+            queue_size=16, max_wait=30.0, clock=clock, times=self.times, max_retry_after=30.0
+        )
+        self.admission.release("w")
+        self.admission.add_guest("guest")
+        self.served: dict[str, int] = {"A": 0, "B": 0}
+        self.refused: dict[str, int] = {"A": 0, "B": 0}
+        self.retry_after: list[float] = []
+
+    async def _request(self, sender: str, key: str, work: float) -> bool:
+        try:
+            resource = await acquire_from(self.admission, work, key, sender)
+        except QueueFull as error:
+            self.refused[sender] += 1
+            self.retry_after.append(error.retry_after)
+            return False
+        self.served[sender] += 1
+        try:
+            await self.worker.run(sender, work)
+            self.times.record(work / 40, work / 15, work)
+        finally:
+            self.admission.release(resource)
+        return True
+
+    async def _loop(self, index: int) -> None:
+        while True:
+            if not await self._request("A", f"A text {index}", 3900):
+                await asyncio.sleep(self.retry_after[-1])
+
+    async def run(self, seconds: float) -> None:
+        loops = [asyncio.create_task(self._loop(index)) for index in range(4)]
+        await settle()
+        b: list[asyncio.Task[bool]] = []
+        while self.clock() < seconds:
+            b.append(asyncio.create_task(self._request("B", f"B text {len(b)}", 100)))
+            for _ in range(40 if len(b) % 2 else 80):
+                self.clock.advance(0.1)
+                self.worker.advance(0.1)
+                await settle()
+        for task in loops:
+            task.cancel()
+        while not all(task.done() for task in b):  # B's last requests, admitted, are served
+            self.clock.advance(0.1)
+            self.worker.advance(0.1)
+            await settle()
+
+
+def test_a_sender_crowded_out_by_jobs_longer_than_max_wait_is_served() -> None:
+    clock = Clock()
+
+    async def scenario() -> _GuestFlood:
+        flood = _GuestFlood(clock)
+        await flood.run(300.0)
+        return flood
+
+    flood = run_on(clock, scenario)
+    attempts = flood.served["B"] + flood.refused["B"]
+    assert attempts > 45
+    assert flood.served["B"] >= 0.9 * attempts, (flood.served, flood.refused)
+    assert flood.served["A"] > 0  # the flood is still served, at its share
+    assert max(flood.retry_after) <= 30.0

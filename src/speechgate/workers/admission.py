@@ -18,6 +18,13 @@ sender's wait only for the jobs in service and one turn of each other sender. A 
 refuses the sender holding most of it first: a sender with less than its share of it pushes out
 the newest request of one holding more (which is told `QueueFull`).
 
+A sender crowded out (holding no resource but guest places, waiting for none, about to be
+refused because others hold every resource, with jobs longer than `max_wait`, say) gets a guest
+place, one per worker beyond its slots, or waits for one in the fair order if it can expect one
+within `max_wait` (its worker shares its time between senders, so a guest's job is not slowed
+by the number of the others' jobs): a sender below its share queues while the one above it is
+refused.
+
 A refused request that says who sends it (`retry_key`: its key, address and body) may keep a
 place for its retry: a reservation of its work, due at its Retry-After. Requests arriving
 meanwhile are admitted only if the retry, joining the queue when it is due, would still wait
@@ -179,6 +186,7 @@ class _Waiter(Generic[T]):
     work: float
     sender: Hashable
     arrival: int  # order of arrival, among the waiters
+    guest: bool = False  # crowded out: waits for a guest place (or any resource freed)
 
 
 @dataclass(eq=False)
@@ -237,9 +245,9 @@ class Admission(Generic[T]):
         self._share = share
         self._max_retry_after = max(1.0, max_retry_after)
         self._idle: list[T] = []  # sorted by rank
-        # Resources beyond the capacity, one per worker: each goes to a sender that holds
-        # nothing and would be refused, while others hold every resource (a flood from one
-        # sender, jobs longer than `max_wait`). Never to a waiter: they keep no queue.
+        # Resources beyond the capacity, one per worker: each goes to a sender crowded out
+        # (`_crowded_out`) while others hold every resource (a flood from one sender, jobs
+        # longer than `max_wait`), or to the next crowded-out waiter; never to another waiter.
         self._guest: set[T] = set()
         self._guests: list[T] = []  # idle ones
         self._waiters: list[_Waiter[T]] = []  # in order of arrival
@@ -333,14 +341,18 @@ class Admission(Generic[T]):
             refusal = "predicted_wait"
         elif not keeps_places:
             refusal = "held_for_retry"
+        guest = False
         if refusal is not None:
-            if self._guests and not self._held(sender):
-                resource = self._guests.pop(0)
-                self._hand_out(resource, work, sender, now)
-                return resource
-            self._refuse(refusal, now, work, retry_key, sender)
+            if self._crowded_out(sender):
+                if self._guests:
+                    resource = self._guests.pop(0)
+                    self._hand_out(resource, work, sender, now)
+                    return resource
+                guest = self._guest_wait(sender, work, now) <= self._max_wait
+            if not guest:
+                self._refuse(refusal, now, work, retry_key, sender)
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        waiter = _Waiter(future, work, sender, next(self._arrivals))
+        waiter = _Waiter(future, work, sender, next(self._arrivals), guest)
         self._waiters.append(waiter)
         granted = False
         try:
@@ -407,6 +419,42 @@ class Admission(Generic[T]):
             + sum(1 for w in self._pending() if w.sender == sender)
             + sum(1 for r in self._reservations if r.sender == sender)
         )
+
+    def _crowded_out(self, sender: Hashable) -> bool:
+        """Whether `sender`, about to be refused, may have a guest place (or wait for one):
+        there are guest places, it holds no other resource and waits for none, and it holds
+        or waits for fewer guest places than its share of the queue."""
+        if not self._guest:
+            return False
+        if any(r not in self._guest and j.sender == sender for r, j in self._serving.items()):
+            return False
+        pending = self._pending()
+        if any(w.sender == sender and not w.guest for w in pending):
+            return False
+        guests = sum(1 for r, j in self._serving.items() if r in self._guest and j.sender == sender)
+        guests += sum(1 for w in pending if w.sender == sender)
+        return guests < max(1, self._queue_size // len(self._senders(sender)))
+
+    def _guest_wait(self, sender: Hashable, work: float, now: float) -> float:
+        """Seconds until a guest place frees for a crowded-out request from `sender`: the guest
+        jobs in service, then the guest waiters ahead of it in the fair order, each at a guest's
+        pace (its worker's time shared between its sender and the senders of the jobs in the
+        worker's slots, as the worker shares it). Beyond `max_wait` for a full queue of them."""
+        if sum(1 for w in self._pending() if w.guest) >= self._queue_size:
+            return math.inf
+        slot_senders = {j.sender for r, j in self._serving.items() if r not in self._guest}
+        pace = min(1 + len(slot_senders), self._share() + 1)
+
+        def duration(work: float) -> float:
+            return self._service_times.duration(work) * pace
+
+        remaining = [
+            max(0.0, duration(job.work) - (now - job.started))
+            for resource, job in self._serving.items()
+            if resource in self._guest
+        ]
+        queued = [duration(w.work) for w in self._ahead_of(sender) if w.guest]
+        return predicted_start(remaining, queued, len(self._guest))
 
     def _senders(self, sender: Hashable) -> set[Hashable]:
         """The senders present: holding a resource, waiting or keeping a place; and `sender`."""
@@ -544,12 +592,15 @@ class Admission(Generic[T]):
         """End `resource`'s job, if it had one, and give it to the next waiter in the fair
         order, or mark it idle."""
         self._serving.pop(resource, None)
-        if resource in self._guest:
-            if resource not in self._guests:
-                self._guests.append(resource)
-            return
         pending = self._pending()
         self._waiters = pending
+        if resource in self._guest:
+            # A guest place goes to crowded-out waiters only: the others wait for a slot.
+            pending = [waiter for waiter in pending if waiter.guest]
+            if not pending:
+                if resource not in self._guests:
+                    self._guests.append(resource)
+                return
         if pending:
             waiter = self._next(pending, self._finish, self._virtual)
             self._waiters.remove(waiter)
