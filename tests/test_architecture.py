@@ -92,8 +92,8 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     (
         "serving",
-        "the one serving path: plan, admit, open, stream; sessions; cloned voices",
-        ("service", "streaming_sessions", "cloning"),
+        "the one serving path: plan, admit, open, stream; sessions and their bounds; cloned voices",
+        ("service", "streaming_sessions", "session_guard", "cloning"),
     ),
     (
         "composition",
