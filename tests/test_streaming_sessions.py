@@ -20,6 +20,7 @@ from speechgate.errors import InvalidRequest
 from speechgate.pipeline import OutputSpec
 from speechgate.service import SpeechPlan, SpeechService
 from speechgate.streaming_sessions import MAX_PENDING_CHARS, SpeechSession
+from speechgate.text.segment import SegmentLimits
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.settings import fake_settings
 from tests.helpers.streaming import session_events, speech_session
@@ -138,6 +139,9 @@ class _NoPools:
 
     def pool(self, engine: str) -> None:
         return None
+
+    def segment_limits(self, engine: str) -> SegmentLimits:
+        return SegmentLimits()
 
 
 def test_refused_text_is_not_counted_as_pending() -> None:
