@@ -251,9 +251,16 @@ class PocketEngine:
             model.max_decoder_frames_per_call = 1
         # Generation runs in pocket-tts' own threads, ahead of this generator; the event is how
         # they learn that the consumer left (closing this generator lands in `finally`).
+        else:
+            # The first decoder call decodes the first frame alone, so the first audio leaves
+            # as soon as it exists, not with the frames generated while it was decoded; later
+            # calls take what is ready again.
+            model.max_decoder_frames_per_call = 1
         frames = model.generate_audio_stream(state, text, stop=stop)
         try:
-            for frame in frames:
+            for index, frame in enumerate(frames):
+                if index == 0 and seed is None:
+                    model.max_decoder_frames_per_call = batching
                 yield PcmChunk.from_float(frame.numpy(), self.sample_rate)
         finally:
             stop.set()
