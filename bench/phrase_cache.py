@@ -11,15 +11,12 @@ byte of audio (a WAV header counts) of each. Prints p50 and p99 per format, the 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import httpx
 import numpy as np
+from loopback_server import speechgate_serve
 
 PROMPT = "Sorry, I didn't catch that. Could you say it again?"
 
@@ -41,53 +38,33 @@ def main() -> None:
     parser.add_argument("--engine", default="fake")
     parser.add_argument("--voice", default="alloy")
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--port", type=int, default=8311)
     args = parser.parse_args()
-    env = dict(os.environ)
-    env.update(
-        SPEECHGATE_ENGINES=args.engine,
-        SPEECHGATE_DEFAULT_ENGINE=args.engine,
-        SPEECHGATE_PORT=str(args.port),
-        SPEECHGATE_DATA_DIR=tempfile.mkdtemp(prefix="speechgate-phrase-cache-"),
-        SPEECHGATE_USAGE_METERING="false",
-    )
-    log = Path(env["SPEECHGATE_DATA_DIR"]) / "server.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "speechgate.cli", "serve"], env=env, stdout=out, stderr=out
-        )
-    url = f"http://127.0.0.1:{args.port}"
-    try:
-        with httpx.Client(timeout=120) as client:
-            for _ in range(300):
-                try:
-                    if client.get(f"{url}/readyz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(1)
-            body: dict[str, object] = {"model": args.engine, "voice": args.voice, "input": PROMPT}
-            miss, outcome = first_byte(client, url, {**body, "response_format": "pcm"})
-            print(f"first request ({outcome}): {miss * 1000:.1f} ms")
-            # The floor on this machine now: a request that does no speech at all.
-            floor = []
+    env = {
+        "SPEECHGATE_ENGINES": args.engine,
+        "SPEECHGATE_DEFAULT_ENGINE": args.engine,
+        "SPEECHGATE_DATA_DIR": tempfile.mkdtemp(prefix="speechgate-phrase-cache-"),
+        "SPEECHGATE_USAGE_METERING": "false",
+    }
+    with speechgate_serve(env) as url, httpx.Client(timeout=120) as client:
+        body: dict[str, object] = {"model": args.engine, "voice": args.voice, "input": PROMPT}
+        miss, outcome = first_byte(client, url, {**body, "response_format": "pcm"})
+        print(f"first request ({outcome}): {miss * 1000:.1f} ms")
+        # The floor on this machine now: a request that does no speech at all.
+        floor = []
+        for _ in range(args.requests):
+            started = time.perf_counter()
+            client.get(f"{url}/readyz")
+            floor.append((time.perf_counter() - started) * 1000)
+        p50, p99 = np.percentile(floor, [50, 99])
+        print(f"GET /readyz p50 {p50:.1f} ms  p99 {p99:.1f} ms")
+        for fmt in ("pcm", "mp3", "opus", "wav"):
+            times, outcomes = [], set()
             for _ in range(args.requests):
-                started = time.perf_counter()
-                client.get(f"{url}/readyz")
-                floor.append((time.perf_counter() - started) * 1000)
-            p50, p99 = np.percentile(floor, [50, 99])
-            print(f"GET /readyz p50 {p50:.1f} ms  p99 {p99:.1f} ms")
-            for fmt in ("pcm", "mp3", "opus", "wav"):
-                times, outcomes = [], set()
-                for _ in range(args.requests):
-                    seconds, outcome = first_byte(client, url, {**body, "response_format": fmt})
-                    times.append(seconds * 1000)
-                    outcomes.add(outcome)
-                p50, p99 = np.percentile(times, [50, 99])
-                print(f"{fmt:5s} {sorted(outcomes)} p50 {p50:.1f} ms  p99 {p99:.1f} ms")
-    finally:
-        server.terminate()
-        server.wait(30)
+                seconds, outcome = first_byte(client, url, {**body, "response_format": fmt})
+                times.append(seconds * 1000)
+                outcomes.add(outcome)
+            p50, p99 = np.percentile(times, [50, 99])
+            print(f"{fmt:5s} {sorted(outcomes)} p50 {p50:.1f} ms  p99 {p99:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -15,51 +15,29 @@ most of it) and to its first byte.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 
 import httpx
+from loopback_server import speechgate_serve
 from tests.helpers.otlp import OtlpReceiver
-from tests.helpers.server import free_port
 
 TEXT = "Hi."
 
 
-@contextmanager
-def serve(source: Path, data_dir: Path, **env: str) -> Iterator[str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "speechgate.cli", "serve", "--port", str(port)]
-    command += ["--engine", "fake", "--workers", "1"]
-    environment = {
-        **os.environ,
-        "PYTHONPATH": str(source),
-        "SPEECHGATE_DATA_DIR": str(data_dir),
-        **env,
-    }
-    with subprocess.Popen(
-        command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    ) as server:
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(f"{url}/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"server on {url} did not start")
-                time.sleep(0.1)
-            yield url
-        finally:
-            server.terminate()
+def serve(source: Path, data_dir: Path, **env: str) -> AbstractContextManager[str]:
+    """The fake engine, one worker, served from `source`."""
+    return speechgate_serve(
+        {
+            "PYTHONPATH": str(source),
+            "SPEECHGATE_DATA_DIR": str(data_dir),
+            "SPEECHGATE_ENGINES": "fake",
+            "SPEECHGATE_WORKERS": "1",
+            **env,
+        }
+    )
 
 
 def timed(client: httpx.Client, url: str) -> tuple[float, float]:
