@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from speechgate.metering.keys import KeyLimits
+from speechgate.metering.key_secrets import KeyLimits
 from speechgate.metering.store import Store
 from speechgate.settings import Settings
 

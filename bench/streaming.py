@@ -26,8 +26,8 @@ import httpx
 from tests.helpers.server import running_server
 from tests.helpers.upstream import FakeUpstream, running_upstream
 
-from speechgate.chat import speak_answer
 from speechgate.settings import Settings
+from speechgate.spoken_chat import speak_answer
 from speechgate.text.segment import segment
 
 FIRST = "The committee met on Tuesday to review the plan."

@@ -29,11 +29,11 @@ import httpx
 from tests.helpers.postgres import fresh_database, postgres_cluster
 from tests.helpers.server import RunningServer, running_server
 
-from speechgate.metering.keys import KeyLimits
+from speechgate.metering.key_secrets import KeyLimits
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.store import Store
 from speechgate.metering.tenancy import Tenancy
-from speechgate.metering.usage import UsageRecorder
+from speechgate.metering.usage_writer import UsageRecorder
 from speechgate.settings import Settings
 
 BODY = {"model": "espeak", "voice": "alloy", "input": "Hi there.", "response_format": "pcm"}

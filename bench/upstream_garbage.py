@@ -32,7 +32,7 @@ from speechgate.errors import SpeechgateError
 from speechgate.routing.config import ProviderConfig, RemoteProviderConfig, RoutesConfig
 from speechgate.routing.providers import RemoteProvider
 from speechgate.routing.router import Router
-from speechgate.speech import SpeechRequest
+from speechgate.speech_request import SpeechRequest
 
 TONE = PcmChunk((np.sin(np.arange(4800) / 5) * 8000).astype(np.int16), 24000)
 HTML = b"<!DOCTYPE html><html><body>Please sign in</body></html>"

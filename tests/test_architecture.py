@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "text",
             "timing",
             "captions",
-            "speech",
+            "speech_request",
             "voices",
             "tracing",
         ),
@@ -93,7 +93,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "serving",
         "the one serving path: plan, admit, open, stream; sessions and their bounds; cloned voices",
-        ("service", "phrase_cache", "streaming_sessions", "session_guard", "cloning"),
+        ("service", "phrase_cache", "speech_session", "session_guard", "cloning"),
     ),
     (
         "composition",
@@ -101,15 +101,15 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("runtime", "standalone", "startup_summary", "server"),
     ),
     ("front ends", "wire formats in, SpeechRequest out", ("api", "wyoming", "web")),
-    ("commands", "the CLI, the benchmarks, the chat client", ("cli", "bench", "chat")),
+    ("commands", "the CLI, the benchmarks, the chat client", ("cli", "bench", "spoken_chat")),
 )
 API = "speechgate.api"
 WEB_FRAMEWORKS = ("fastapi", "starlette")
 
 # Modules outside `speechgate.api` that may import it, each with the reason. Keep it short.
 MAY_IMPORT_API = {
-    "speechgate.cli.serve": "`serve` builds the app (create_app): the composition root, above "
-    "every front end",
+    "speechgate.cli.serve_command": "`serve` builds the app (create_app): the composition root, "
+    "above every front end",
 }
 
 
@@ -159,7 +159,9 @@ def _offenders(imported: tuple[str, ...]) -> dict[str, list[str]]:
 
 def test_the_sources_are_found() -> None:
     modules = dict(_modules())
-    assert {"speechgate.service", "speechgate.api.schemas", "speechgate.speech"} <= set(modules)
+    assert {"speechgate.service", "speechgate.api.schemas", "speechgate.speech_request"} <= set(
+        modules
+    )
 
 
 def test_the_import_reader_sees_every_form_of_import(tmp_path: Path) -> None:
@@ -172,14 +174,14 @@ def test_the_import_reader_sees_every_form_of_import(tmp_path: Path) -> None:
         "from .. import api as front\n"
         "from ..api.schemas import SpeechOptions\n"
         "def late():\n"
-        "    from speechgate.api.tenancy import Meter\n"
+        "    from speechgate.api.access import Meter\n"
     )
     names = {name for name, _ in _imports("speechgate.wyoming.session", path)}
     assert {
         "speechgate.api.app",
         "speechgate.api",
         "speechgate.api.schemas.SpeechOptions",
-        "speechgate.api.tenancy.Meter",
+        "speechgate.api.access.Meter",
     } <= names
 
 
@@ -298,7 +300,7 @@ def test_nothing_below_the_http_front_end_imports_it() -> None:
     }
     assert offenders == {}, (
         "These modules import speechgate.api; take a protocol-neutral type "
-        "(speechgate.speech.SpeechRequest) instead, and translate in the front end"
+        "(speechgate.speech_request.SpeechRequest) instead, and translate in the front end"
     )
 
 

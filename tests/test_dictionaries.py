@@ -18,10 +18,10 @@ from speechgate.dictionaries import Dictionaries, Named, operator_lexicon
 from speechgate.engines.base import EngineInfo, Voice
 from speechgate.errors import InvalidRequest, NotFound
 from speechgate.service import SpeechService
-from speechgate.speech import DictionaryLocator, SpeechRequest
+from speechgate.speech_request import DictionaryLocator, SpeechRequest
 from speechgate.text.lexicon import Lexicon
 from speechgate.text.prepare import TextOptions
-from speechgate.workers.base import StartupError
+from speechgate.workers.interface import StartupError
 from tests.helpers.clock import Clock
 from tests.helpers.settings import fake_settings
 

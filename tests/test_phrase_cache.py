@@ -19,7 +19,7 @@ from speechgate.engines.base import EngineInfo, Voice
 from speechgate.phrase_cache import PhraseCache, PhraseKey, encode_cached
 from speechgate.pipeline import OutputSpec
 from speechgate.service import SpeechService
-from speechgate.speech import SpeechRequest
+from speechgate.speech_request import SpeechRequest
 from tests.helpers.settings import fake_settings
 
 RATE = 16000

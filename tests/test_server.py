@@ -17,7 +17,7 @@ import pytest
 from uvicorn.server import ServerState
 
 from speechgate.server import guarded_protocol, server_config
-from speechgate.workers.base import WorkerState
+from speechgate.workers.interface import WorkerState
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import (
     RunningServer,

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from speechgate.errors import InvalidRequest, NotFound
-from speechgate.speech import DictionaryLocator
+from speechgate.speech_request import DictionaryLocator
 from speechgate.text.lexicon import EMPTY, InvalidLexicon, Lexicon, load_lexicon
-from speechgate.workers.base import StartupError
+from speechgate.workers.interface import StartupError
 
 MAX_LOCATORS = 3
 """Dictionaries one request may name, as on ElevenLabs."""

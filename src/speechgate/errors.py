@@ -1,6 +1,6 @@
 """One error hierarchy. Each class knows its HTTP status and OpenAI error `type`.
 
-Code raises these; `speechgate.api.errors` turns any of them into OpenAI's envelope
+Code raises these; `speechgate.api.error_handlers` turns any of them into OpenAI's envelope
 `{"error": {"message", "type", "param", "code"}}`. Nothing branches on message text.
 """
 

@@ -19,9 +19,9 @@ from speechgate.metrics import Metrics
 from speechgate.service import Pull, SpeechService
 from speechgate.settings import Settings
 from speechgate.voices.installed import InstalledItem
-from speechgate.workers.base import Pool, StartupError
 from speechgate.workers.cores import SharedCores
 from speechgate.workers.forking import preload_engines
+from speechgate.workers.interface import Pool, StartupError
 from speechgate.workers.pool import WorkerPool
 
 if TYPE_CHECKING:

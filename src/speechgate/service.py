@@ -37,11 +37,11 @@ from speechgate.metrics import Metrics
 from speechgate.phrase_cache import PhraseCache, PhraseKey, encode_cached, joined, options_key
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
-from speechgate.speech import SpeechRequest, StreamFormat
+from speechgate.speech_request import SpeechRequest, StreamFormat
 from speechgate.text.prepare import TextOptions, check
 from speechgate.text.segment import SegmentLimits, clean_text
 from speechgate.timing import WordFeed
-from speechgate.workers.base import Pool
+from speechgate.workers.interface import Pool
 
 _log = logging.getLogger(__name__)
 # What phrases are preloaded as: the cache keeps PCM, whatever the format of the request.

@@ -17,7 +17,7 @@ from speechgate.pipeline import render
 from speechgate.runtime import engine_config
 from speechgate.service import SpeechService
 from speechgate.settings import Settings
-from speechgate.speech import Normalization, SpeechRequest
+from speechgate.speech_request import Normalization, SpeechRequest
 from speechgate.timing import WordTime
 
 

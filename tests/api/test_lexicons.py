@@ -21,7 +21,7 @@ from wyoming.tts import Synthesize, SynthesizeVoice
 
 from speechgate.api.app import create_app
 from speechgate.catalog import normalize
-from speechgate.workers.base import StartupError
+from speechgate.workers.interface import StartupError
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import fake_settings, make_settings
 from tests.helpers.tenancy import ADMIN_KEY, new_key

@@ -7,7 +7,7 @@ import pytest
 from speechgate.api.schemas import CreateSpeechRequest, SpeechOptions
 from speechgate.audio.formats import parse_format
 from speechgate.errors import InvalidRequest
-from speechgate.speech import SpeechRequest
+from speechgate.speech_request import SpeechRequest
 
 
 def test_the_body_becomes_the_neutral_request() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from starlette.requests import HTTPConnection
 
-from speechgate.api.tenancy import credentials, is_metered, recorded_status
+from speechgate.api.access import credentials, is_metered, recorded_status
 from speechgate.metering.meter import Meter
 from speechgate.metering.records import CLIENT_CLOSED
 

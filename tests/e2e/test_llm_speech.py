@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from speechgate.chat import speak_answer
+from speechgate.spoken_chat import speak_answer
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.settings import make_settings

@@ -10,7 +10,7 @@ from speechgate.errors import UpstreamUnavailable
 from speechgate.routing.config import ProviderConfig, RoutesConfig
 from speechgate.routing.providers import Answer, Relayed
 from speechgate.routing.router import Router
-from speechgate.speech import SpeechRequest
+from speechgate.speech_request import SpeechRequest
 
 AUDIO = bytes(range(256)) * 40
 

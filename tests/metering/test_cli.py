@@ -13,7 +13,7 @@ from sqlalchemy import make_url, select, text
 from typer.testing import CliRunner
 
 from speechgate.cli import app
-from speechgate.metering.keys import hash_key
+from speechgate.metering.key_secrets import hash_key
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.schema import api_keys
 from speechgate.metering.store import Store

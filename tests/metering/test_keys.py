@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from speechgate.errors import InvalidRequest
-from speechgate.metering.keys import (
+from speechgate.metering.key_secrets import (
     KeyLimits,
     bearer_token,
     check_limits,

@@ -18,7 +18,7 @@ import pytest
 from redis.asyncio import Redis
 
 from speechgate.errors import LimitsUnavailable
-from speechgate.metering.keys import KeyLimits
+from speechgate.metering.key_secrets import KeyLimits
 from speechgate.metering.limiter import Hold, Verdict
 from speechgate.metering.limits import Decision
 from speechgate.metering.redis_limiter import RedisLimiter

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text
 
-from speechgate.metering.keys import KeyLimits, hash_key
+from speechgate.metering.key_secrets import KeyLimits, hash_key
 from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
 from speechgate.metering.schema import api_keys
 from speechgate.metering.store import Store

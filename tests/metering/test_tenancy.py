@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from speechgate.errors import AuthenticationFailed, InsufficientQuota, PermissionDenied, RateLimited
-from speechgate.metering.keys import KeyLimits
+from speechgate.metering.key_secrets import KeyLimits
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.store import Store
 from speechgate.metering.tenancy import ADMIN, ANYONE, Tenancy

@@ -12,7 +12,7 @@ import pytest
 
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.store import Store
-from speechgate.metering.usage import UsageRecorder
+from speechgate.metering.usage_writer import UsageRecorder
 
 NOW = datetime(2026, 5, 1, 9)
 

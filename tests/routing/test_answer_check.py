@@ -10,7 +10,7 @@ import pytest
 from speechgate.audio.formats import parse_format
 from speechgate.errors import UpstreamBadResponse
 from speechgate.routing.answer_check import AnswerCheck
-from speechgate.speech import SpeechRequest
+from speechgate.speech_request import SpeechRequest
 
 WAV_HEAD = b"RIFF\xff\xff\xff\xffWAVEfmt "
 MP3_FRAME = b"\xff\xfb\x90\x64"  # MPEG-1 Layer III, 128 kb/s, 44.1 kHz

@@ -19,7 +19,7 @@ from speechgate.routing.providers import (
     openai_body,
     raise_for_elevenlabs_error,
 )
-from speechgate.speech import SpeechRequest
+from speechgate.speech_request import SpeechRequest
 
 
 def test_a_request_at_its_defaults_sends_only_openai_fields() -> None:

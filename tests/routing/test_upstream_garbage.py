@@ -20,7 +20,7 @@ from speechgate.errors import UpstreamBadResponse
 from speechgate.routing.config import RoutesConfig
 from speechgate.routing.providers import RemoteProvider
 from speechgate.routing.router import Router
-from speechgate.speech import SpeechRequest
+from speechgate.speech_request import SpeechRequest
 from tests.helpers.stub_http import stub_server
 
 pytestmark = pytest.mark.anyio

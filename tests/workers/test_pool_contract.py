@@ -1,4 +1,4 @@
-"""What every pool backend promises the gateway (`speechgate.workers.base.Pool`), run over each.
+"""What every pool backend promises the gateway (`workers.interface.Pool`), run over each.
 
 The local backend runs the fake engine in real worker processes (told to fail, or slowed down,
 through its options, and killed for real); Ray runs against a scripted Serve handle
@@ -21,7 +21,7 @@ from speechgate.audio.formats import AudioFormat
 from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.errors import EngineFailed, NotReady, WorkerLost
 from speechgate.pipeline import EncodedChunk, OutputSpec
-from speechgate.workers.base import Pool
+from speechgate.workers.interface import Pool
 from speechgate.workers.pool import WorkerPool
 from tests.helpers.waiting import until
 

@@ -29,7 +29,7 @@ from wyoming.tts import (
 )
 
 from speechgate.api.app import create_app
-from speechgate.metering.keys import KeyLimits
+from speechgate.metering.key_secrets import KeyLimits
 from speechgate.metering.store import Store
 from speechgate.service import SpeechPlan, SpeechStream
 from speechgate.settings import Settings

@@ -12,10 +12,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from speechgate.api.errors import error_body
+from speechgate.api.access import get_tenancy, require_admin
+from speechgate.api.error_handlers import error_body
 from speechgate.api.schemas import error_responses
 from speechgate.api.state import app_state
-from speechgate.api.tenancy import get_tenancy, require_admin
 from speechgate.errors import (
     InsufficientStorage,
     InvalidRequest,
@@ -24,7 +24,7 @@ from speechgate.errors import (
     SpeechgateError,
     disk_full,
 )
-from speechgate.metering.keys import ApiKey, KeyLimits, check_limits
+from speechgate.metering.key_secrets import ApiKey, KeyLimits, check_limits
 from speechgate.metering.records import aware_utc, naive_utc
 from speechgate.metering.store import StoredDictionary
 from speechgate.text.lexicon import InvalidLexicon, Lexicon

@@ -11,19 +11,20 @@ from fastapi import Depends, FastAPI
 from speechgate import __version__, tracing
 from speechgate.api import (
     admin,
-    catalog,
-    chat,
+    chat_completions,
     elevenlabs,
+    models,
+    openai_speech,
     ops,
-    routing,
-    speech,
+    routing_admin,
     status,
     stream,
-    usage,
-    voices,
+    usage_routes,
+    voice_routes,
     web,
 )
-from speechgate.api.errors import install_error_handlers
+from speechgate.api.access import UsageMiddleware, authenticate
+from speechgate.api.error_handlers import install_error_handlers
 from speechgate.api.middleware import (
     BodyLimitMiddleware,
     RequestIdMiddleware,
@@ -31,7 +32,6 @@ from speechgate.api.middleware import (
 )
 from speechgate.api.schemas import error_responses
 from speechgate.api.state import AppState, store
-from speechgate.api.tenancy import UsageMiddleware, authenticate
 from speechgate.dictionaries import Dictionaries, operator_lexicon
 from speechgate.metering.tenancy import Tenancy
 from speechgate.metrics import Metrics
@@ -49,7 +49,7 @@ def create_app(settings: Settings) -> FastAPI:
     # An invalid routes file fails here, before anything starts.
     routes = load_routes(settings.routes_file) if settings.routes_file else None
     if routes is not None:
-        routing.check_local_models(routes, settings)
+        routing_admin.check_local_models(routes, settings)
     # Read once, here: a lexicon that became invalid since the settings were checked fails
     # before anything starts.
     lexicon = operator_lexicon(settings.lexicon_path)
@@ -72,9 +72,9 @@ def create_app(settings: Settings) -> FastAPI:
                 built.push_async_callback(llm.aclose)
             router = None
             if routes is not None:
-                router = routing.start_router(settings, routes, runtime.service, metrics)
+                router = routing_admin.start_router(settings, routes, runtime.service, metrics)
                 built.push_async_callback(router.aclose)
-                built.enter_context(routing.reload_on_sighup(router))
+                built.enter_context(routing_admin.reload_on_sighup(router))
             store(app, AppState(settings, metrics, tenancy, runtime, llm, router))
             if settings.wyoming_uri is not None:
                 # Imported here: the `wyoming` extra is needed only by those who turn it on.
@@ -102,14 +102,14 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     # Every /v1 route needs a key when auth_mode is `keys`; the admin API needs the admin key.
     keyed = (
-        speech.router,
+        openai_speech.router,
         stream.router,
         # Before catalog's: its GET /v1/models takes ElevenLabs' clients, the other the rest.
         elevenlabs.router,
-        catalog.router,
-        voices.router,
-        chat.router,
-        usage.router,
+        models.router,
+        voice_routes.router,
+        chat_completions.router,
+        usage_routes.router,
         status.router,
     )
     for router in keyed:
@@ -117,7 +117,7 @@ def create_app(settings: Settings) -> FastAPI:
             router, dependencies=[Depends(authenticate)], responses=error_responses(401)
         )
     app.include_router(admin.router)
-    app.include_router(routing.admin)
+    app.include_router(routing_admin.admin)
     app.include_router(ops.router)
     if settings.playground:
         web.install(app)

@@ -28,10 +28,10 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
-from speechgate.api.catalog import get_catalog
-from speechgate.api.errors import http_error, validation_error
-from speechgate.api.schemas import DictionaryLocators
-from speechgate.api.speech import (
+from speechgate.api.access import CurrentPrincipal, admit_speech
+from speechgate.api.error_handlers import http_error, validation_error
+from speechgate.api.models import get_catalog
+from speechgate.api.openai_speech import (
     AUDIO_CONTENT,
     AnswerResponse,
     ClientGone,
@@ -41,9 +41,9 @@ from speechgate.api.speech import (
     respond,
     unless_disconnected,
 )
+from speechgate.api.schemas import DictionaryLocators
 from speechgate.api.state import app_state
-from speechgate.api.tenancy import CurrentPrincipal, admit_speech
-from speechgate.api.voices import get_voices
+from speechgate.api.voice_routes import get_voices
 from speechgate.audio.formats import OutputFormat, parse_format
 from speechgate.catalog import Catalog, Model, normalize
 from speechgate.cloning.cloner import VoiceCloning
@@ -62,7 +62,7 @@ from speechgate.metering.meter import Meter
 from speechgate.metering.store import StoredDictionary
 from speechgate.routing.providers import Answer
 from speechgate.routing.router import Router
-from speechgate.speech import Normalization, SpeechRequest
+from speechgate.speech_request import Normalization, SpeechRequest
 from speechgate.text.lexicon import InvalidLexicon, Lexicon
 from speechgate.timing import (
     CharacterAligner,
@@ -102,7 +102,7 @@ IGNORED_HEADER = "x-speechgate-ignored"
 # --- errors ---------------------------------------------------------------------------------
 
 
-def error_response(error: SpeechgateError) -> JSONResponse:
+def elevenlabs_error_response(error: SpeechgateError) -> JSONResponse:
     """`error` in ElevenLabs' shape. An unknown voice is 404 there (400 on OpenAI's route)."""
     status = error.status_code
     code = error.code or error.error_type
@@ -128,13 +128,13 @@ class ElevenLabsRoute(APIRoute):
             try:
                 return await handler(request)
             except SpeechgateError as error:
-                return error_response(error)
+                return elevenlabs_error_response(error)
             except HTTPException as failed:
                 # FastAPI's own, such as a body it cannot parse.
-                return error_response(http_error(failed))
+                return elevenlabs_error_response(http_error(failed))
             except RequestValidationError as invalid:
                 found = validation_error(invalid)
-                return error_response(
+                return elevenlabs_error_response(
                     Unprocessable(found.message, param=found.param, code=found.code)
                 )
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from speechgate.api.errors import error_response
+from speechgate.api.error_handlers import openai_error_response
 from speechgate.errors import PayloadTooLarge, RequestTimeout, SpeechgateError
 from speechgate.metrics import Metrics
 
@@ -182,7 +182,7 @@ async def _refuse(
 ) -> None:
     """Answers `error` at once and closes the connection; with `unread`, first reads and
     drops what the client is still sending, for a bounded time (see `_LINGER_SECONDS`)."""
-    response = error_response(error)
+    response = openai_error_response(error)
     response.headers["connection"] = "close"
 
     async def send_all_but_the_end(message: Message) -> None:

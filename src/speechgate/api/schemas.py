@@ -18,7 +18,7 @@ from pydantic_core import PydanticCustomError
 
 from speechgate.audio.formats import FORMAT_NAMES, OutputFormat, parse_format
 from speechgate.errors import InvalidRequest
-from speechgate.speech import DictionaryLocator, Normalization, SpeechRequest, StreamFormat
+from speechgate.speech_request import DictionaryLocator, Normalization, SpeechRequest, StreamFormat
 from speechgate.timing import WordTime
 from speechgate.voices.naming import language_tag
 

@@ -14,10 +14,10 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from speechgate import tracing
-from speechgate.api.errors import error_body
+from speechgate.api.access import credentials, trace_context
+from speechgate.api.error_handlers import error_body
 from speechgate.api.schemas import SpeechOptions, SpeechWord
 from speechgate.api.state import app_state
-from speechgate.api.tenancy import credentials, trace_context
 from speechgate.errors import (
     InsufficientQuota,
     InvalidRequest,
@@ -28,7 +28,7 @@ from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import Principal
 from speechgate.session_guard import check_key, guard_session, stopped_status
-from speechgate.streaming_sessions import (
+from speechgate.speech_session import (
     SegmentDone,
     SegmentStarted,
     SegmentWords,

@@ -23,7 +23,7 @@ from speechgate.catalog import Catalog
 from speechgate.cloning.library import StoredVoice, VoiceLibrary
 from speechgate.engines.base import EngineInfo
 from speechgate.errors import Conflict, InvalidRequest
-from speechgate.workers.base import Pool
+from speechgate.workers.interface import Pool
 
 MAX_NAME_CHARS = 64
 # Unicode categories a name may not hold: control characters (NUL, escapes, line feeds),

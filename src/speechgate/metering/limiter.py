@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from speechgate.metering.keys import KeyLimits
+from speechgate.metering.key_secrets import KeyLimits
 from speechgate.metering.limits import (
     Decision,
     KeyState,

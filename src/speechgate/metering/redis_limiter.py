@@ -45,7 +45,7 @@ from redis.exceptions import InvalidResponse, ReadOnlyError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from speechgate.errors import LimitsUnavailable
-from speechgate.metering.keys import KeyLimits
+from speechgate.metering.key_secrets import KeyLimits
 from speechgate.metering.limiter import Hold, UsedSoFar, Verdict
 from speechgate.metering.limits import (
     Decision,

@@ -18,7 +18,7 @@ from alembic.config import Config
 from sqlalchemy import Engine, Row, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import make_url
 
-from speechgate.metering.keys import ApiKey, KeyLimits, generate_key, hash_key, key_hint
+from speechgate.metering.key_secrets import ApiKey, KeyLimits, generate_key, hash_key, key_hint
 from speechgate.metering.records import CLIENT_CLOSED, UsageRecord
 from speechgate.metering.schema import api_keys, pronunciation_dictionaries, usage
 

@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 
 from speechgate import tracing
 from speechgate.errors import AuthenticationFailed, InsufficientQuota, PermissionDenied, RateLimited
-from speechgate.metering.keys import ApiKey, bearer_token, hash_key, same_secret
+from speechgate.metering.key_secrets import ApiKey, bearer_token, hash_key, same_secret
 from speechgate.metering.limiter import Hold, Limiter, MemoryLimiter, UsedSoFar
 from speechgate.metering.limits import Decision
 from speechgate.metering.records import UsageRecord
 from speechgate.metering.reports import Pricing
 from speechgate.metering.store import Store, StoredKey
-from speechgate.metering.usage import UsageRecorder
+from speechgate.metering.usage_writer import UsageRecorder
 from speechgate.settings import Settings
 
 

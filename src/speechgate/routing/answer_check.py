@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from speechgate.audio.formats import AudioFormat
 from speechgate.errors import UpstreamBadResponse
-from speechgate.speech import SpeechRequest
+from speechgate.speech_request import SpeechRequest
 
 SSE_CONTENT_TYPE = "text/event-stream"
 # Types that name a binary body without saying which: the first bytes decide.

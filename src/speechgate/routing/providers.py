@@ -38,7 +38,7 @@ from speechgate.routing.config import (
     LocalProviderConfig,
     RemoteProviderConfig,
 )
-from speechgate.speech import SpeechRequest
+from speechgate.speech_request import SpeechRequest
 from speechgate.timing import WordFeed, WordsFromCharacters, WordTime, estimate_words
 from speechgate.voices.naming import primary_language
 

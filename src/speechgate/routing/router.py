@@ -21,7 +21,7 @@ from speechgate.errors import NoProviderAvailable
 from speechgate.routing import choice
 from speechgate.routing.breaker import CircuitBreaker, Outcome
 from speechgate.routing.config import RoutesConfig, load_routes
-from speechgate.routing.metrics import RoutingMetrics
+from speechgate.routing.prometheus import RoutingMetrics
 from speechgate.routing.providers import Answer, Provider, counts_as_failure
 from speechgate.routing.shadow import (
     MAX_COMPARED_BYTES,
@@ -31,8 +31,8 @@ from speechgate.routing.shadow import (
     compare,
     failed,
 )
-from speechgate.routing.state import MakeProvider, ProviderEntry, RoutingState
-from speechgate.speech import SpeechRequest
+from speechgate.routing.table import MakeProvider, ProviderEntry, RoutingState
+from speechgate.speech_request import SpeechRequest
 
 log = logging.getLogger(__name__)
 

@@ -43,8 +43,8 @@ from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers import forking, wire
 from speechgate.workers.admission import MAX_RETRY_AFTER, Admission, ServiceTimes, safety_wait
 from speechgate.workers.affinity import confine
-from speechgate.workers.base import PoolStats, StartupError, WorkerState
 from speechgate.workers.cores import SharedCores
+from speechgate.workers.interface import PoolStats, StartupError, WorkerState
 from speechgate.workers.messages import (
     Cancel,
     Chunk,

@@ -42,7 +42,7 @@ from speechgate.errors import (
 )
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.workers.admission import ServiceTimes, predicted_start, safety_wait
-from speechgate.workers.base import PoolStats, StartupError, WorkerState
+from speechgate.workers.interface import PoolStats, StartupError, WorkerState
 from speechgate.workers.ray_replica import EngineReplica, Started
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """Home Assistant's Wyoming protocol, served beside the HTTP API on the same engine pools."""
 
-from speechgate.wyoming.server import start
+from speechgate.wyoming.listener import start
 
 __all__ = ["start"]

@@ -31,7 +31,7 @@ from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import Tenancy
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan
-from speechgate.streaming_sessions import SpeechSession
+from speechgate.speech_session import SpeechSession
 from speechgate.wyoming import session as wy
 from speechgate.wyoming.events import BadEvent, EventLimits, read_event
 from speechgate.wyoming.info import describe

@@ -25,7 +25,7 @@ from speechgate.metering.tenancy import ANYONE, Principal, Tenancy
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
 from speechgate.session_guard import check_key, guard_session, stopped_status, until_stopped
-from speechgate.speech import SpeechRequest
+from speechgate.speech_request import SpeechRequest
 
 # Wyoming has no keys: its usage is recorded under this client name (usage records' `model`
 # says which engine, `request_id` starts with it), and under `wyoming_principal`'s key if set.

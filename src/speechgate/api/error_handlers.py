@@ -33,7 +33,7 @@ def error_body(error: SpeechgateError) -> dict[str, Any]:
     }
 
 
-def error_response(error: SpeechgateError) -> JSONResponse:
+def openai_error_response(error: SpeechgateError) -> JSONResponse:
     return JSONResponse(error_body(error), status_code=error.status_code, headers=error.headers)
 
 
@@ -73,22 +73,23 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, SpeechgateError)
         if exc.status_code >= 500:
             log.error("%s: %s", type(exc).__name__, exc.message)
-        return error_response(exc)
+        return openai_error_response(exc)
 
     async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return error_response(validation_error(exc))
+        return openai_error_response(validation_error(exc))
 
     async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
-        return error_response(http_error(exc))
+        return openai_error_response(http_error(exc))
 
     async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
         if disk_full(exc):  # a key or a voice written to a full disk: not a bug of ours
             log.error("disk full: %s", exc)
-            return error_response(InsufficientStorage("Saving what the request made"))
+            return openai_error_response(InsufficientStorage("Saving what the request made"))
         log.exception("unhandled error", exc_info=exc)
-        return error_response(SpeechgateError("The server had an error processing your request."))
+        unhandled = SpeechgateError("The server had an error processing your request.")
+        return openai_error_response(unhandled)
 
     app.add_exception_handler(SpeechgateError, on_speechgate_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)

@@ -11,9 +11,9 @@ from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from speechgate.api.errors import error_body
+from speechgate.api.error_handlers import error_body
+from speechgate.api.openai_speech import ClientGone, require_json, unless_disconnected
 from speechgate.api.schemas import ErrorResponse, error_responses
-from speechgate.api.speech import ClientGone, require_json, unless_disconnected
 from speechgate.api.state import app_state
 from speechgate.errors import NotConfigured, UpstreamError
 from speechgate.openai_upstream import ChatStream, LlmRelay

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from speechgate import tracing
 from speechgate.api.state import app_state, started
 from speechgate.errors import AuthenticationFailed, NotConfigured, PermissionDenied, SpeechgateError
-from speechgate.metering.keys import bearer_token
+from speechgate.metering.key_secrets import bearer_token
 from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED, is_billable
 from speechgate.metering.tenancy import Principal, Tenancy

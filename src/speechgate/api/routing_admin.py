@@ -15,10 +15,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
+from speechgate.api.access import require_admin
+from speechgate.api.openai_speech import serve_locally
 from speechgate.api.schemas import error_responses
-from speechgate.api.speech import serve_locally
 from speechgate.api.state import app_state
-from speechgate.api.tenancy import require_admin
 from speechgate.catalog import engine_for_model
 from speechgate.errors import InvalidRequest, NotConfigured
 from speechgate.metrics import Metrics
@@ -28,7 +28,7 @@ from speechgate.routing.config import (
     ProviderConfig,
     RoutesConfig,
 )
-from speechgate.routing.metrics import RoutingMetrics
+from speechgate.routing.prometheus import RoutingMetrics
 from speechgate.routing.providers import (
     ElevenLabsProvider,
     LocalProvider,

@@ -29,7 +29,7 @@ def chat(
     import openai
     from openai.types.chat import ChatCompletionMessageParam
 
-    from speechgate.chat import answer_deltas, speak_answer
+    from speechgate.spoken_chat import answer_deltas, speak_answer
 
     messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": question}]
 

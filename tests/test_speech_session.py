@@ -19,7 +19,7 @@ from speechgate.engines.base import SynthesisRequest
 from speechgate.errors import InvalidRequest
 from speechgate.pipeline import OutputSpec
 from speechgate.service import SpeechPlan, SpeechService
-from speechgate.streaming_sessions import MAX_PENDING_CHARS, SpeechSession
+from speechgate.speech_session import MAX_PENDING_CHARS, SpeechSession
 from speechgate.text.segment import SegmentLimits
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.settings import fake_settings

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 
+from speechgate.api.access import CurrentPrincipal, get_tenancy
 from speechgate.api.schemas import error_responses
-from speechgate.api.tenancy import CurrentPrincipal, get_tenancy
 from speechgate.errors import PermissionDenied
 from speechgate.metering.reports import UsageReport, report_period
 

@@ -12,7 +12,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from speechgate.api.errors import error_body
+from speechgate.api.access import admit_speech
+from speechgate.api.error_handlers import error_body
 from speechgate.api.schemas import (
     CreateSpeechRequest,
     ErrorDetail,
@@ -27,13 +28,12 @@ from speechgate.api.schemas import (
     sse_event_schema,
 )
 from speechgate.api.state import app_state
-from speechgate.api.tenancy import admit_speech
 from speechgate.audio.formats import AudioFormat
 from speechgate.errors import InvalidRequest, SpeechgateError, UnsupportedMediaType
 from speechgate.metering.meter import Meter
 from speechgate.routing.providers import Answer
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
-from speechgate.speech import SpeechRequest
+from speechgate.speech_request import SpeechRequest
 
 router = APIRouter()
 SSML_IGNORED_HEADER = "x-speechgate-ssml-ignored"

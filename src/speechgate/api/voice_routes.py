@@ -11,7 +11,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 
-from speechgate.api.catalog import get_catalog
+from speechgate.api.access import CurrentPrincipal, admit_speech
+from speechgate.api.models import get_catalog
 from speechgate.api.schemas import (
     StoredVoiceCard,
     VoiceCard,
@@ -20,7 +21,6 @@ from speechgate.api.schemas import (
     error_responses,
 )
 from speechgate.api.state import app_state
-from speechgate.api.tenancy import CurrentPrincipal, admit_speech
 from speechgate.catalog import Catalog
 from speechgate.cloning.cloner import VoiceCloning
 from speechgate.cloning.library import StoredVoice

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from speechgate.cli.common import load_settings, open_store, show_table
 from speechgate.errors import SpeechgateError
-from speechgate.metering.keys import ApiKey, KeyLimits, check_limits
+from speechgate.metering.key_secrets import ApiKey, KeyLimits, check_limits
 from speechgate.metering.records import naive_utc
 from speechgate.metering.reports import Pricing, UsageReport, report_period
 from speechgate.metering.tenancy import utc_now

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from speechgate.cli.common import console, load_settings
-from speechgate.cli.voices import pull_refs
+from speechgate.cli.voices_command import pull_refs
 from speechgate.errors import SpeechgateError
 
 

@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 from speechgate.metrics import _LATENCY_BUCKETS
 from speechgate.routing.breaker import BreakerState
 from speechgate.routing.shadow import ShadowPair
-from speechgate.routing.state import RoutingState
+from speechgate.routing.table import RoutingState
 
 _DIFFERENCE_BUCKETS = (0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5)
 
