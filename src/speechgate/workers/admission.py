@@ -1,39 +1,21 @@
 """Admission control: admit a job only if it can expect a worker within `max_queue_wait`,
-and share the workers fairly between the callers (senders) who compete for them.
+and share the workers fairly between the senders (API key, address, principal) competing.
 
-A request either gets an idle worker at once, or joins the queue if its predicted start is
-within `max_queue_wait` (and the queue holds fewer than `queue_size`), or is turned away at
-once (`QueueFull`, 429) with that prediction as its Retry-After, never more than
-`max_retry_after`. Once admitted, it waits its turn: only a pool that stops serving
-altogether (`safety_wait`) ends the wait with a 503.
+A request gets an idle worker, joins the queue if its predicted start is within
+`max_queue_wait`, or is refused at once (`QueueFull`, 429) with that prediction as its
+Retry-After. An admitted request waits its turn; only a pool serving nobody for `safety_wait`
+ends the wait (503). Predictions deal the work ahead, in fair order, to the workers as each
+frees, at the measured rate in characters per second of a worker's time.
 
-The queue is fair between senders (`sender`: an API key, an address, a front end's own
-principal): a freed worker goes to the waiting request whose sender was served least recently,
-oldest first among equals, so a sender with many requests queued takes turns with the others
-instead of going ahead of them. The prediction deals the work ahead of a request in that order
-(the rest of the jobs in service, then the queued jobs that go first) to the workers as each
-frees, at the service rate measured on completed jobs: characters of text per second of a
-worker's time. So a flood from one sender makes that sender's own requests wait, and another
-sender's wait only for the jobs in service and one turn of each other sender. A full queue
-refuses the sender holding most of it first: a sender with less than its share of it pushes out
-the newest request of one holding more (which is told `QueueFull`).
+Fairness is start-time fair queueing on characters: a freed worker goes to the sender handed
+the least work, so a flood from one sender delays that sender. A full queue pushes out the
+newest request of the sender holding more than its share. A sender crowded out by others
+holding every slot gets a guest place (one per worker, beyond its slots).
 
-A sender crowded out (holding no resource but guest places, waiting for none, about to be
-refused because others hold every resource, with jobs longer than `max_wait`, say) gets a guest
-place, one per worker beyond its slots, or waits for one in the fair order if it can expect one
-within `max_wait` (its worker shares its time between senders, so a guest's job is not slowed
-by the number of the others' jobs): a sender below its share queues while the one above it is
-refused.
-
-A refused request that says who sends it (`retry_key`: its key, address and body) may keep a
-place for its retry: a reservation of its work, due at its Retry-After. Requests arriving
-meanwhile are admitted only if the retry, joining the queue when it is due, would still wait
-at most half of `max_wait` (the other half absorbs the predictions' error); the retry takes
-its place from its due time on, for `RETRY_GRACE` seconds, and then it expires. Without it,
-fresh requests refill the queue before the retry comes and it is refused again. A sender keeps
-at most its share of the places (`queue_size` over the senders present), none due later than
-`max_retry_after`, and its places hold back only senders that hold no less than it does: a
-caller looping on 429 cannot reserve the queue for itself.
+A refused request with a `retry_key` may keep a place due at its Retry-After: later requests
+are admitted only while the retry would still wait at most half of `max_wait`; otherwise fresh
+requests refill the queue before the retry comes. A sender keeps at most its share of places,
+so a caller looping on 429 cannot reserve the queue for itself.
 """
 
 from __future__ import annotations
@@ -53,40 +35,27 @@ from speechgate.errors import QueueFull, QueueStalled
 
 T = TypeVar("T")
 
-# Until real jobs have been timed, assume a short clip takes about a second.
 _DEFAULT_SERVICE_TIME = 1.0
-# Until a speech job (or a worker's warm-up, `ServiceTimes.warm`) has been timed, assume a
-# worker speaks only in real time (English speech runs at about 15 characters a second): no
-# faster than the slowest engine here on one core (Kokoro, ~1-1.5x real time; Piper ~12x,
-# espeak-ng ~1000x), so the first predictions overstate waits and refuse early rather than
-# admit a queue that cannot be served in time. The first measurement replaces it.
+# Until the first job or warm-up is timed, assume real-time speech: no engine is slower, so
+# early predictions err toward refusing rather than admitting a queue that cannot be served.
 PRIOR_CHARACTERS_PER_SECOND = 15.0
-# Characters of text per second of speech, until measured: what a cloning job's prompt is
-# worth in the work of speaking it (computing a voice state costs no more than speaking it).
+# A cloning prompt costs about what speaking it does.
 _PRIOR_CHARACTERS_PER_AUDIO_SECOND = 15.0
-# Seconds a reserved place waits past its due time for the retry: a client's timer, a new
-# connection or a proxy make it arrive a little late, never early.
+# A retry arrives a little late (client timer, new connection, proxy), never early.
 RETRY_GRACE = 1.0
-# The longest Retry-After told by default: a client told to come back in minutes goes
-# elsewhere, and any prediction that far out is mostly error.
+# A client told to come back in minutes goes elsewhere, and such a prediction is mostly error.
 MAX_RETRY_AFTER = 30.0
 
 
 def safety_wait(max_queue_wait: float, job_timeout: float) -> float:
-    """How long an admitted request waits before it is told the pool is stalled (503).
-
-    Far above any wait admission predicts: every job ahead may run until `job_timeout` kills
-    it, and ten queues' worth of waiting beyond that means no worker is coming back."""
+    """How long an admitted request waits before it is told the pool is stalled (503): past
+    `job_timeout` and ten queues' worth of waiting, no worker is coming back."""
     return job_timeout + 10 * max_queue_wait
 
 
 def predicted_start(remaining: Iterable[float], queued: Iterable[float], servers: int) -> float:
-    """Seconds until a job joining the queue now starts.
-
-    `remaining`: seconds left of each job in service; `queued`: the seconds each queued job
-    will take, in queue order; `servers`: workers serving (idle ones count as free now). The
-    queued jobs go, in order, to whichever worker frees first, as the FIFO queue hands them out.
-    """
+    """Seconds until a job joining the queue now starts, given the seconds left of each job in
+    service and of each queued job (in order), dealt to whichever of `servers` frees first."""
     free = sorted(remaining)
     free += [0.0] * max(0, servers - len(free))
     if not free:
@@ -98,29 +67,25 @@ def predicted_start(remaining: Iterable[float], queued: Iterable[float], servers
 
 
 class ServiceTimes:
-    """Recent speech jobs' durations, audio and characters: the measured service rate behind
-    admission and Retry-After, and the real-time factor reported to clients."""
+    """The measured service rate of recent jobs, behind admission, Retry-After and the
+    real-time factor reported to clients."""
 
     def __init__(self, window: int = 64) -> None:
         self._recent: deque[tuple[float, float, float]] = deque(maxlen=window)
-        # Running sums over the window: read on every admission, so never summed there.
+        # Running sums: read on every admission.
         self._busy = 0.0
         self._audio = 0.0
         self._characters = 0.0
         self._recorded = 0
-        # Workers' warm-up syntheses (seconds, audio seconds, characters): the estimate from
-        # start-up until the first job has been timed.
         self._warm = (0.0, 0.0, 0.0)
 
     def warm(self, seconds: float, audio_seconds: float, characters: float) -> None:
-        """A worker's warm-up synthesis at start-up: the estimate until a job is recorded.
-        Slower than the jobs that follow (a cold engine), so it errs toward longer waits."""
+        """A worker's warm-up synthesis: the estimate until a job is recorded (a cold engine
+        is slower, so it errs toward longer waits)."""
         busy, audio, chars = self._warm
         self._warm = (busy + seconds, audio + audio_seconds, chars + characters)
 
     def record(self, seconds: float, audio_seconds: float = 0.0, characters: float = 0.0) -> None:
-        """One completed job: `seconds` of a worker's time for `characters` of text, which
-        gave `audio_seconds` of speech."""
         if len(self._recent) == self._recent.maxlen:
             old_seconds, old_audio, old_characters = self._recent[0]
             self._busy -= old_seconds
@@ -138,32 +103,28 @@ class ServiceTimes:
 
     @property
     def mean(self) -> float:
-        """Mean seconds per job (a default before any job)."""
         if not self._recent:
             return _DEFAULT_SERVICE_TIME
         return self._busy / len(self._recent)
 
     def _sums(self) -> tuple[float, float, float]:
-        """Seconds, audio seconds and characters of the jobs measured, or else of the warm-ups."""
         if self._recent and self._busy > 0:
             return self._busy, self._audio, self._characters
         return self._warm
 
     @property
     def rate(self) -> float:
-        """Characters one worker speaks per second of its time (before any job, as the
-        warm-ups went, or the prior)."""
+        """Characters one worker speaks per second of its time."""
         busy, _, characters = self._sums()
         if characters > 0 and busy > 0:
             return characters / busy
         return PRIOR_CHARACTERS_PER_SECOND
 
     def duration(self, work: float) -> float:
-        """Seconds one worker is expected to take for `work` characters."""
         return work / self.rate
 
     def clone_work(self, prompt_seconds: float) -> float:
-        """A cloning job's work in characters: those of speaking as long as its prompt."""
+        """A cloning job's work: the characters of speaking as long as its prompt."""
         _, audio, characters = self._sums()
         per_audio_second = (
             characters / audio
@@ -174,8 +135,7 @@ class ServiceTimes:
 
     @property
     def real_time_factor(self) -> float | None:
-        """Seconds of audio per second of work over the recent jobs (before any, over the
-        warm-ups); None before either."""
+        """Seconds of audio per second of work; None before any job or warm-up."""
         busy, audio, _ = self._sums()
         return audio / busy if busy > 0 and audio > 0 else None
 
@@ -185,15 +145,15 @@ class _Waiter(Generic[T]):
     future: asyncio.Future[T]
     work: float
     sender: Hashable
-    arrival: int  # order of arrival, among the waiters
-    guest: bool = False  # crowded out: waits for a guest place (or any resource freed)
+    arrival: int
+    guest: bool = False  # crowded out: waits for a guest place
 
 
 @dataclass(eq=False)
 class _Reservation:
     key: Hashable
     work: float
-    due: float  # on the admission's clock: when the refused request was told to retry
+    due: float
     sender: Hashable = None
 
 
@@ -205,18 +165,9 @@ class _Serving:
 
 
 class Admission(Generic[T]):
-    """A fair queue of admitted waiters in front of a set of interchangeable resources (free
-    job slots of the workers).
-
-    Idle resources are handed out lowest `rank` first (default: all equal, oldest first). The
-    pool ranks workers by index, so a light load keeps landing on the same few workers, whose
-    engines stay warm in their cores' caches, instead of rotating through all of them.
-
-    A resource handed out is in service until it is released (or discarded): its job's work
-    and start count in the predictions of those who come after.
-
-    Not thread-safe: used from the gateway's event loop only.
-    """
+    """A fair queue of admitted waiters in front of interchangeable resources (the workers'
+    job slots). Idle resources go lowest `rank` first, so a light load stays on a few workers
+    whose engines stay warm in cache. Not thread-safe: the gateway's event loop only."""
 
     def __init__(
         self,
@@ -230,11 +181,8 @@ class Admission(Generic[T]):
         share: Callable[[], int] = lambda: 1,
         max_retry_after: float = MAX_RETRY_AFTER,
     ) -> None:
-        """`safety_wait`: seconds after which an admitted waiter gives up on a pool that
-        serves nobody (`QueueStalled`); default ten times `max_wait`. `share`: how many
-        resources share one worker's time now (a worker's open job slots): while all are taken,
-        as they are whenever anyone waits, each job runs at 1/`share` of the measured rate.
-        `max_retry_after`: the longest Retry-After a refusal tells."""
+        """`share`: how many job slots share one worker's time; while anyone waits all are
+        taken, so each job runs at 1/`share` of the measured rate."""
         self._queue_size = queue_size
         self._max_wait = max_wait
         self._safety_wait = safety_wait if safety_wait is not None else 10 * max_wait
@@ -245,20 +193,14 @@ class Admission(Generic[T]):
         self._share = share
         self._max_retry_after = max(1.0, max_retry_after)
         self._idle: list[T] = []  # sorted by rank
-        # Resources beyond the capacity, one per worker: each goes to a sender crowded out
-        # (`_crowded_out`) while others hold every resource (a flood from one sender, jobs
-        # longer than `max_wait`), or to the next crowded-out waiter; never to another waiter.
+        # One per worker beyond capacity, only ever handed to crowded-out senders.
         self._guest: set[T] = set()
         self._guests: list[T] = []  # idle ones
-        self._waiters: list[_Waiter[T]] = []  # in order of arrival
+        self._waiters: list[_Waiter[T]] = []
         self._serving: dict[T, _Serving] = {}
-        # Places kept for refused requests' retries, by due time; at most `queue_size`.
-        self._reservations: deque[_Reservation] = deque()
+        self._reservations: deque[_Reservation] = deque()  # by due time
         self._arrivals = itertools.count()
-        # The fair order (start-time fair queueing, on characters of work): the next resource
-        # goes to the waiter whose sender has been handed the least work, counted from the
-        # virtual time (the start of the work handed out last); senders with no work beyond
-        # it are not kept.
+        # Start-time fair queueing: virtual time is the start of the work handed out last.
         self._virtual = 0.0
         self._finish: dict[Hashable, float] = {}
         self.rejected = {
@@ -279,23 +221,19 @@ class Admission(Generic[T]):
 
     @property
     def serving(self) -> int:
-        """Resources handed out and not yet released."""
         return len(self._serving)
 
     @property
     def reserved(self) -> int:
-        """Places kept for retries (expired ones go at the next request)."""
         return len(self._reservations)
 
     def predicted_wait(self, sender: Hashable = None) -> float:
-        """Seconds until a request from `sender` that joins the queue now can expect a
-        worker, in the queue's fair order."""
+        """Seconds until a request from `sender` joining the queue now can expect a worker."""
         pending = self._pending()
         if self._idle and not pending:
             return 0.0
         now = self._clock()
 
-        # Seconds of a slot's time: `share` jobs divide a worker's.
         share = self._share()
 
         def duration(work: float) -> float:
@@ -314,14 +252,8 @@ class Admission(Generic[T]):
         self, work: float = 1.0, retry_key: Hashable | None = None, sender: Hashable = None
     ) -> T:
         """Admit a job of `work` characters from `sender` and wait for its resource. Raises
-        QueueFull at once when its predicted wait is beyond `max_wait` or the queue is full
-        (or later, if a sender with less than its share of the queue pushes it out);
-        QueueStalled only when nothing is served for `safety_wait` seconds.
-
-        `sender`: who sends it (a key, an address; None is one sender too), for fairness.
-        `retry_key` names the request (what a client keeps across a retry); a request refused
-        with one may keep a place for the retry at its Retry-After, which a request with the
-        same key takes from then on."""
+        QueueFull when refused (at once, or later if pushed out), QueueStalled when nothing is
+        served for `safety_wait`. `retry_key` identifies the request across a retry."""
         now = self._clock()
         self._expire(now)
         retrying = retry_key is not None and self._claim(retry_key, now)
@@ -378,8 +310,7 @@ class Admission(Generic[T]):
         return [waiter for waiter in self._waiters if not waiter.future.done()]
 
     def _tag(self, finish: dict[Hashable, float], virtual: float, sender: Hashable) -> float:
-        """Where `sender`'s next job starts in the fair order's virtual time: after the work
-        it was handed before, and never before now (a sender away has no credit saved)."""
+        """Where `sender`'s next job starts in virtual time; a sender away saves no credit."""
         return max(virtual, finish.get(sender, virtual))
 
     def _next(
@@ -388,9 +319,7 @@ class Admission(Generic[T]):
         return min(pending, key=lambda w: (self._tag(finish, virtual, w.sender), w.arrival))
 
     def _ahead_of(self, sender: Hashable) -> list[_Waiter[T]]:
-        """The waiters that will be handed resources before a request from `sender` joining
-        the queue now, in the fair order (the newcomer goes after those of its tag who came
-        before it)."""
+        """The waiters served before a request from `sender` joining now, in fair order."""
         finish = dict(self._finish)
         virtual = self._virtual
         left = self._pending()
@@ -409,7 +338,6 @@ class Admission(Generic[T]):
         self._serving[resource] = _Serving(work, now, sender)
         self._virtual = start = self._tag(self._finish, self._virtual, sender)
         self._finish[sender] = start + work
-        # Senders whose work handed out is all behind virtual time are as new ones.
         self._finish = {s: f for s, f in self._finish.items() if f > start}
 
     def _held(self, sender: Hashable) -> int:
@@ -421,9 +349,8 @@ class Admission(Generic[T]):
         )
 
     def _crowded_out(self, sender: Hashable) -> bool:
-        """Whether `sender`, about to be refused, may have a guest place (or wait for one):
-        there are guest places, it holds no other resource and waits for none, and it holds
-        or waits for fewer guest places than its share of the queue."""
+        """Whether `sender`, about to be refused and holding nothing but guest places, may
+        have (or wait for) one more."""
         if not self._guest:
             return False
         if any(r not in self._guest and j.sender == sender for r, j in self._serving.items()):
@@ -436,10 +363,8 @@ class Admission(Generic[T]):
         return guests < max(1, self._queue_size // len(self._senders(sender)))
 
     def _guest_wait(self, sender: Hashable, work: float, now: float) -> float:
-        """Seconds until a guest place frees for a crowded-out request from `sender`: the guest
-        jobs in service, then the guest waiters ahead of it in the fair order, each at a guest's
-        pace (its worker's time shared between its sender and the senders of the jobs in the
-        worker's slots, as the worker shares it). Beyond `max_wait` for a full queue of them."""
+        """Seconds until a guest place frees for `sender`; a guest job runs at the pace of
+        its worker's time shared between senders."""
         if sum(1 for w in self._pending() if w.guest) >= self._queue_size:
             return math.inf
         slot_senders = {j.sender for r, j in self._serving.items() if r not in self._guest}
@@ -457,7 +382,6 @@ class Admission(Generic[T]):
         return predicted_start(remaining, queued, len(self._guest))
 
     def _senders(self, sender: Hashable) -> set[Hashable]:
-        """The senders present: holding a resource, waiting or keeping a place; and `sender`."""
         return (
             {job.sender for job in self._serving.values()}
             | {w.sender for w in self._pending()}
@@ -466,9 +390,8 @@ class Admission(Generic[T]):
         )
 
     def _push_out(self, sender: Hashable, now: float) -> bool:
-        """Make room in a full queue for `sender`, if it waits for less than its share of the
-        queue, by refusing the newest waiter of the sender waiting for the most, if that one
-        has more than its share. Whether room was made."""
+        """Make room in a full queue for `sender` by refusing the newest waiter of a sender
+        over its share; whether room was made."""
         pending = self._pending()
         counts: dict[Hashable, int] = {}
         for waiter in pending:
@@ -498,18 +421,16 @@ class Admission(Generic[T]):
         retry_key: Hashable | None,
         sender: Hashable,
     ) -> NoReturn:
-        """Turn the request away with the start it can expect behind the queue and every kept
-        place (at most `max_retry_after`), keeping one for its retry if it has a key, its
-        sender has places to spare and the place is due within `max_retry_after`."""
+        """Refuse with the start expected behind the queue and kept places, keeping a place
+        for the retry when the sender may."""
         self.rejected[reason] += 1
         _, start = self._plan(now, None)
         places = sum(1 for r in self._reservations if r.sender == sender)
         share = max(1, self._queue_size // len(self._senders(sender)))
         if retry_key is None or len(self._reservations) >= self._queue_size or places >= share:
             raise QueueFull(self._bounded(start))
-        # Whole seconds, as Retry-After is written: both headers then name the instant the
-        # place is kept from, and a retry is never early for it. Never before the places kept
-        # already, so that places arrive in the order the plans assume.
+        # Whole seconds, as Retry-After is written, so a retry is never early; never before
+        # the places kept already, which the plans assume arrive in order.
         last = self._reservations[-1].due - now if self._reservations else 0.0
         retry_after = float(max(1, math.ceil(max(start, last) - 1e-9)))
         if retry_after > self._max_retry_after:
@@ -533,8 +454,7 @@ class Admission(Generic[T]):
         return False
 
     def _holds_back(self, sender: Hashable) -> Callable[[_Reservation], bool]:
-        """Which kept places hold a request from `sender` back: those of senders that hold
-        no more than `sender` would with it (a sender's places beyond that are its excess)."""
+        """Kept places that hold `sender` back: those of senders holding no more than it."""
         held = self._held(sender) + 1
         holding: dict[Hashable, int] = {}
         for reservation in self._reservations:
@@ -545,8 +465,6 @@ class Admission(Generic[T]):
     def _keeps_reservations(
         self, now: float, work: float, holds_back: Callable[[_Reservation], bool]
     ) -> bool:
-        """Whether a job of `work` joining the queue now leaves every kept place that
-        `holds_back` it within half of `max_wait` of its due time."""
         if not self._reservations:
             return True
         kept, _ = self._plan(now, work, holds_back)
@@ -558,10 +476,9 @@ class Admission(Generic[T]):
         work: float | None,
         counts: Callable[[_Reservation], bool] = lambda _: True,
     ) -> tuple[bool, float]:
-        """Deal the jobs in service, the queue (and `work`, joining it now), then the kept
-        places at their due times to the workers as each frees. Returns whether every place
-        that `counts` starts within half of `max_wait` of its due time, and when a job arriving
-        behind them all can expect to start (seconds from now)."""
+        """Deal the jobs in service, the queue, `work` and the kept places to the workers as
+        each frees: whether every counted place starts within `max_wait`/2 of its due time, and
+        when a job behind them all starts."""
         times = self._service_times
         free = [
             max(0.0, times.duration(job.work) - (now - job.started))
@@ -589,13 +506,11 @@ class Admission(Generic[T]):
     # --- resources -----------------------------------------------------------------------------
 
     def release(self, resource: T) -> None:
-        """End `resource`'s job, if it had one, and give it to the next waiter in the fair
-        order, or mark it idle."""
+        """End `resource`'s job and give it to the next waiter in fair order, or idle it."""
         self._serving.pop(resource, None)
         pending = self._pending()
         self._waiters = pending
         if resource in self._guest:
-            # A guest place goes to crowded-out waiters only: the others wait for a slot.
             pending = [waiter for waiter in pending if waiter.guest]
             if not pending:
                 if resource not in self._guests:
@@ -610,25 +525,23 @@ class Admission(Generic[T]):
             bisect.insort_right(self._idle, resource, key=self._rank)
 
     def ending(self, resource: T) -> None:
-        """`resource`'s job was cancelled: it ends at its worker's next step, so the work it
-        had left is no longer in anyone's prediction."""
+        """`resource`'s job was cancelled: its work left drops out of the predictions."""
         if (serving := self._serving.get(resource)) is not None:
             serving.work = 0.0
 
     def add_guest(self, resource: T) -> None:
-        """Make `resource` a guest (see `__init__`), idle from now."""
         self._guest.add(resource)
         self.release(resource)
 
     def withdraw(self, resource: T) -> bool:
-        """Take `resource` back if it is idle (to be released again later); whether it was."""
+        """Take `resource` back if it is idle; whether it was."""
         if resource in self._idle:
             self._idle.remove(resource)
             return True
         return False
 
     def discard(self, resource: T) -> None:
-        """Forget a resource that is going away (a worker that died or is being restarted)."""
+        """Forget a resource that is going away (a worker died or restarts)."""
         self._serving.pop(resource, None)
         if resource in self._idle:
             self._idle.remove(resource)

@@ -1,10 +1,8 @@
 """What the gateway needs from a pool of engines, whichever backend runs them.
 
-`WorkerPool` runs engines in local worker processes; `RayPool` runs them as a Ray Serve
-deployment. Both admit a job by its predicted wait or refuse it at once (`QueueFull`,
-`NotReady`), let an admitted job wait its turn (`QueueStalled` only if nothing is served for
-far longer than any predicted wait), stream its audio as it is encoded, stop it when the
-consumer leaves, and end it with `WorkerLost` if whatever ran it dies.
+`WorkerPool` runs engines in local processes, `RayPool` as a Ray Serve deployment. Both refuse
+at once what cannot start in time (`QueueFull`, `NotReady`), stream audio as it is encoded,
+stop a job when its consumer leaves, and end it with `WorkerLost` if what ran it dies.
 """
 
 from __future__ import annotations
@@ -50,11 +48,10 @@ class Pool(Protocol):
 
     @property
     def info(self) -> EngineInfo | None:
-        """What the engine can do; set once `start` has returned."""
+        """Set once `start` has returned."""
 
     @property
-    def service_times(self) -> ServiceTimes:
-        """Recent jobs' durations: the basis of Retry-After and the real-time factor."""
+    def service_times(self) -> ServiceTimes: ...
 
     async def start(self) -> EngineInfo:
         """Load the engine everywhere it runs; raises StartupError if it cannot."""
@@ -66,16 +63,12 @@ class Pool(Protocol):
         retry_key: Hashable | None = None,
         sender: Hashable = None,
     ) -> AsyncGenerator[EncodedChunk]:
-        """Run the request and yield its audio as it is encoded. Closing the generator early
-        (client gone) stops the job at its next chunk. `retry_key`: the request, the same
-        across a retry; refused, it may keep a place for the retry. `sender`: who sends it (a
-        key, an address), whom admission is fair between (see `admission.py`)."""
+        """Run the request and yield its audio as encoded; closing early stops the job.
+        `retry_key` identifies it across a retry; `sender` is whom admission is fair between."""
 
-    async def clone(self, prompt: PcmChunk) -> bytes:
-        """The voice state the engine computes from `prompt`."""
+    async def clone(self, prompt: PcmChunk) -> bytes: ...
 
     def stats(self) -> PoolStats:
         """A snapshot for /readyz and /metrics; never blocks."""
 
-    async def close(self) -> None:
-        """Stop every engine; jobs still running end."""
+    async def close(self) -> None: ...

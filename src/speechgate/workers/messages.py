@@ -3,9 +3,7 @@
 Gateway -> worker: `Job` or `CloneJob`, `Cancel`, `Pause`, `Resume`, `Width`, `Shutdown`.
 Worker -> gateway: `Ready` or `StartupFailed` once, then `Heartbeat`s throughout, and for every
 `Job` any number of `Chunk`s (for a `CloneJob`, one `Cloned`) and exactly one terminal `Done` or
-`Failed`. A worker may hold several jobs at once (as many as the gateway gives it: its job
-slots); a slot is free again only when the terminal message of its job has arrived. Messages
-about a job that has already ended are ignored.
+`Failed`, which alone frees the job's slot. Messages about an ended job are ignored.
 """
 
 from __future__ import annotations
@@ -19,9 +17,8 @@ from speechgate.pipeline import EncodedChunk, OutputSpec
 
 @dataclass(frozen=True)
 class Job:
-    """Speak `request`; `threads`: the compute width the job starts with. `group`: whose job
-    it is (its sender's, as the gateway numbers them): the worker shares its time fairly
-    between groups, not between jobs."""
+    """Speak `request` with `threads` to start with. `group`: its sender, between whom (not
+    between jobs) the worker shares its time fairly."""
 
     job_id: int
     request: SynthesisRequest
@@ -58,8 +55,8 @@ class Resume:
 
 @dataclass(frozen=True)
 class Width:
-    """Compute with `threads` threads from the next step on, whichever job it is (the gateway
-    has already moved the worker's threads onto the cores that go with it)."""
+    """Compute with `threads` threads from the next step on (the gateway has already moved
+    the worker's threads onto the matching cores)."""
 
     threads: int
 
@@ -71,8 +68,7 @@ class Shutdown:
 
 @dataclass(frozen=True)
 class WarmUp:
-    """How the worker's warm-up synthesis went: `busy` seconds for `characters` of text, which
-    gave `audio_seconds` of speech."""
+    """How the worker's warm-up synthesis went."""
 
     busy: float
     audio_seconds: float
@@ -87,8 +83,7 @@ class Ready:
 
 @dataclass(frozen=True)
 class Heartbeat:
-    """The worker is alive (sent every few seconds, from a thread of its own, whatever its
-    engine is doing): a worker silent for `stall_timeout` is wedged."""
+    """The worker is alive, whatever its engine is doing; silent for `stall_timeout`, wedged."""
 
 
 @dataclass(frozen=True)
@@ -113,8 +108,7 @@ class Done:
     job_id: int
     cancelled: bool = False
     busy: float = 0.0
-    """Seconds of the worker's time the job took: its own steps, not those of the jobs it
-    shared the worker with."""
+    """Seconds of the worker's time in the job's own steps."""
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,14 @@
 """A supervised pool of engine worker processes behind an admission queue.
 
-Each worker is a process with its own engine, pinned to its own cores, holding up to
-`jobs_per_worker` jobs (its slots, which admission hands out). It runs them a segment at a time,
-a new job's first segment first, then in turn (see `speechgate.workers.process`), so a short
-request does not wait for a long one to end before its first audio. Parallelism is elastic: a
-job that runs alone in the pool gets every core (its worker's threads are moved onto them and
-the engine told to compute that wide), and is narrowed back to its worker's own cores the moment
-another job starts, so one client gets the whole machine and a full queue gets every core.
+Each worker is a process with its own engine, pinned to its own cores, running up to
+`jobs_per_worker` jobs (its slots) a segment at a time, so a short request does not wait for a
+long one. Parallelism is elastic: a job alone in the pool gets every core, and is narrowed
+back to its worker's cores as soon as another starts.
 
-The gateway talks to each worker over a pipe read by the event loop (`add_reader`), so the loop
-never blocks on synthesis. Workers that die are restarted (with back-off when they die while
-starting); a job whose worker dies ends with `WorkerLost`, never a hang. A worker that sends
-nothing, not even its heartbeat, for `stall_timeout` is wedged (frozen, or an engine holding
-the GIL): it is killed and replaced, and its jobs end with `WorkerStalled`.
+The event loop reads each worker's socket (`add_reader`), so it never blocks on synthesis.
+Workers that die are restarted (with back-off while starting) and their jobs end with
+`WorkerLost`; a worker silent for `stall_timeout`, heartbeat included (frozen, or an engine
+holding the GIL), is killed and its jobs end with `WorkerStalled`.
 """
 
 from __future__ import annotations
@@ -68,14 +64,10 @@ from speechgate.workers.process import worker_main
 log = logging.getLogger(__name__)
 
 _MAX_BACKOFF = 30.0
-# Chunks (a segment's audio each, at most) buffered per job before the worker is told to pause
-# it (it finishes the segment it is on first).
-_INBOX_CHUNKS = 4
+_INBOX_CHUNKS = 4  # buffered per job before the worker is told to pause it
 _CRASH_LOOP = 3  # consecutive start-up failures after which /readyz reports a crash loop
-# A worker shares its time among several jobs only while each would still stream at least this
-# many times faster than real time (at the speed its jobs measured; shared jobs also run
-# narrower than a lone one): Piper and espeak-ng share, pocket-tts and Kokoro on one core
-# (1-2x real time) never do, or every listener would hear gaps.
+# A worker shares its time among jobs only while each still streams this many times faster
+# than real time; slower engines never share, or every listener would hear gaps.
 _SHARED_SPEED = 2.0
 
 
@@ -83,22 +75,17 @@ _SHARED_SPEED = 2.0
 class _Job:
     job_id: int
     slot: _Slot
-    characters: int  # of text to speak; 0 for a cloning job
+    characters: int  # 0 for a cloning job
     audio_seconds: float = 0.0
     inbox: asyncio.Queue[FromWorker | SpeechgateError] = field(default_factory=asyncio.Queue)
-    # While the inbox is full the worker runs none of this job (`Pause`), and the others on
-    # it go on: a slow listener slows its own synthesis down instead of growing the gateway's
-    # memory.
+    # A full inbox pauses this job in the worker: a slow listener slows its own synthesis
+    # instead of growing the gateway's memory.
     paused: bool = False
     ended: bool = False
     abandoned: bool = False  # the consumer left; whatever still comes is dropped
     error: SpeechgateError | None = None  # what to report if the worker is killed
-    # Asked to pause the job (False) when its reader is behind, to resume it (True) when it
-    # has caught up; sets `paused`.
-    on_room: Callable[[bool], None] = lambda _: None
-    # Its two bounds: synthesis (`job_timeout`: its share of its worker's time while it may
-    # run) and its reader's idleness (`slow_reader_timeout`: only while paused for it).
-    left: float = 0.0  # seconds of synthesis it may still take
+    on_room: Callable[[bool], None] = lambda _: None  # False: pause, True: resume
+    left: float = 0.0  # seconds of its `job_timeout` not yet charged
     synthesis: asyncio.TimerHandle | None = None
     reading: asyncio.TimerHandle | None = None
 
@@ -183,12 +170,9 @@ class WorkerPool:
         max_retry_after: float = MAX_RETRY_AFTER,
         stall_timeout: float = 15.0,
     ) -> None:
-        """`jobs_per_worker`: jobs one worker runs at once, interleaved a segment at a time.
-        `shared_cores`: what the other local pools on the same cores joined (a job is alone
-        only if it is alone in all of them); default: this pool's cores are its own.
-        `max_retry_after`: the longest Retry-After a refusal tells. `stall_timeout`: seconds
-        a ready worker may send nothing (its heartbeat comes every fifth of it) before it is
-        taken for wedged and replaced."""
+        """`shared_cores`: joined by the other local pools on the same cores (a job is alone
+        only if alone in all). `stall_timeout`: seconds a ready worker may send nothing (its
+        heartbeat comes every fifth of it) before it is replaced."""
         self.config = config
         self._job_timeout = job_timeout
         self._stall_timeout = stall_timeout
@@ -197,7 +181,6 @@ class WorkerPool:
         self._clock = clock
         cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
         self._cores = tuple(cores)
-        # Elastic only where a lone job has more to gain than its own cores.
         self._wide_threads = max(config.widths)
         self._elastic = self._wide_threads > config.threads and len(cores) > config.threads
         self._shared_cores = shared_cores or SharedCores()
@@ -210,8 +193,7 @@ class WorkerPool:
             worker.slots = [_Slot(worker, index) for index in range(jobs_per_worker)]
             worker.guest = _Slot(worker, jobs_per_worker, guest=True)
         self._jobs_per_worker = jobs_per_worker
-        # Slots beyond `_open_slots()`, held back from admission until the engine proves fast
-        # enough to share a worker among that many jobs.
+        # Slots beyond `_open_slots()`, held back until the engine proves fast enough.
         self._parked: set[_Slot] = set()
         self.service_times = ServiceTimes()
         self._admission: Admission[_Slot] = Admission(
@@ -220,8 +202,7 @@ class WorkerPool:
             lambda: self._live_workers() * self._open_slots(),
             self.service_times,
             clock,
-            # Every worker's first slot before any worker's second: jobs spread over the
-            # workers (and their cores) before they share one.
+            # Every worker's first slot before any worker's second.
             rank=lambda slot: slot.index * len(self._workers) + slot.worker.index,
             safety_wait=safety_wait(max_queue_wait, job_timeout),
             share=self._open_slots,
@@ -285,14 +266,10 @@ class WorkerPool:
         retry_key: Hashable | None = None,
         sender: Hashable = None,
     ) -> AsyncGenerator[EncodedChunk]:
-        """Admit the request (fairly between `sender`s, see `admission.py`), run it on a
-        worker and yield its audio as the worker encodes it.
-
-        Closing the iterator early (client gone) cancels the job inside the worker.
-        """
+        """Admit the request, run it on a worker and yield its audio as encoded. Closing the
+        iterator early cancels the job inside the worker."""
         async with contextlib.aclosing(
             self._run(
-                # Any number naming the sender will do: the worker only tells groups apart.
                 lambda job_id, threads: Job(job_id, request, output, threads, hash(sender)),
                 len(request.text),
                 retry_key=retry_key,
@@ -322,9 +299,8 @@ class WorkerPool:
         retry_key: Hashable | None = None,
         sender: Hashable = None,
     ) -> AsyncGenerator[FromWorker]:
-        """Admit a job of `work` characters (default: `characters`, those it speaks), send it
-        to a worker (`job_message(job_id, threads)`) and yield what it answers until the job
-        ends."""
+        """Admit a job of `work` characters (default `characters`), send it to a worker and
+        yield what it answers until the job ends."""
         if not self._live_workers():
             raise NotReady(f"no {self.config.name} worker is running")
         self._fit_slots()
@@ -376,7 +352,6 @@ class WorkerPool:
         return {
             "speechgate.engine": self.config.name,
             "speechgate.work": work,
-            # What admission predicts this job will wait, before it is refused or queued.
             "speechgate.predicted_wait": round(self._admission.predicted_wait(sender), 6),
             "speechgate.queued": self._admission.queued,
         }
@@ -473,8 +448,7 @@ class WorkerPool:
                     self._outcomes["cancelled"] += 1
                 else:
                     self._outcomes["completed"] += 1
-                    # A speech job, not a cloning one. Its worker's time, not its wall time:
-                    # that included the steps of the jobs it shared the worker with.
+                    # Worker time, not wall time, which includes the jobs it shared with.
                     if job.characters and job.audio_seconds and message.busy > 0:
                         self.service_times.record(message.busy, job.audio_seconds, job.characters)
                 if not worker.jobs:
@@ -487,15 +461,12 @@ class WorkerPool:
         else:
             self._admission.discard(slot)
             self._parked.add(slot)
-        # A completed job may have shown the engine fast enough to share its workers more.
         self._open_parked()
-        # The one job left, if one is, has the machine to itself now.
         self._shared_cores.widen_lone()
 
     def _fit_slots(self) -> None:
-        """Park the idle slots beyond those the engine's measured speed allows now (a first
-        estimate, the warm-up's, may have opened more than later jobs show it can serve), and
-        hand admission the parked ones it allows."""
+        """Park the idle slots beyond those the measured speed allows now (the warm-up's
+        estimate may have opened too many), and open the parked ones it allows."""
         open_slots = self._open_slots()
         for worker in self._workers:
             for slot in worker.slots[open_slots:]:
@@ -504,15 +475,13 @@ class WorkerPool:
         self._open_parked()
 
     def _open_parked(self) -> None:
-        """Hand admission the parked slots that the engine's measured speed now allows."""
         for parked in sorted(self._parked, key=lambda slot: slot.index):
             if parked.index < self._open_slots():
                 self._parked.discard(parked)
                 self._admission.release(parked)
 
     def _open_slots(self) -> int:
-        """Jobs a worker may run at once now: as many as still stream `_SHARED_SPEED` times
-        faster than real time each, up to `jobs_per_worker`; one until a job has been timed."""
+        """Jobs a worker may run at once now; one until a job has been timed."""
         speed = self.service_times.real_time_factor
         if speed is None:
             return 1
@@ -534,9 +503,8 @@ class WorkerPool:
             self._set_width(running[0], wide=True)
 
     def _place(self, worker: _Worker) -> int:
-        """Put the job about to start on `worker` on its cores, and return its thread count:
-        every core if it is the only job in every pool, else its worker's own (narrowing any
-        job that had them all)."""
+        """Place the job starting on `worker` and return its thread count: every core if it is
+        the only job in every pool, else its worker's own (narrowing any wide job)."""
         if not self._elastic:
             return self.config.threads
         alone = self._shared_cores.jobs() == 1
@@ -546,8 +514,6 @@ class WorkerPool:
         return self._wide_threads if alone else self.config.threads
 
     def _set_width(self, worker: _Worker, wide: bool) -> None:
-        """Move `worker`'s threads onto every core (`wide`) or its own, and tell it, if it runs
-        jobs, how many threads to compute with from its next step."""
         if worker.wide == wide or worker.process is None or worker.process.pid is None:
             return
         confine(worker.process.pid, self._cores if wide else worker.cpus)
@@ -557,10 +523,8 @@ class WorkerPool:
 
     def _end_job(self, worker: _Worker, job: _Job) -> None:
         job.ended = True
-        # A consumer that leaves later pauses nothing. Also, `on_room` and the timers hold the
-        # job: unlinked, an ended job (its queue, events and the pool's lambdas) is freed at
-        # once. Left in those cycles, each waited for a full collection of the cyclic GC, which
-        # a busy gateway runs rarely: its memory crept up by a few KB a request meanwhile.
+        # Break the cycles through `on_room` and the timers, so an ended job is freed at once
+        # rather than at a full cyclic GC, which a busy gateway runs rarely.
         job.on_room = _Job.on_room
         self._charge(worker)
         del worker.jobs[job.job_id]
@@ -573,7 +537,6 @@ class WorkerPool:
     # --- a job's bounds ------------------------------------------------------------------------
 
     def _set_room(self, worker: _Worker, job: _Job, open: bool) -> None:
-        """Pause a job for its reader (`open` False) or resume it, in the worker too."""
         self._charge(worker)
         job.paused = not open
         if job.reading is not None:
@@ -587,8 +550,8 @@ class WorkerPool:
         worker.send(Resume(job.job_id) if open else Pause(job.job_id))
 
     def _charge(self, worker: _Worker) -> None:
-        """Charge the jobs that may run on `worker` their shares of its time since the last
-        charge; call before that set changes."""
+        """Charge `worker`'s running jobs their shares of its time; call before that set
+        changes."""
         now = asyncio.get_running_loop().time()
         running = [job for job in worker.jobs.values() if not job.paused]
         for job in running:
@@ -596,9 +559,8 @@ class WorkerPool:
         worker.accounted = now
 
     def _plan_timeouts(self, worker: _Worker) -> None:
-        """Time out each job that may run when its budget is spent at its share of `worker`
-        (the others on it go on taking theirs): a job's timeout bounds its own synthesis, not
-        the time it waits while others are served."""
+        """Time out each running job when its budget is spent at its share of `worker`: a
+        timeout bounds a job's own synthesis, not its wait while others are served."""
         loop = asyncio.get_running_loop()
         running = [job for job in worker.jobs.values() if not job.paused]
         for job in worker.jobs.values():
@@ -623,15 +585,14 @@ class WorkerPool:
             worker.process.kill()
 
     def _watch(self) -> None:
-        """Every so often, replace the ready workers that have been silent for
-        `stall_timeout`: their heartbeat thread is not running, so neither is anything else."""
+        """Every so often, replace ready workers silent for `stall_timeout`: their heartbeat
+        thread is not running, so neither is anything else."""
         if self._closing:
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
         period = self._stall_timeout / 4
-        # A round that comes late found the gateway's own loop held up: the heartbeats that
-        # arrived meanwhile are not read yet, so judge only on time.
+        # A late round means our own loop was held up and heartbeats are unread: skip it.
         on_time = self._watchdog is None or now - self._watchdog.when() < period
         for worker in self._workers:
             live = worker.state in (WorkerState.IDLE, WorkerState.BUSY)
@@ -651,8 +612,7 @@ class WorkerPool:
         )
         for job in worker.jobs.values():
             job.error = job.error or WorkerStalled(self._stall_timeout)
-        # Its death (the socket closing) restarts it and ends its jobs with that error.
-        worker.process.kill()
+        worker.process.kill()  # its socket closing restarts it and ends its jobs
         worker.heard = asyncio.get_running_loop().time()  # killed once, not every round
 
     def _drop_slow_reader(self, worker: _Worker, job: _Job) -> None:
@@ -664,8 +624,6 @@ class WorkerPool:
             worker.index,
             self._slow_reader_timeout,
         )
-        # Told after what is already waiting for it; then the worker answers the Cancel (what
-        # it sent meanwhile is dropped), and the job's slot is free again.
         job.inbox.put_nowait(
             SlowReader(
                 f"The client read no audio for {self._slow_reader_timeout:g} s.",
@@ -675,8 +633,7 @@ class WorkerPool:
         self._cancel(worker, job)
 
     def _cancel(self, worker: _Worker, job: _Job) -> None:
-        # The worker answers with Done(cancelled), and the slot is released then; until then
-        # it is taken, but by a job with no work left for the predictions.
+        # The slot is released on the worker's Done(cancelled).
         worker.send(Cancel(job.job_id))
         self._admission.ending(job.slot)
 
@@ -696,7 +653,6 @@ class WorkerPool:
             worker.state = WorkerState.STOPPED
             return
         if worker.ready is not None and not worker.ready.done():
-            # Died before Ready during the pool's first start: that is a start-up failure.
             worker.ready.set_exception(StartupError("worker exited while loading its engine"))
             worker.state = WorkerState.STOPPED
             return
@@ -715,7 +671,6 @@ class WorkerPool:
             worker.writer = None
         process = worker.process
         if process is not None and not self._closing:
-            # Reap the exited child off the loop; it has closed its socket, so this is quick.
             reaped = asyncio.get_running_loop().run_in_executor(None, process.join)
             reaped.add_done_callback(
                 lambda _: log.warning(

@@ -1,23 +1,14 @@
 """The code that runs inside a worker process: load the engine once, then serve the jobs the
 gateway gives it, several at once, one step at a time.
 
-A step is one segment of a job's speech, up to the pause after it (`between_segments`), or a
-whole cloning job. Steps never overlap: the engine runs on this one thread, and a segment is
-finished (its engine generator closed, pocket-tts' generation threads drained) before another
-job's begins, so engines that are not thread-safe stay safe. (A `SideBySide` engine's job with
-every core speaks two segments at once, one on a helper thread, within one step:
-`speechgate.lanes`.) Between steps the worker acts on what
-the gateway sent (new jobs, Cancel, Pause, Resume, Width) and picks the next job: one that has
-sent nothing yet first, so a new request's first audio never waits for another's long text to
-end, then the others, fairly between their senders (`Job.group`): the group that has had the
-least of the worker's time goes next (start-time fair queueing on busy seconds), its jobs in
-turn. So one sender's many long jobs get the worker's time of one sender, and another
-sender's short job, interleaved with them, ends as if they were one.
+A step is one segment of a job's speech or a whole cloning job. Steps never overlap and a
+segment is finished (its generator closed) before another job's begins, so engines that are
+not thread-safe stay safe. Between steps the worker picks the next job: one that has sent
+nothing yet first, so a new request's first audio never waits for another's long text, then
+fairly between senders (`Job.group`, start-time fair queueing on busy seconds).
 
-The messages are read as they come, on a thread of their own (`_Inbox`): a Cancel of the job
-whose step is running (or a Shutdown) stops that step's onnxruntime runs at once
-(`onnx_session.RUNS`), so a client that leaves mid-sentence frees the cores now rather than
-after the sentence (or the pair). Engines that compute otherwise stop at their next chunk.
+Messages are read on a thread of their own (`_Inbox`), so a Cancel or Shutdown stops the
+running step's onnxruntime runs at once (`onnx_session.RUNS`) rather than after the sentence.
 """
 
 from __future__ import annotations
@@ -69,12 +60,10 @@ from speechgate.workers.messages import (
     Width,
 )
 
-# Read by libraries when they are first imported: those a worker imports itself (a Ray replica;
-# what the fork server did not preload). Engines set their compute threads explicitly.
+# For libraries a worker imports itself (a Ray replica); engines set their threads explicitly.
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-# Spoken once before Ready: a cold engine's first run (sessions, caches) is paid here rather
-# than by the first client, and timing it gives admission a measured speed from the start.
-# A sentence of ordinary length: short enough to cost little, long enough to time.
+# Spoken before Ready: the cold run is paid here rather than by the first client, and timing
+# it gives admission a measured speed from the start.
 _WARM_UP_TEXT = "The quick brown fox jumps over the lazy dog, then rests in the afternoon sun."
 
 
@@ -87,21 +76,18 @@ def limit_threads(threads: int) -> None:
 def worker_main(
     config: EngineConfig, conn: socket.socket, cpus: Sequence[int], heartbeat: float = 2.0
 ) -> None:
-    """Entry point of a worker process (forked from the fork server, see
-    `speechgate.workers.forking`: its environment is the gateway's when the first worker
-    started). `heartbeat`: seconds between the `Heartbeat`s it sends while it lives."""
+    """Entry point of a worker process, forked from the fork server. `heartbeat`: seconds
+    between its `Heartbeat`s."""
     # Ctrl-C reaches the whole process group; the gateway decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if cpus:
-        # Every thread: some exist before this runs (the interpreter's, imports').
+        # Every thread: some exist already (the interpreter's, imports').
         confine(os.getpid(), cpus)
     limit_threads(config.threads)
 
     from speechgate.engines import load_engine
     from speechgate.text import normalize
 
-    # The number rules of every language the normalizer reads, loaded before the first job
-    # rather than on its first sentence.
     for language in normalize.LANGUAGES:
         normalize.warm(language)
     try:
@@ -110,8 +96,8 @@ def worker_main(
         wire.send(conn, StartupFailed(f"{type(error).__name__}: {error}"))
         return
     warm_up = _warm_up(engine)
-    # The worker's threads are all started before Ready: once it is sent, the gateway may move
-    # them between cores, and a thread started during a move could be missed by it.
+    # Start every thread before Ready: after it the gateway may move them between cores, and a
+    # thread started during a move could be missed.
     lanes = Lanes(engine, config.widths)
     jobs = _Jobs(engine, conn, lanes)
     threading.Thread(
@@ -126,9 +112,7 @@ def worker_main(
         lanes.close()
         with contextlib.suppress(Exception):
             engine.close()
-        # All that is left is the interpreter's own teardown, whose garbage collections walk
-        # every object the imports made: most of a second with torch loaded (pocket-tts), on
-        # every shutdown and restart. Frozen objects are skipped.
+        # Spare the interpreter's teardown collections a walk over every imported object.
         gc.freeze()
 
 
@@ -149,9 +133,8 @@ def _warm_up(engine: Engine) -> WarmUp | None:
 
 
 def _beat(jobs: _Jobs, interval: float) -> None:
-    """Tell the gateway the process lives, whatever its engine is doing: a thread of its own,
-    which runs while the engine computes (outside the GIL) and stops only if the process
-    does (frozen, or a hung engine holding the GIL)."""
+    """Tell the gateway the process lives; stops only if the process is frozen or an engine
+    holds the GIL."""
     try:
         while True:
             time.sleep(interval)
@@ -168,25 +151,22 @@ _Steps = Generator[tuple[FromWorker, bool]]
 class _Active:
     job_id: int
     steps: _Steps
-    sent: bool = False  # anything yet: a job that has not goes first
-    paused: bool = False  # its reader has enough for now
-    busy: float = 0.0  # seconds of this worker's time spent on it
-    characters: int = 0  # of a speech job's text
+    sent: bool = False  # a job that has sent nothing goes first
+    paused: bool = False
+    busy: float = 0.0  # seconds of this worker's time
+    characters: int = 0
     group: int = 0  # its sender's
 
 
 class Pace:
-    """How fast this worker's engine speaks: characters per second of its own time over its
-    recent speech jobs, the engine's estimate (`Paced`) before any. What each job's first
-    segment is sized by (`SegmentLimits.for_speed`), so it follows the machine, the voice and
-    the width the jobs get rather than a fixed length."""
+    """Characters per second this worker's engine speaks (the engine's `Paced` estimate
+    before any job): what sizes each job's first segment (`SegmentLimits.for_speed`)."""
 
     def __init__(self, estimate: float | None, window: int = 16) -> None:
         self._estimate = estimate
         self._recent: deque[tuple[int, float]] = deque(maxlen=window)
 
     def record(self, characters: int, seconds: float) -> None:
-        """A speech job that ran to its end: `characters` of text in `seconds` of steps."""
         if characters > 0 and seconds > 0:
             self._recent.append((characters, seconds))
 
@@ -205,9 +185,8 @@ class Pace:
 
 
 class _Inbox:
-    """The gateway's messages, read on a thread of their own as they arrive, for the job loop
-    to take between steps; one that cancels the job in its step (or shuts the worker down)
-    stops that step's onnxruntime runs at once, before the loop sees it."""
+    """The gateway's messages, read on their own thread for the job loop to take between
+    steps; a Cancel of the running step (or Shutdown) stops its onnxruntime runs at once."""
 
     def __init__(self, conn: socket.socket) -> None:
         self._conn = conn
@@ -220,7 +199,7 @@ class _Inbox:
         return not self._messages.empty()
 
     def receive(self) -> ToWorker:
-        """The next message, waiting for it; raises `EOFError` when the gateway is gone."""
+        """The next message; raises `EOFError` when the gateway is gone."""
         message = self._messages.get()
         if isinstance(message, EOFError | OSError):
             raise message
@@ -228,8 +207,7 @@ class _Inbox:
 
     @contextlib.contextmanager
     def step(self, job_id: int) -> Iterator[None]:
-        """Mark job `job_id`'s step running, for a Cancel to stop (`RUNS.stopped` says whether
-        one did)."""
+        """Mark job `job_id`'s step running, for a Cancel to stop."""
         with self._lock:
             self._stepping = job_id
             RUNS.allow()
@@ -272,13 +250,10 @@ class _Jobs:
         self._clock = clock
         self._jobs: dict[int, _Active] = {}  # in turn order: a job that steps goes last
         self._pace = Pace(estimated_speed(engine))
-        # The fair order between groups, in busy seconds: where each group's next step starts
-        # (after the time it was given), and the start of the step given last. A group that
-        # comes (back) starts at the latter: time it was away is no credit.
+        # Fair order between groups in busy seconds; time a group was away is no credit.
         self._finish: dict[int, float] = {}
         self._virtual = 0.0
-        # The job loop and the heartbeat both send: one message at a time on the socket.
-        self._sending = threading.Lock()
+        self._sending = threading.Lock()  # the job loop and the heartbeat both send
 
     def send(self, message: FromWorker) -> None:
         with self._sending:
@@ -303,7 +278,7 @@ class _Jobs:
         return max(self._virtual, self._finish.get(group, self._virtual))
 
     def _next(self, runnable: list[_Active]) -> _Active:
-        """The job to step now (see the module's docstring), moved to the end of the turns."""
+        """The job to step now, moved to the end of the turns."""
         job = next((job for job in runnable if not job.sent), None)
         if job is None:
             job = min(runnable, key=lambda job: self._tag(job.group))  # the first in turn
@@ -339,8 +314,7 @@ class _Jobs:
             job.sent = True
             if boundary:
                 return True
-            # Within a segment (pocket-tts streams ~80 ms frames of it): a Cancel stops the
-            # job at its next chunk, not its next segment. A Pause waits for the boundary: the
+            # A Cancel stops the job at its next chunk; a Pause waits for the boundary, as a
             # segment cannot be set aside half done.
             while self._inbox.pending():
                 if not self._handle(self._inbox.receive()):

@@ -1,14 +1,9 @@
 """A pool backend on Ray Serve: each engine is a deployment of `EngineReplica`s.
 
-Ray places the replicas on any node of the cluster, restarts the ones that die and, with
-autoscaling, adds and removes them with the load. The gateway keeps the local pool's
-contract: a replica runs one job at a time (`max_ongoing_requests=1`); a request whose
-predicted wait (over the jobs this gateway has sent, as `admission.py` predicts it) is beyond
-`max_queue_wait`, or that finds Ray's queue (`max_queued_requests`) full, is answered
-`QueueFull` at once; an admitted one waits its turn in Serve's queue; audio streams through a Serve
-streaming handle as the replica encodes it; a consumer that leaves cancels the Ray request,
-which stops the replica's job at its next chunk; a replica that dies ends its job with
-`WorkerLost`.
+Ray places, restarts and scales the replicas; the gateway keeps the local pool's contract
+(`PoolBackend`): one job per replica, refusal by predicted wait over this gateway's jobs or
+when Serve's queue is full, streaming through a Serve handle, cancellation when the consumer
+leaves, `WorkerLost` when a replica dies.
 """
 
 from __future__ import annotations
@@ -47,7 +42,6 @@ from speechgate.workers.ray_replica import EngineReplica, Started
 
 log = logging.getLogger(__name__)
 
-# Serve's replica states, as the local pool names its workers' states.
 _STATES = {
     "STARTING": WorkerState.STARTING,
     "UPDATING": WorkerState.STARTING,
@@ -63,26 +57,25 @@ _SERVE_NAMESPACE = "serve"  # where Serve names its replica actors
 
 
 class RayCluster:
-    """This process's connection to Ray, with Serve started on it without its HTTP proxy
-    (clients talk to the gateway; the gateway calls deployments through handles)."""
+    """This process's connection to Ray, with Serve started without its HTTP proxy: the
+    gateway calls deployments through handles."""
 
     def __init__(self, owned: bool) -> None:
         self._owned = owned
         self._watcher: asyncio.Task[None] | None = None
-        # Serve's view of every application, read in the background: stats() never waits.
+        # Read in the background, so stats() never waits.
         self.status: Any = None
 
     @classmethod
     async def connect(cls, address: str | None) -> RayCluster:
-        """Join the cluster at `address`, or start a local Ray instance when it is None; use
-        the one this process has already joined, if it has."""
+        """Join the cluster at `address`, or start a local Ray instance when it is None."""
         owned = not ray.is_initialized()
         if owned:
             await asyncio.to_thread(
                 ray.init,
                 # "local": a new instance even if `ray start` runs a cluster on this machine.
                 address=address or "local",
-                # A local instance gets no dashboard: it takes seconds and memory to start.
+                # The dashboard takes seconds and memory to start.
                 include_dashboard=None if address else False,
                 logging_level=logging.WARNING,
             )
@@ -104,12 +97,10 @@ class RayCluster:
                 log.exception("could not read Ray Serve's status")
 
     def running(self, app: str) -> bool:
-        """Whether Serve runs the application `app` now (deployed and healthy)."""
         application = self.status.applications.get(app) if self.status else None
         return application is not None and application.status == "RUNNING"
 
     def deployment(self, app: str, name: str) -> Any:
-        """Serve's status of one deployment (None before it is deployed)."""
         application = self.status.applications.get(app) if self.status else None
         return application.deployments.get(name) if application else None
 
@@ -140,13 +131,12 @@ class RayPool:
         clock: Callable[[], float] = time.monotonic,
         handle: Any = None,
     ) -> None:
-        """`handle`: the deployment's Serve handle, if it is already running (`start` makes
-        one otherwise)."""
+        """`handle`: the deployment's Serve handle, if it is already running."""
         self.config = config
         self.info: EngineInfo | None = None
         self.service_times = ServiceTimes()
         self._cluster = cluster
-        self.app = f"speechgate-{config.name}"  # the Serve application's name
+        self.app = f"speechgate-{config.name}"
         self._replicas = replicas
         self._max_replicas = max_replicas
         self._queue_size = queue_size
@@ -157,9 +147,7 @@ class RayPool:
         self._clock = clock
         self._handle = handle
         self._deployed = False  # by this gateway, which then deletes it when it closes
-        # This gateway's jobs, by a token each: those sent and not yet on a replica (in the
-        # order sent) with their work, and those on one with their work and start. Other
-        # gateways sharing the deployment are not seen: Ray's own queue bound covers them.
+        # This gateway's jobs only: Serve's queue bound covers other gateways sharing it.
         self._waiting: dict[object, float] = {}
         self._serving: dict[object, tuple[float, float]] = {}
         self._running: list[Started] = []
@@ -187,24 +175,19 @@ class RayPool:
             max_queued_requests=self._queue_size,
             ray_actor_options={"num_cpus": self.config.threads},
             health_check_period_s=self._health_check_period,
-            # A stopping replica looks for unfinished jobs only after a first wait of this
-            # period (Serve's default: 2 s), even when it has none.
+            # A stopping replica waits this long before looking for jobs, even with none.
             graceful_shutdown_wait_loop_s=0.1,
-            # The gateway logs requests; a line per replica call would double them.
             logging_config={"enable_access_log": False},
             **scaling,
         )(EngineReplica)
         return deployment.bind(self.config)
 
     async def start(self) -> EngineInfo:
-        """Deploy the engine and wait until its replicas have loaded it; or, where another
-        gateway has deployed it on this cluster already, use its replicas too."""
+        """Deploy the engine and wait for its replicas, or use those another gateway deployed."""
         try:
             await self._cluster.refresh()
             if self._cluster.running(self.app):
-                # Several gateways in front of one cluster share each engine's replicas (and
-                # their queue). Redeploying could replace replicas under the other gateways'
-                # jobs, so the deployment that runs is kept, settings and all.
+                # Redeploying could replace replicas under other gateways' jobs.
                 self._handle = await asyncio.to_thread(serve.get_app_handle, self.app)
                 log.info("using the %s replicas another gateway deployed", self.config.name)
             else:
@@ -221,8 +204,7 @@ class RayPool:
         return self.info
 
     async def close(self) -> None:
-        """Delete the deployment if this gateway made it: Serve stops its replicas, which
-        close their engines. One it found running is left to the gateway that made it."""
+        """Delete the deployment if this gateway made it."""
         self._handle = None
         if not self._deployed:
             return
@@ -239,12 +221,8 @@ class RayPool:
         retry_key: Hashable | None = None,
         sender: Hashable = None,
     ) -> AsyncGenerator[EncodedChunk]:
-        """Send the request to a replica and yield its audio as the replica encodes it.
-        `retry_key` and `sender` are not used: Serve's queue, not this gateway, decides who
-        goes next, so no place can be kept for a retry nor turns kept fair.
-
-        Closing the iterator early (client gone) cancels the Ray request, and with it the job.
-        """
+        """Send the request to a replica and yield its audio as encoded. `retry_key` and
+        `sender` are unused: Serve's queue decides who goes next."""
         self._check_live()
         work = len(request.text)
         trace = tracing.job({"speechgate.engine": self.config.name, "speechgate.work": work})
@@ -299,7 +277,6 @@ class RayPool:
             failure = error
             raise
         except EngineFailed as error:
-            # A job that timed out took its replica with it, as on a local worker.
             outcome = "lost" if error.code == "job_timeout" else "failed"
             failure = error
             raise
@@ -310,8 +287,7 @@ class RayPool:
             trace.end(failure)
             self._serving.pop(token, None)
             if outcome != "completed":
-                # Re-raises the request's own failure (back-pressure, a dead replica) when it
-                # has one: then there is nothing left to cancel.
+                # Re-raises the request's own failure, if any: nothing left to cancel then.
                 with contextlib.suppress(Exception):
                     response.cancel()
             if started is not None:
@@ -325,8 +301,7 @@ class RayPool:
         work = self.service_times.clone_work(prompt.duration)
         self._admit(work)
         loop = asyncio.get_running_loop()
-        # Serve does not say when a cloning job leaves its queue: counted in service from
-        # the start, which overstates the wait of those behind it a little.
+        # Serve does not say when a cloning job leaves its queue: in service from the start.
         token = object()
         self._serving[token] = (work, self._clock())
         try:
@@ -342,7 +317,7 @@ class RayPool:
         return state
 
     async def _receive(self, response: Any, deadline: float) -> Started | EncodedChunk | None:
-        """The stream's next item, None at its end; TimeoutError at `deadline` (loop time)."""
+        """The stream's next item, None at its end; TimeoutError at `deadline`."""
         with self._translated():
             async with asyncio.timeout_at(deadline):
                 try:
@@ -362,7 +337,6 @@ class RayPool:
         except DeploymentUnavailableError:
             raise NotReady(f"the {self.config.name} deployment failed; see Ray's logs") from None
         except (RayActorError, ReplicaUnavailableError):
-            # Serve starts a new replica; this job is lost, like one on a dead worker.
             self._deaths += 1
             raise WorkerLost() from None
         except RayTaskError as error:
@@ -374,8 +348,7 @@ class RayPool:
             ) from None
 
     async def _kill(self, started: Started) -> None:
-        """Kill a replica stuck in a job: a thread inside an engine cannot be interrupted.
-        Serve then replaces it."""
+        """Kill a replica stuck in a job: a thread inside an engine cannot be interrupted."""
         log.error(
             "%s replica %s: job exceeded %g s, killing it",
             self.config.name,
@@ -391,8 +364,7 @@ class RayPool:
             await asyncio.to_thread(kill)
 
     def _check_live(self) -> None:
-        # Only before start or after close: while Serve replaces a dead replica, admitted
-        # requests wait in its queue for the new one rather than fail.
+        # While Serve replaces a dead replica, requests wait in its queue rather than fail.
         if self._handle is None:
             raise NotReady(f"the {self.config.name} deployment is not running")
 
@@ -407,15 +379,14 @@ class RayPool:
         return predicted_start(remaining, queued, max(self._live(), len(remaining)))
 
     def _admit(self, work: float) -> None:
-        """Refuse a job of `work` characters at once if it cannot expect a replica in time."""
         wait = self._predicted_wait()
         if wait > self._max_queue_wait:
             self._rejected["predicted_wait"] += 1
             raise QueueFull(wait)
 
     def _retry_after(self) -> float:
-        """Seconds until a request joining Ray's full queue can expect a replica: that
-        queue may hold other gateways' jobs too, so no less than a full queue's worth."""
+        """Seconds until a request joining Ray's full queue can expect a replica: no less
+        than a full queue's worth, as it may hold other gateways' jobs."""
         full = self.service_times.mean * (self._queue_size + 1) / max(1, self._live())
         return max(self._predicted_wait(), full)
 
@@ -441,8 +412,7 @@ class RayPool:
             queued=len(self._waiting),
             in_flight=len(self._running),
             live=workers[WorkerState.IDLE] + workers[WorkerState.BUSY],
-            # Ray replaces dead replicas itself; these are the deaths jobs ran into (and the
-            # kills of stuck ones), not those of idle replicas.
+            # Deaths jobs ran into; Ray replaces idle replicas silently.
             restarts=self._deaths,
             crash_looping=status is not None and status.status in _FAILING,
             jobs=dict(self._outcomes),
@@ -450,5 +420,4 @@ class RayPool:
         )
 
     def running_pids(self) -> list[int]:
-        """Processes of the replicas running this pool's jobs now."""
         return [started.pid for started in self._running]

@@ -1,8 +1,7 @@
 """The code that runs inside a Ray Serve replica: one engine, one job at a time.
 
-Serve gives a replica at most one request (`max_ongoing_requests=1`), so this is the Ray
-counterpart of `speechgate.workers.process`: load the engine once, then render jobs with
-`pipeline.render`, so the gateway only relays encoded bytes.
+The Ray counterpart of `speechgate.workers.process`: jobs are rendered with `pipeline.render`,
+so the gateway only relays encoded bytes.
 """
 
 from __future__ import annotations
@@ -30,11 +29,8 @@ from speechgate.workers.process import limit_threads
 
 @dataclass(frozen=True)
 class Started:
-    """The first item of every speech stream: the job has reached a replica.
-
-    Until it arrives the request is queued; the actor's name lets the gateway kill a replica
-    whose job outlives the job timeout (Serve then starts a new one).
-    """
+    """The first item of every speech stream: the job has reached a replica, whose actor
+    name lets the gateway kill it when the job outlives its timeout."""
 
     pid: int
     actor_name: str
@@ -44,9 +40,8 @@ class EngineReplica:
     """One loaded engine in a Ray actor. Serve calls these methods; see `RayPool`."""
 
     def __init__(self, config: EngineConfig) -> None:
-        # Every engine call runs on this one thread, in order: engines need not be
-        # thread-safe (pocket-tts is not), the replica's event loop stays free to hear a
-        # cancellation, and a cancelled job's generator is closed only after its running step.
+        # One thread for every engine call: engines need not be thread-safe, and the event
+        # loop stays free to hear a cancellation.
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
         limit_threads(config.threads)
         from speechgate.engines import load_engine
@@ -60,8 +55,7 @@ class EngineReplica:
     async def synthesize(
         self, request: SynthesisRequest, output: OutputSpec
     ) -> AsyncGenerator[Started | EncodedChunk]:
-        """Started, then the encoded audio. Serve cancels this generator when the caller
-        cancels its response; the engine then stops at its next chunk."""
+        """Started, then the encoded audio; cancelled by Serve when the caller leaves."""
         loop = asyncio.get_running_loop()
         yield Started(os.getpid(), ray.get_runtime_context().get_actor_name() or "")
         limits = SegmentLimits.for_speed(estimated_speed(self._engine))
@@ -79,12 +73,11 @@ class EngineReplica:
             raise
         finally:
             self._ended[outcome] += 1
-            # Queued behind any step still running: the thread runs one thing at a time.
+            # Runs after the step still running.
             self._thread.submit(chunks.close)
 
     def jobs(self) -> dict[str, int]:
-        """How this replica's speech jobs ended: completed, cancelled (the caller left, so
-        the engine stopped at its next chunk) or failed. Serve runs it between jobs."""
+        """How this replica's speech jobs ended, by outcome."""
         return dict(self._ended)
 
     async def clone(self, prompt: PcmChunk) -> bytes:
@@ -94,7 +87,6 @@ class EngineReplica:
         return await asyncio.get_running_loop().run_in_executor(self._thread, engine.clone, prompt)
 
     def __del__(self) -> None:
-        # Serve calls this when it stops the replica (scale-down, redeploy, shutdown).
         engine = getattr(self, "_engine", None)  # absent if the engine failed to load
         if engine is not None:
             self._thread.submit(engine.close).result()
