@@ -1,13 +1,9 @@
 """Word and character timestamps: when each word of the client's text is heard in the audio.
 
-Protocol-neutral: front ends turn `WordTime`s into their own shapes (ElevenLabs' character
-`alignment`, an SSE event, caption files). Characters are offsets into the text an engine or the
-pipeline was given, never into a normalized copy; seconds are from the start of that text's
-audio, as sent (joins, pauses and speed included: see `speechgate.pipeline.speak_timed`).
-
-Engines anchor words from what they know (espeak-ng's word events, a model's phoneme
-durations) with `words_from_anchors`; `trim_ends` then fits each word to its sound, so a pause
-belongs to no word.
+Characters are offsets into the text an engine or the pipeline was given, never into a
+normalized copy; seconds are from the start of that text's audio as sent. Engines anchor words
+with `words_from_anchors`; `trim_ends` then fits each word to its sound, so a pause belongs to
+no word.
 """
 
 from __future__ import annotations
@@ -35,8 +31,7 @@ class WordTime:
     start_s: float
     end_s: float
     spoken: str | None = None
-    """What was said for these characters where it is not they ("five dollars and twenty
-    cents" for "$5.20"); None: the characters as written."""
+    """What was said where it differs from the characters ("five dollars" for "$5")."""
 
     def shifted(self, seconds: float = 0.0, chars: int = 0) -> WordTime:
         return WordTime(
@@ -48,14 +43,12 @@ class WordTime:
         )
 
     def scaled(self, factor: float) -> WordTime:
-        """Times multiplied by `factor` (1 / speed for a time stretch)."""
         return replace(self, start_s=self.start_s * factor, end_s=self.end_s * factor)
 
 
 @dataclass(frozen=True)
 class TimedChunk:
-    """PCM and the words first known with it (their times may reach into later chunks: a word is
-    announced no later than the audio it describes)."""
+    """PCM and the words first known with it (their times may reach into later chunks)."""
 
     pcm: PcmChunk
     words: tuple[WordTime, ...] = ()
@@ -70,7 +63,6 @@ class CharacterAlignment:
     character_end_times_seconds: list[float]
 
     def __add__(self, following: CharacterAlignment) -> CharacterAlignment:
-        """This alignment, then `following`'s characters (of the text after these)."""
         return CharacterAlignment(
             self.characters + following.characters,
             self.character_start_times_seconds + following.character_start_times_seconds,
@@ -78,16 +70,14 @@ class CharacterAlignment:
         )
 
 
-# Punctuation at a token's edges is not spoken as part of the word ("(Hello," is "Hello"); a
-# token of punctuation only ("-", "&") stays whole, as an engine may still say it.
+# A token of punctuation only ("-", "&") stays whole: an engine may still say it.
 _EDGE = "\"'\u201c\u201d\u2018\u2019()[]{}<>.,;:!?\u2026\u2014\u2013-\u00bf\u00a1*_"
 _TOKEN = re.compile(r"\S+")
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:
-    """The words of `text` as (start, end) character offsets: whitespace-separated tokens
-    without the punctuation at their edges, and each phoneme block ("[[ həloʊ ]]", see
-    `speechgate.text.phonemes`) one word, brackets included, as it stands for one."""
+    """The words of `text` as (start, end) offsets: tokens without edge punctuation; a
+    phoneme block ("[[ həloʊ ]]") is one word, brackets included."""
     spans = []
     for run in phoneme_blocks.runs(text):
         if run.is_block:
@@ -106,14 +96,11 @@ def word_spans(text: str) -> list[tuple[int, int]]:
 def words_from_anchors(
     text: str, anchors: Iterable[tuple[int, float]], end_s: float
 ) -> list[WordTime]:
-    """Word times from (character offset, seconds) anchors: where an engine says it began
-    speaking the word at that offset of `text`.
+    """Word times from (character offset, seconds) anchors where an engine began a word.
 
-    A word starts at its earliest anchor; an anchor between words belongs to the next word. A
-    word without anchors (the engine merged it into another) starts by interpolation between its
-    neighbours, by characters, unless it is punctuation only: then it was not said, and is left
-    out. Each word ends where the next begins (the last at `end_s`); pass
-    the result through `trim_ends` to end them where their sound stops.
+    A word without anchors (merged into another by the engine) is interpolated by characters,
+    unless it is punctuation only, which was not said. Each word ends where the next begins;
+    `trim_ends` then ends them where their sound stops.
     """
     spans = word_spans(text)
     if not spans:
@@ -133,7 +120,6 @@ def words_from_anchors(
     # Anchors out of order (an engine revisiting a number's digits) must not reverse words.
     for index in range(1, len(filled)):
         filled[index] = max(filled[index], filled[index - 1])
-    # Punctuation the engine did not say ("-" between clauses) is no word.
     kept = [
         index
         for index, (start, end) in enumerate(spans)
@@ -152,7 +138,6 @@ def _interpolate(
 ) -> list[float]:
     positions = [float(spans[i][0]) for i in known]
     times = [start for start in starts if start is not None]
-    # Past the last anchor the words share the rest of the audio up to `end_s`.
     if known[-1] != len(spans) - 1:
         positions.append(float(spans[-1][1]))
         times.append(max(end_s, times[-1]))
@@ -162,22 +147,16 @@ def _interpolate(
     ]
 
 
-# Below this (about -45 dBFS) a sample counts as silence when words are fitted to their sound.
-_SILENCE = 180
+_SILENCE = 180  # about -45 dBFS
 
 
 def trim_ends(
     words: Sequence[WordTime], pcm: PcmChunk, offset: float = 0.0, *, whole: bool = False
 ) -> list[WordTime]:
-    """`words` (times from `offset` seconds before `pcm` starts) trimmed to their sound: each
-    start moved on past silence to where the sound begins, each end back to where it stops. A
-    pause (after a comma, a stop's closure before its burst) then falls between words.
-
-    With `whole` (`pcm` is all the audio of the text the words are from: one model run), the
-    first word starts at the first sound, even before where the engine placed it: nothing else
-    of the text can be heard before it (measured: Kokoro's first sound leads its first phoneme
-    by 50-100 ms, Piper's by about 10).
-    """
+    """`words` (times from `offset` seconds before `pcm`) trimmed to their sound, so a pause
+    falls between words. With `whole` (`pcm` is one model run of the whole text), the first
+    word starts at the first sound even before the engine's placement: engines' first sound
+    leads their first phoneme."""
     rate = pcm.sample_rate
     loud = np.abs(pcm.samples.astype(np.int32)) > _SILENCE
     trimmed = []
@@ -199,9 +178,8 @@ def carry_words(
     timed: Iterable[TimedChunk],
     scale: float = 1.0,
 ) -> Generator[TimedChunk]:
-    """`transform` (a fade, a resampler, a time stretch) applied to the PCM of `timed`, each
-    output chunk carrying the words of the input taken to make it, times multiplied by `scale`
-    (1 / speed for a stretch). Closing this closes both."""
+    """`transform` applied to the PCM of `timed`, each output chunk carrying the words of the
+    input taken to make it, times multiplied by `scale`. Closing this closes both."""
     source = iter(timed)
     taken: list[WordTime] = []
     rates: list[int] = []
@@ -230,24 +208,15 @@ def carry_words(
 def character_alignment(
     text: str, words: Sequence[WordTime], spoken: bool = False
 ) -> CharacterAlignment:
-    """One start and end per character of `text`, from its word times.
-
-    A word's characters share its time evenly, in order. The characters between two words
-    (spaces, punctuation) share the gap from the first's end to the next's start evenly, those
-    before the first word run from 0 to its start, and those after the last sit at its end.
-    """
+    """One start and end per character of `text`: a word's characters share its time evenly,
+    those between words share the gap."""
     aligner = CharacterAligner(text, spoken)
     return aligner.add(words) + aligner.finish()
 
 
 class CharacterAligner:
-    """`character_alignment` as the words of a stream come: `add` gives the characters each
-    batch of words makes known, `finish` the rest. Together they are `character_alignment`'s,
-    for words that come in the order of the text.
-
-    The characters between two words wait for the second (its start bounds their gap), so
-    those `add` returns never change later. Not thread-safe.
-    """
+    """`character_alignment` for words streamed in text order: `add` returns the characters
+    each batch makes final, `finish` the rest. Not thread-safe."""
 
     def __init__(self, text: str, spoken: bool = False) -> None:
         """`spoken`: align the text as it was said (ElevenLabs' `normalized_alignment`), each
@@ -262,7 +231,6 @@ class CharacterAligner:
         starts: list[float] = []
         ends: list[float] = []
         for word in sorted(words, key=lambda w: w.start_char):
-            # A word overlapping one already placed (or past the text) has nothing to add.
             if word.start_char < self._char or word.end_char > len(self._text):
                 continue
             between = self._text[self._char : word.start_char]
@@ -276,7 +244,6 @@ class CharacterAligner:
         return CharacterAlignment(characters, starts, ends)
 
     def finish(self) -> CharacterAlignment:
-        """The characters after the last word, at its end."""
         first, self._char = self._char, len(self._text)
         starts: list[float] = []
         ends: list[float] = []
@@ -285,9 +252,8 @@ class CharacterAligner:
 
 
 class WordsFromCharacters:
-    """Word times from character times of `text` (ElevenLabs' `alignment`), as they come in
-    order: each word of `word_spans(text)` from its first character's start to its last one's
-    end, once all its characters are known. Not thread-safe."""
+    """Word times from streamed character times of `text` (ElevenLabs' `alignment`). Not
+    thread-safe."""
 
     def __init__(self, text: str) -> None:
         self._text = text
@@ -299,8 +265,7 @@ class WordsFromCharacters:
     def add(
         self, characters: Sequence[str], starts: Sequence[float], ends: Sequence[float]
     ) -> list[WordTime]:
-        """The words these characters (the next ones of the text) complete. Raises ValueError
-        for characters that are not the text's next ones, or times not one per character."""
+        """The words these next characters of the text complete."""
         known = len(self._starts)
         if "".join(characters) != self._text[known : known + len(characters)]:
             raise ValueError(f"the characters from offset {known} are not the text's")
@@ -317,13 +282,9 @@ class WordsFromCharacters:
 
 
 class SourceWords:
-    """Word times of the segments of a rewritten text, moved to the characters the client sent.
-
-    Engines time the words they say ("five", "dollars", "and", "twenty", "cents"); a client
-    asked for "$5.20". The words standing for one written word become one, from the first's
-    start to the last's end, with what was said for it (`WordTime.spoken`). A word of rewritten
-    characters is held until the next shows whether it goes on.
-    """
+    """Word times of a rewritten text moved to the characters the client sent: the spoken
+    words for one written word ("five dollars" for "$5") become one, so a rewritten word is
+    held until the next shows whether it goes on."""
 
     def __init__(self, rewrite: Rewrite) -> None:
         self.rewrite = rewrite
@@ -333,9 +294,8 @@ class SourceWords:
     def feed(
         self, words: Iterable[WordTime], seconds: float, offset: int = 0
     ) -> tuple[WordTime, ...]:
-        """`words` (characters of a segment that starts at `offset` of `rewrite.spoken`,
-        seconds from its start) in the client's characters, `seconds` later; those complete
-        so far."""
+        """`words` of a segment at `offset` of `rewrite.spoken`, moved to the client's
+        characters and `seconds` later; those complete so far."""
         done: list[WordTime] = []
         for word in words:
             said = (word.start_char + offset, word.end_char + offset)
@@ -349,12 +309,10 @@ class SourceWords:
                 done.extend(self.flush())
             self._held, self._said = moved, said
             if self.rewrite.kept(start, end):
-                # Characters kept as they were: no later word can be part of this one.
                 done.extend(self.flush())
         return tuple(done)
 
     def flush(self) -> tuple[WordTime, ...]:
-        """The word held back, if any."""
         held, self._held = self._held, None
         if held is None:
             return ()
@@ -364,9 +322,8 @@ class SourceWords:
 
 
 class WordFeed:
-    """How an answer passes word times beside its bytes: whoever produces the bytes `add`s the
-    words first known with them before yielding them; whoever reads the bytes `take`s the words
-    after each. Not thread-safe: one event loop's producer and reader."""
+    """Word times beside an answer's bytes: the producer `add`s them before yielding the
+    bytes, the reader `take`s them after each. One event loop only."""
 
     def __init__(self) -> None:
         self._words: list[WordTime] = []
@@ -381,7 +338,6 @@ class WordFeed:
 
 
 def _spread(starts: list[float], ends: list[float], count: int, begin: float, end: float) -> None:
-    """Appends `count` characters sharing `begin` to `end` evenly."""
     if count <= 0:
         return
     end = max(end, begin)
@@ -392,13 +348,9 @@ def _spread(starts: list[float], ends: list[float], count: int, begin: float, en
 
 
 def first_sounds(words: Sequence[Sequence[str]], spoken: Sequence[str]) -> list[int | None]:
-    """For each word's phonemes in `words` (each phonemized alone), the index in `spoken` (the
-    phonemes of the whole text, as the engine spoke them) of its first sound, or None.
-
-    The two are aligned on sounds only (letters and combining marks: spaces, punctuation and
-    stress marks differ between a word alone and in context), so a word spoken as several
-    ("1,234") or one the context changes ("the") still finds its place.
-    """
+    """For each word's phonemes (phonemized alone), the index in `spoken` (the whole text as
+    the engine spoke it) of its first sound, or None. Aligned on sounds only: stress marks and
+    punctuation differ between a word alone and in context."""
     ours: list[str] = []
     owner: list[int] = []
     for index, phonemes in enumerate(words):
@@ -418,32 +370,22 @@ def first_sounds(words: Sequence[Sequence[str]], spoken: Sequence[str]) -> list[
 
 
 def word_onsets(words: Sequence[Sequence[str]], spoken: Sequence[str]) -> list[int | None]:
-    """For each word's phonemes in `words`, the index in `spoken` at which it begins to be heard:
-    its first sound (`first_sounds`), or before it the run of word separators and stress marks
-    that lead to it.
-
-    Duration models give a space or a stress mark frames of its own, and what they voice there
-    is the next sound's onset: measured on Piper (joe), a word-initial sibilant's noise starts
-    within a few milliseconds of the preceding space, about 50 ms before the sibilant's own
-    token; on Kokoro, up to a frame (25 ms) before the space, some 100 ms before the token.
-    Punctuation stops the run: a comma's frames are a pause, which belongs to no word.
-    """
+    """For each word, the index in `spoken` where it begins to be heard: the separators and
+    stress marks before its first sound, as duration models voice the next sound's onset in
+    their frames. Punctuation's frames are a pause, so they do not count."""
     return [
         None if first is None else lead_in(spoken, first) for first in first_sounds(words, spoken)
     ]
 
 
 def lead_in(spoken: Sequence[str], first: int) -> int:
-    """The index of the run of word separators and stress marks right before `spoken[first]`
-    (`first` itself when there is none): see `word_onsets`."""
+    """The start of the separators and stress marks right before `spoken[first]`."""
     while first > 0 and spoken[first - 1] in _LEADS:
         first -= 1
     return first
 
 
-# Primary and secondary stress, length: modifier letters, but no sound of their own.
-_MARKS = "\u02c8\u02cc\u02d0"
-# What leads into a word without being a sound or a pause: the separator, stress marks.
+_MARKS = "\u02c8\u02cc\u02d0"  # stress and length: letters, but no sound of their own
 _LEADS = frozenset(" \u02c8\u02cc")
 
 
@@ -458,12 +400,8 @@ _BREAK = re.compile("[,;:.!?\u2026\u2014\u2013]")
 
 
 def estimate_words(text: str, pcm: PcmChunk) -> list[WordTime]:
-    """Word times for `text` spoken as `pcm`, by an engine that cannot say them.
-
-    Where the audio has as many runs of sound between pauses as the text has phrases (split at
-    clause punctuation), each phrase is given its run; otherwise the whole text the span from
-    the first sound to the last. Within that, words share the time by their letters and digits.
-    """
+    """Word times for `text` spoken as `pcm`, by an engine that cannot say them: each phrase
+    its run of sound when the counts match, words sharing it by their letters and digits."""
     spans = word_spans(text)
     if not spans:
         return []
@@ -490,7 +428,6 @@ def estimate_words(text: str, pcm: PcmChunk) -> list[WordTime]:
 
 
 def _sound_runs(pcm: PcmChunk) -> list[tuple[float, float]]:
-    """(start, end) seconds of each stretch of sound between pauses in `pcm`."""
     window = max(1, round(0.01 * pcm.sample_rate))
     count = pcm.num_samples // window
     if count == 0:
