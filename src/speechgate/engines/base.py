@@ -17,11 +17,7 @@ from speechgate.timing import TimedChunk
 
 @dataclass(frozen=True)
 class Voice:
-    """A voice an engine can speak with.
-
-    `language` is a BCP 47 tag where known ("en-US", "ja"); `quality` Piper's x_low/low/
-    medium/high; `gender` "female" or "male" where the voice's source says so.
-    """
+    """A voice an engine can speak with; `language` is a BCP 47 tag where known."""
 
     id: str
     name: str
@@ -32,13 +28,8 @@ class Voice:
 
 @dataclass(frozen=True)
 class SynthesisRequest:
-    """What an engine is asked to say. `voice` is already resolved to one of the engine's ids.
-
-    `reference`, for an engine that clones, is a one-off voice prompt that replaces `voice`.
-    `seed`, for an engine that `supports_seed`, makes the output repeatable: the same seed,
-    text and voice give the same PCM. `text` may hold phoneme blocks only for an engine that
-    speaks them (`Engine.phonemes`).
-    """
+    """What an engine is asked to say, `voice` already resolved to one of its ids.
+    `reference` is a one-off voice prompt replacing `voice`, for an engine that clones."""
 
     text: str
     voice: str
@@ -47,22 +38,16 @@ class SynthesisRequest:
     seed: int | None = None
     reference: PcmChunk | None = None
     text_options: TextOptions | None = None
-    """How the pipeline reads `text` before any engine sees it (`speechgate.text.prepare`):
-    None, as it is. Engines are given each prepared segment with this cleared."""
+    """How the pipeline prepares `text`; engines get each prepared segment with it cleared."""
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     """How to build an engine; picklable, so a worker process can build its own copy.
 
-    `threads` is the number of compute threads the engine uses (its worker's own cores), and
-    `max_threads` the most a job may be given when it runs alone on the machine (every core the
-    pool has): an `Elastic` engine prepares for both widths at load.
-    `options` carries engine-specific settings such as a model path. `data_dir` is where an
-    engine may keep files it derives (an assembled model, say); None: a temporary place of
-    the library's choosing. `models_dir` is where pulled voices and models are installed
-    (`speechgate.voices.installed`'s layout, read by the engine when it meets a voice it has not
-    loaded); `loaded_voices` bounds how many voice models it keeps loaded at once.
+    `threads` is its worker's own cores, `max_threads` the most a job alone on the machine may
+    get (an `Elastic` engine prepares for both). `data_dir` holds files the engine derives
+    (None: a temporary place); `models_dir` holds pulled voices and models.
     """
 
     name: str
@@ -75,17 +60,12 @@ class EngineConfig:
 
     @property
     def widths(self) -> tuple[int, ...]:
-        """The thread counts a job may be given: `threads`, and `max_threads` if more."""
         return tuple(sorted({self.threads, max(self.threads, self.max_threads)}))
 
 
 @runtime_checkable
 class Engine(Protocol):
-    """A loaded text-to-speech engine.
-
-    Not thread-safe unless an implementation says otherwise: speechgate gives every engine
-    instance to one worker, which runs one job at a time.
-    """
+    """A loaded text-to-speech engine; not thread-safe unless an implementation says so."""
 
     @property
     def name(self) -> str:
@@ -93,9 +73,7 @@ class Engine(Protocol):
         ...
 
     @property
-    def sample_rate(self) -> int:
-        """Rate of every chunk `synthesize` yields."""
-        ...
+    def sample_rate(self) -> int: ...
 
     @property
     def supports_instructions(self) -> bool:
@@ -109,27 +87,22 @@ class Engine(Protocol):
 
     @property
     def blends_voices(self) -> bool:
-        """Whether `SynthesisRequest.voice` may be a blend of its voices (see `blend`)."""
+        """Whether `SynthesisRequest.voice` may be a blend of its voices."""
         ...
 
     @property
     def phonemes(self) -> bool:
-        """Whether phoneme blocks in `SynthesisRequest.text` ("[[ həloʊ ]]": IPA, see
-        `speechgate.text.phonemes`) are spoken as those phonemes. An engine without would
-        read the block's symbols as text: it must not be given any."""
+        """Whether phoneme blocks ("[[ həloʊ ]]") in the text are spoken as phonemes; an
+        engine without must not be given any, or it would read the symbols aloud."""
         ...
 
-    def voices(self) -> Sequence[Voice]:
-        """The voices this engine can speak with."""
-        ...
+    def voices(self) -> Sequence[Voice]: ...
 
     def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
         """Yield PCM as it is produced. Stopping iteration early abandons the job."""
         ...
 
-    def close(self) -> None:
-        """Release the engine's resources."""
-        ...
+    def close(self) -> None: ...
 
 
 @runtime_checkable
@@ -138,43 +111,34 @@ class VoiceCloner(Protocol):
 
     @property
     def can_clone(self) -> bool:
-        """Whether this model has the weights that cloning needs (some releases do not)."""
+        """Whether this model has the weights cloning needs (some releases do not)."""
         ...
 
     @property
     def max_prompt_seconds(self) -> float:
-        """The longest voice prompt worth giving; longer ones are trimmed before cloning."""
+        """The longest voice prompt worth giving; longer ones are trimmed."""
         ...
 
     def clone(self, prompt: PcmChunk) -> bytes:
-        """The voice in `prompt` (mono, at `sample_rate`), as a state file's bytes that
-        `SynthesisRequest.voice` may name once stored on disk."""
+        """The voice in `prompt` (mono, at `sample_rate`) as a state file's bytes."""
         ...
 
 
 @runtime_checkable
 class Elastic(Protocol):
-    """An engine whose compute width can change between jobs and inside one.
-
-    The pool gives a job every core while it runs alone and narrows it to its worker's own
-    cores when others arrive; it confines the worker's threads to those cores itself, and tells
-    the engine the thread count so its next step (a sentence, a segment) runs with that many.
-    """
+    """An engine whose compute width can change between jobs and inside one: the pool moves
+    the worker's threads and tells the engine how many its next step runs with."""
 
     def use_threads(self, threads: int) -> None:
-        """Run the steps that follow with `threads` compute threads (one of
-        `EngineConfig.widths`)."""
+        """Run the steps that follow with `threads`, one of `EngineConfig.widths`."""
         ...
 
 
 @runtime_checkable
 class SideBySide(Protocol):
-    """An `Elastic` engine that can speak two segments of one request at once, one in each of
-    two threads, both at its narrowest width (see `speechgate.lanes`): its model's session runs
-    concurrent calls, and what it shares besides (a phonemizer, caches) is safe to share or
-    locked. Two sentences that way, a core each, make more audio a second than one after the
-    other on both cores: a session's threads wait for each other at every step of the graph.
-    """
+    """An `Elastic` engine that can speak two segments of one request at once, each on its
+    own thread at its narrowest width (`speechgate.lanes`): its session runs concurrent calls
+    and what else it shares is safe to share or locked."""
 
     @property
     def side_by_side(self) -> bool:
@@ -184,27 +148,22 @@ class SideBySide(Protocol):
 
 @runtime_checkable
 class Paced(Protocol):
-    """An engine whose first audio waits for the end of its segment (it renders a segment
-    whole), with an estimate of how fast: the first segment is sized so that its audio comes
-    early (`SegmentLimits.for_speed`). An engine that streams within a segment, frame by
-    frame, gains nothing from a shorter first segment and is not `Paced`."""
+    """An engine that renders a segment whole, with an estimate of its speed, so the first
+    segment can be sized for early audio (`SegmentLimits.for_speed`)."""
 
     @property
     def characters_per_second(self) -> float:
-        """Characters of text spoken per second of one worker's compute, about: the estimate
-        until jobs have measured it."""
+        """Characters spoken per second of one worker's compute, until jobs measure it."""
         ...
 
 
 def estimated_speed(engine: Engine) -> float | None:
-    """`engine`'s `Paced.characters_per_second`, or None if it is not `Paced`."""
     return engine.characters_per_second if isinstance(engine, Paced) else None
 
 
 @dataclass(frozen=True)
 class EngineInfo:
-    """What a loaded engine can do, as the catalog knows it (each worker reports it once it
-    is ready)."""
+    """What a loaded engine can do, as each worker reports it once ready."""
 
     name: str
     sample_rate: int
@@ -215,13 +174,9 @@ class EngineInfo:
     can_clone: bool = False
     max_prompt_seconds: float = 0.0
     phonemes: bool = False
-    """Whether the engine speaks `[[ IPA ]]` blocks in its text as those phonemes
-    (`Engine.phonemes`)."""
     characters_per_second: float | None = None
-    """The engine's `Paced` estimate; None if it is not `Paced`."""
     samples_randomly: bool = False
-    """Whether the same request speaks differently each time unless it gives a seed (the
-    engine's `samples_randomly` attribute, where it has one): pocket-tts."""
+    """Whether the same request speaks differently each time unless it gives a seed."""
 
     @classmethod
     def of(cls, engine: Engine) -> EngineInfo:
@@ -243,13 +198,7 @@ class EngineInfo:
 
 @runtime_checkable
 class WordTimer(Protocol):
-    """An engine that knows when each word it speaks is heard.
+    """An engine that knows when each word it speaks is heard: `synthesize_timed` yields what
+    `synthesize` would, each chunk with the words first known with it."""
 
-    `synthesize_timed` yields the same audio `synthesize` would, each chunk with the words first
-    known with it (`TimedChunk`): characters are offsets into `request.text`, seconds are from
-    the start of this call's audio, `request.speed` included.
-    """
-
-    def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
-        """Yield PCM with word times as it is produced. Stopping early abandons the job."""
-        ...
+    def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]: ...

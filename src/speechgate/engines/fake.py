@@ -1,19 +1,9 @@
 """A model-free engine for tests and for measuring the gateway alone: it speaks a tone.
 
-It loads in microseconds and needs no weights, so a test of the API, the pool or the routing
-pays only for what it tests. It behaves like a real engine where the gateway can tell: one chunk
-per sentence (the same segmentation as the others), a length proportional to the text and
-inversely to `speed`, a pitch per voice so voices are distinguishable, languages and genders
-on its voices so the catalog's generic names resolve. It takes phoneme blocks
-(`speechgate.text.phonemes`) as a real engine with `phonemes` does: a block is as long as its
-IPA's characters, its brackets unheard. Never chosen by default: only
-`engines=["fake"]` loads it.
-
-Options (`engine_options.fake`): `fail_on`, a word whose presence in a sentence makes the job
-fail at that sentence (an engine error mid-stream); `chunk_delay`, seconds each sentence takes
-to "synthesize" (a job that stays busy long enough to be queued behind or cancelled); `model`,
-a file that must exist for the engine to load, as a real engine's model file must (removing it
-makes every later load fail, a worker's restarts too).
+It behaves like a real engine where the gateway can tell: a chunk per sentence, a length
+proportional to the text and inverse to `speed`, a pitch per voice, phoneme blocks spoken.
+Options: `fail_on` (a word that fails the job at its sentence), `chunk_delay` (seconds per
+sentence), `model` (a file that must exist for the engine to load).
 """
 
 from __future__ import annotations
@@ -31,8 +21,7 @@ from speechgate.text import phonemes
 from speechgate.text.segment import segment
 
 SAMPLE_RATE = 16000
-# Audio per character at speed 1.0: about the pace of speech (15 characters a second), so a
-# text lasts about as long as a real engine would make it.
+# About the pace of speech, so a text lasts as long as a real engine would make it.
 SECONDS_PER_CHARACTER = 0.06
 _AMPLITUDE = 0.3
 
@@ -54,7 +43,6 @@ PLUGIN = EnginePlugin(
     description="A tone per sentence, no model: for tests and for measuring the gateway alone.",
     factory="speechgate.engines.fake:FakeEngine",
     default=False,
-    # Alternating, so that clients switching OpenAI voices hear a difference here too.
     voice_aliases=openai_aliases("en-high", "en-low"),
     options=_OPTIONS,
 )
@@ -106,7 +94,7 @@ class FakeEngine:
         return [voice for voice, _ in _VOICES.values()]
 
     def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
-        """One tone per sentence; an unknown voice raises at the call, before any audio."""
+        """One tone per sentence; an unknown voice raises at the call."""
         if request.voice not in _VOICES:
             raise ValueError(f"unknown fake voice {request.voice!r}")
         frequency = _VOICES[request.voice][1]
@@ -117,7 +105,6 @@ class FakeEngine:
             if self._fail_on is not None and self._fail_on in sentence:
                 raise RuntimeError(f"fake engine told to fail on {self._fail_on!r}")
             if self._chunk_delay:
-                # Stands in for the compute a real engine spends on a sentence.
                 time.sleep(self._chunk_delay)
             yield tone(spoken_length(sentence) * SECONDS_PER_CHARACTER / speed, frequency)
 
@@ -133,6 +120,5 @@ def spoken_length(text: str) -> int:
 
 
 def tone(seconds: float, frequency: float) -> PcmChunk:
-    """`seconds` of a sine at `frequency`, at the engine's rate."""
     t = np.arange(max(1, round(seconds * SAMPLE_RATE))) / SAMPLE_RATE
     return PcmChunk.from_float(_AMPLITUDE * np.sin(2 * np.pi * frequency * t), SAMPLE_RATE)

@@ -1,23 +1,13 @@
 """Where the optimized copies of the ONNX models that engines load are kept.
 
-onnxruntime optimizes a model's graph every time it builds a session on it. That is most of a
-worker's start: for Piper joe 0.37 s of CPU and for Kokoro 0.8 s, once per session (a worker
-holds one per width), after 0.25 s / 0.38 s more to expose the phoneme durations as an output
-(`onnx_session.with_output`). onnxruntime can save the graph it optimized, and a session built
-from that file without optimizing starts in 0.08 s / 0.18 s and computes the same audio, bit for
-bit (Piper joe: `tests/engines/test_onnx_cache.py`; Kokoro: a sentence rendered by an engine
-without a copy, one that made it and one that loaded it, measured once).
+Optimizing the graph is most of a worker's start, once per session; a session on the saved
+optimized graph starts several times faster and computes the same audio bit for bit.
 
-A copy is named after its source, the change made to it and the CPU, and after what tells one
-version of the source from the next: its bytes (a digest of them; not its modification time,
-which a model written again with the same bytes changes) and onnxruntime's version. The saved
-graph may use kernels laid out for this CPU (onnxruntime's NCHWc transforms), so a data
-directory shared by different machines keeps a copy for each. Copies of a source's older
-versions (a voice pulled again, onnxruntime upgraded) are removed when a new one is kept.
-
-Workers of one engine start together on the same data directory: one makes the copy while
-holding `lock_path`, the others wait for it and load what it made, and a process loads a copy
-only while holding that lock shared, so the copy is not removed under it.
+A copy is named after its source's bytes (a digest: a model rewritten with the same bytes
+changes its mtime), the change made to it, onnxruntime's version and the CPU, since the saved
+graph may use kernels laid out for this CPU. Older copies of a source are removed when a new
+one is kept. One worker makes the copy holding `lock_path`; the others wait, and load copies
+holding it shared, so no copy is removed under them.
 """
 
 from __future__ import annotations
@@ -32,12 +22,11 @@ from pathlib import Path
 import onnxruntime
 
 DIRECTORY = Path("optimized")
-"""Under the engine's data directory."""
 
 
 def cached_model(data_dir: Path, model: Path, variant: str) -> Path:
-    """Where the optimized copy of `model`, changed as `variant` says (any text that tells one
-    change from another), is kept under `data_dir`; the file may not exist yet."""
+    """Where the optimized copy of `model`, changed as `variant` says, is kept under
+    `data_dir`; the file may not exist yet."""
     model = model.resolve()
     stat = model.stat()
     source = _digest(str(model), variant, _cpu_identity())
@@ -47,15 +36,15 @@ def cached_model(data_dir: Path, model: Path, variant: str) -> Path:
 
 
 def lock_path(copy: Path) -> Path:
-    """The lock that the copies of one source, every version of it, are made and removed under
-    (exclusive) and loaded under (shared)."""
+    """The lock that one source's copies are made and removed under (exclusive) and loaded
+    under (shared)."""
     stem, source, _ = copy.stem.rsplit("-", 2)
     return copy.with_name(f".{stem}-{source}.lock")
 
 
 def writing_path(copy: Path) -> Path | None:
     """A file beside `copy` to save the optimized graph to (then `keep` it), or None when the
-    directory cannot be made (a read-only data directory: the model is used without a copy)."""
+    directory cannot be made."""
     try:
         copy.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -64,10 +53,8 @@ def writing_path(copy: Path) -> Path | None:
 
 
 def keep(written: Path, copy: Path) -> None:
-    """Make the graph saved to `written` the copy, and remove the source's older copies; call
-    it holding `lock_path(copy)` exclusively, so that nobody is loading one of them.
-
-    The rename is atomic: a reader that takes no lock sees one whole file or none."""
+    """Make the graph saved to `written` the copy (atomically) and remove the source's older
+    copies; call it holding `lock_path(copy)` exclusively."""
     os.replace(written, copy)
     stem, source, _ = copy.stem.rsplit("-", 2)
     for older in copy.parent.glob(f"{stem}-{source}-*.onnx"):
@@ -82,9 +69,8 @@ def _digest(*parts: str) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _content_digest(model: Path, device: int, inode: int, size: int, mtime_ns: int) -> str:
-    """The digest of `model`'s bytes, once per version of the file a process sees (its
-    identity and times are the cache's key): a worker that reloads a model does not read it
-    again."""
+    """The digest of `model`'s bytes, cached per file identity and times, so a reload does not
+    read it again."""
     with model.open("rb") as file:
         return hashlib.file_digest(file, "sha256").hexdigest()
 

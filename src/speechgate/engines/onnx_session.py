@@ -18,21 +18,18 @@ from speechgate.engines.onnx_cache import cached_model, keep, lock_path, writing
 log = logging.getLogger(__name__)
 
 Arena = Literal["shared", "session", "off"]
-"""Where a session's CPU buffers come from: one arena for every session of the process
-(`shared`), an arena per session (`session`, onnxruntime's default), or plain allocations
-(`off`)."""
+"""Where a session's CPU buffers come from: one arena per process (`shared`), one per session
+(`session`, onnxruntime's default), or plain allocations (`off`)."""
 
 
 @dataclass(frozen=True)
 class OnnxOptions:
-    """How an engine's sessions use memory (onnxruntime's memory pattern, and `arena`) and
-    whether a lone job's wide session lets its idle threads spin (`wide_spinning`)."""
+    """How an engine's sessions use memory, and whether a lone job's wide session lets its
+    idle threads spin."""
 
     memory_pattern: bool = True
     arena: Arena = "session"
-    # Off: measured with Piper joe at one client (2 cores, alternating servers, five rounds
-    # over two days), spinning gave 17.7-22.9x real time against 19.9-21.4x without and no
-    # earlier first audio, for 196 % CPU against 176 %.
+    # Off: spinning gained no speed and no earlier first audio for more CPU.
     wide_spinning: bool = False
 
 
@@ -40,7 +37,6 @@ _shared_arena_registered = False
 
 
 def _register_shared_arena() -> None:
-    """Register the process's one CPU arena with onnxruntime's environment (once)."""
     global _shared_arena_registered
     if not _shared_arena_registered:
         cpu = onnxruntime.OrtMemoryInfo(
@@ -62,20 +58,12 @@ def pinned_session(
     optimized: bool = False,
     save_optimized: Path | None = None,
 ) -> onnxruntime.InferenceSession:
-    """A CPU session that uses exactly `threads` threads (the worker's cores), on a model file
-    or a serialized model (one changed in memory: see `with_output`).
+    """A CPU session on exactly `threads` threads, on a model file or serialized model;
+    libraries' own loaders would use every core, and a pinned worker must use its own.
 
-    onnxruntime optimizes the graph before the session runs; `save_optimized` writes the graph
-    it made to that file, and `optimized` says `model` is such a file, which is used as it is.
-
-    Libraries' own loaders build sessions on every core; a worker pinned to its own cores must
-    use those and no others. `onnx.memory_pattern` is onnxruntime's option of that name and
-    `onnx.arena` says where buffers come from (see `Arena`). With inputs of a new shape on every
-    call (a TTS graph's token count changes with every sentence) the memory pattern plans and
-    an arena's cached blocks grow the process by hundreds of megabytes, and an arena per session
-    keeps its peak once per loaded model; each engine chooses from measurements (see its
-    module). `spinning`: idle pool threads busy-wait for the next parallel step instead of
-    sleeping, which saves their wake-up on every step but burns their cores meanwhile.
+    `save_optimized` writes the optimized graph to that file; `optimized` says `model` is one.
+    With a new input shape on every sentence, the memory pattern's plans and an arena's cached
+    blocks grow the process by hundreds of megabytes, so each engine chooses `onnx`.
     """
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
@@ -85,15 +73,13 @@ def pinned_session(
     if onnx.arena == "shared":
         _register_shared_arena()
         options.add_session_config_entry("session.use_env_allocators", "1")
-    # Spinning threads of a worker that shares its cores would steal them from the next job
-    # and from the other workers, after every step and every sentence.
+    # Spinning threads on shared cores would steal them from the next job and other workers.
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     if optimized:
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     if save_optimized is not None:
         options.optimized_model_filepath = str(save_optimized)
-        # Not its warning that the saved graph may hold this CPU's kernels: the file's name
-        # says which CPU (`onnx_cache`).
+        # Not its warning that the saved graph may hold this CPU's kernels: the name says which.
         options.log_severity_level = 3
     return onnxruntime.InferenceSession(
         model if isinstance(model, bytes) else str(model),
@@ -103,14 +89,9 @@ def pinned_session(
 
 
 class Runs:
-    """The onnxruntime runs under way in a process, so that another thread can end them.
-
-    A worker's engine computes on the worker's main thread, which acts on the gateway's
-    messages only between segments, and one segment's run takes up to seconds (a long Kokoro
-    sentence a core wide). `stop` ends the runs under way at their next node, with an error,
-    and every run that starts afterwards at once, until `allow`: a cancelled job's sentence
-    stops instead of keeping its cores for nothing. Thread-safe.
-    """
+    """The onnxruntime runs under way in a process, so another thread can end them: `stop`
+    ends them at their next node, and every run that starts, until `allow`, so a cancelled
+    job's sentence (up to seconds) does not keep its cores. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -124,13 +105,11 @@ class Runs:
 
     @property
     def stopped(self) -> bool:
-        """Whether `stop` was called since the last `allow`."""
         with self._lock:
             return self._stopped
 
     @contextlib.contextmanager
     def options(self) -> Iterator[onnxruntime.RunOptions]:
-        """Options for one run, counted among those under way while it runs."""
         options = onnxruntime.RunOptions()
         with self._lock:
             options.terminate = self._stopped
@@ -153,12 +132,10 @@ class Runs:
 
 
 RUNS = Runs()
-"""This process's runs (a worker's: `speechgate.workers.process` stops them)."""
 
 
 class _StoppableSession:
-    """An `InferenceSession` whose every run is one of `runs` (the engines' libraries call
-    `run(None, feeds)` on the session they are given); anything else is the session's."""
+    """An `InferenceSession` whose every run is one of `runs`."""
 
     def __init__(self, session: onnxruntime.InferenceSession, runs: Runs) -> None:
         self._session = session
@@ -182,14 +159,12 @@ class _StoppableSession:
 def stoppable(
     session: onnxruntime.InferenceSession, runs: Runs = RUNS
 ) -> onnxruntime.InferenceSession:
-    """`session`, its runs stoppable through `runs` (typed as the session it stands for)."""
     return cast(onnxruntime.InferenceSession, _StoppableSession(session, runs))
 
 
 @dataclass(frozen=True)
 class ExtraOutput:
-    """The result of a model's one `op_type` node (or the one named `name`), to be made a
-    graph output, called `output` if given (see `with_output`)."""
+    """A model's one `op_type` node (or the one named `name`), to be made a graph output."""
 
     op_type: str
     name: str | None = None
@@ -197,13 +172,8 @@ class ExtraOutput:
 
 
 def with_output(model: Path, extra: ExtraOutput) -> bytes | None:
-    """`model` serialized with `extra` as an extra graph output, or None when it has no such
-    node.
-
-    TTS graphs compute phoneme durations inside (a Ceil or Round of the predicted lengths) but
-    their published exports output only audio; exposing that tensor costs nothing at run time
-    and tells when every phoneme is heard.
-    """
+    """`model` serialized with `extra` as an extra graph output, or None without that node:
+    TTS graphs compute phoneme durations but published exports output only audio."""
     import onnx
 
     graph = onnx.load(str(model))
@@ -223,9 +193,8 @@ def with_output(model: Path, extra: ExtraOutput) -> bytes | None:
 
 
 def onnx_options(engine: str, options: Mapping[str, str], default: OnnxOptions) -> OnnxOptions:
-    """An engine's `OnnxOptions` from its options `memory_pattern` and `wide_spinning`
-    ("true"/"false") and `cpu_arena` ("shared"/"session"/"off"; "true" is "session", "false"
-    "off"), with the engine's `default` for those not given."""
+    """An engine's `OnnxOptions` from its options `memory_pattern`, `wide_spinning` and
+    `cpu_arena`, with `default` for those not given."""
     arena = default.arena
     given = options.get("cpu_arena")
     if given is not None:
@@ -252,17 +221,8 @@ def _flag(engine: str, options: Mapping[str, str], name: str, default: bool) -> 
 
 
 class WidthSessions:
-    """One model's sessions, one per thread count a job may be given (`EngineConfig.widths`).
-
-    onnxruntime fixes a session's threads when it is built, so an engine that runs a lone job
-    on every core and a crowded one on its own core holds a session of each width; `current` is
-    the one for the width last asked for. The weights are held once per session (measured for
-    Piper joe: about 80 MB each).
-
-    The sessions wider than the narrowest serve a job only while it is alone on the machine,
-    so their idle threads may spin if asked (`OnnxOptions.wide_spinning`): no other job's core
-    is theirs to steal, though the worker's own encoding and the gateway still share them.
-    """
+    """One model's sessions, one per thread count a job may be given (`EngineConfig.widths`),
+    as onnxruntime fixes a session's threads when it is built; each holds the weights."""
 
     def __init__(
         self,
@@ -272,9 +232,8 @@ class WidthSessions:
         extra: ExtraOutput | None = None,
         data_dir: Path | None = None,
     ) -> None:
-        """Sessions on `model`, with `extra` as an output when the model has that node; with a
-        `data_dir`, built from the optimized copy kept there (`speechgate.engines.onnx_cache`),
-        which the first load makes."""
+        """Sessions on `model`, with `extra` as an output if it has that node; with a
+        `data_dir`, from the optimized copy kept there."""
         self._onnx = onnx
         self._narrowest = min(widths)
         copy = cached_model(data_dir, model, repr(extra)) if data_dir is not None else None
@@ -282,7 +241,6 @@ class WidthSessions:
         self.current = self._by_width[self._narrowest]
 
     def use(self, threads: int) -> onnxruntime.InferenceSession:
-        """Make the session of the widest width up to `threads` current, and return it."""
         fitting = [width for width in self._by_width if width <= threads] or [min(self._by_width)]
         self.current = self._by_width[max(fitting)]
         return self.current
@@ -291,10 +249,7 @@ class WidthSessions:
         self, model: Path, widths: tuple[int, ...], extra: ExtraOutput | None, copy: Path | None
     ) -> dict[int, onnxruntime.InferenceSession]:
         """A session of each width on `copy`, the optimized copy of `model`, making it first if
-        it is not there (or no longer loads); on `model` itself when there is no copy to keep.
-
-        The workers of an engine start together: the first to hold the copy's lock makes it,
-        the others wait and load it (`onnx_cache`)."""
+        it is missing or does not load."""
         if copy is not None:
             with file_lock(lock_path(copy), shared=True):
                 loaded = self._load_copy(model, copy, widths)
@@ -304,7 +259,6 @@ class WidthSessions:
         if copy is None or written is None:
             return self._plain(model, widths, extra)
         with file_lock(lock_path(copy)):
-            # Made by another worker while this one waited, or still not loading.
             loaded = self._load_copy(model, copy, widths)
             if loaded is not None:
                 return loaded
@@ -324,7 +278,6 @@ class WidthSessions:
     def _load_copy(
         self, model: Path, copy: Path, widths: tuple[int, ...]
     ) -> dict[int, onnxruntime.InferenceSession] | None:
-        """Sessions on the copy, or None when there is none or it does not load."""
         if not copy.exists():
             return None
         try:
@@ -336,7 +289,6 @@ class WidthSessions:
     def _plain(
         self, model: Path, widths: tuple[int, ...], extra: ExtraOutput | None
     ) -> dict[int, onnxruntime.InferenceSession]:
-        """Sessions on the model itself, changed as `extra` says, each optimizing it."""
         source = (with_output(model, extra) if extra is not None else None) or model
         return {width: self._session(source, width) for width in widths}
 

@@ -7,13 +7,9 @@ separately installed package adds one by declaring
     [project.entry-points."speechgate.engines"]
     tone = "speechgate_tone_engine:PLUGIN"
 
-with no edit to speechgate. The settings, the catalog, the hub's pull references, the Wyoming
-description and the fork server all read the plugin; nothing else names an engine. See
-docs/engines.md.
-
-Loading a plugin must be cheap: the object lives in a module that imports no engine runtime
-(onnxruntime, torch), because every `Settings` reads every plugin. The engine itself is named by
-`factory` and imported only by the processes that load it.
+with no edit to speechgate (docs/engines.md). A plugin's module must import no engine runtime
+(onnxruntime, torch): every `Settings` reads every plugin. `factory` names the engine, imported
+only by the processes that load it.
 """
 
 from __future__ import annotations
@@ -44,42 +40,33 @@ class EngineUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class PullRefs:
-    """How `speechgate voices pull <ref>` names what can be pulled for an engine.
-
-    A reference is `<engine>:<item>`, or the engine's id alone where `bare_item` is set (Kokoro
-    has one item). Everything here works without the network, so that an error can name the
-    exact pull command without asking the hub.
-    """
+    """How `speechgate voices pull <engine>:<item>` names what can be pulled for an engine;
+    offline, so an error can name the exact pull command without asking the hub."""
 
     usage: str
-    """The reference's form, for the error a malformed one gets: "piper:<voice key> (e.g.
-    piper:en_US-lessac-medium)"."""
+    """The reference's form, for the error a malformed one gets."""
 
     item: Callable[[str], str | None]
-    """The canonical item name for the part after `<engine>:` ("" when there is none), or
-    None where that is not a reference of this engine."""
+    """The canonical item for the part after `<engine>:`, or None if not this engine's."""
 
     for_voice: Callable[[str], str | None] = lambda voice: None
     """The reference that installs a voice, if its id alone says which."""
 
     for_known_voice: Callable[[str], str | None] = lambda voice: None
-    """The reference that installs a voice (given in lower case) that a release of the
-    engine's model ships, whether or not it is installed here: what a client of another server
-    names (Kokoro v1.0's voices). None for any other name, even one spelled like them."""
+    """The reference that installs a voice (lower case) a release of the engine's model
+    ships, installed here or not: what a client of another server names."""
 
     model: str | None = None
     """The reference that installs the engine's default model (None: it has none to pull)."""
 
     voices_come_with_model: bool = False
-    """A voice whose name `for_voice` cannot place is installed by pulling `model` (the alias
-    tables' voices come with the default model)."""
+    """A voice `for_voice` cannot place is installed by pulling `model`."""
 
     bare_item: str | None = None
     """The one item the engine's id alone refers to ("kokoro" -> "kokoro-v1.0")."""
 
     search_hint: str = "{search} lists the voices that can be pulled for the other engines."
-    """How to find a voice of a language, `{search}` being the `speechgate voices search
-    --language <tag>` command."""
+    """How to find a voice of a language; `{search}` is the search command."""
 
     def ref(self, engine: str, item: str) -> str:
         """The reference that names `item` of `engine`."""
@@ -90,10 +77,7 @@ class PullRefs:
 
 @dataclass(frozen=True)
 class EnginePlugin:
-    """Everything speechgate knows about one engine, in one declarative object.
-
-    An engine module (or an installed package) exports one, and the entry point names it.
-    """
+    """Everything speechgate knows about one engine; the entry point names it."""
 
     id: str
     """The engine's id: what `SPEECHGATE_ENGINES` lists and the model id clients may send."""
@@ -105,44 +89,40 @@ class EnginePlugin:
     """One line about it."""
 
     factory: str
-    """`module:Class` of the engine (`Engine`), whose `from_config(EngineConfig)` builds it.
-    Imported only where an engine is loaded (a worker process, `speechgate say`)."""
+    """`module:Class` of the engine, whose `from_config(EngineConfig)` builds it."""
 
     url: str | None = None
     """The engine's project page (Wyoming's attribution; None: speechgate's)."""
 
     requires: tuple[str, ...] = ()
-    """Top-level modules the engine imports first: the engine is installed when each is found
-    (found, not imported: importing torch takes seconds)."""
+    """Top-level modules whose presence means the engine is installed (found, not imported:
+    importing torch takes seconds)."""
 
     extra: str | None = None
     """speechgate's pip extra that installs the engine's runtime (None: none is needed)."""
 
     package: str = ""
-    """The distribution that provides the plugin (filled in by `discover`)."""
+    """Filled in by `discover`."""
 
     default: bool = True
     """Loaded by default when installed (`SPEECHGATE_ENGINES` unset); the fake engine is not."""
 
     rank: int = 100
-    """Order among the engines loaded by default (lower first): the first is the default
-    engine, the one OpenAI's model names mean. Ties go by id."""
+    """Order among default engines, lower first: the first is what OpenAI's model names mean."""
 
     model_aliases: tuple[str, ...] = ()
     """Other servers' model names that mean this engine ("kokoro-82m"), where it is loaded."""
 
     voice_aliases: Mapping[str, str] = field(default_factory=dict)
-    """Voice names clients may send (OpenAI's "alloy", generic "<language>_<gender>" names,
-    see `generic_aliases`) -> the engine's voice id."""
+    """Voice names clients may send ("alloy", "de_male") -> the engine's voice id."""
 
     options: Mapping[str, str] | None = None
-    """The engine options (`SPEECHGATE_ENGINE_OPTIONS`) it takes: name -> what it does. Other
-    names are refused at start-up. None: not checked here (the engine checks them)."""
+    """The engine options it takes: name -> what it does; others are refused at start-up.
+    None: the engine checks them."""
 
     ready: Callable[[Path, Mapping[str, str] | None], bool] | None = None
     """Whether an installed engine can be loaded by default, given the models directory and
-    its configured options (pocket-tts ships no weights: not until one is pulled). None:
-    always."""
+    its options (pocket-tts ships no weights). None: always."""
 
     preload: tuple[str, ...] | None = None
     """Modules the fork server imports for the engine's workers (None: `factory`'s module)."""
@@ -152,7 +132,6 @@ class EnginePlugin:
 
     @property
     def module(self) -> str:
-        """The module that holds the engine (importing it imports the engine's runtime)."""
         return self.factory.partition(":")[0]
 
     @property
@@ -161,17 +140,14 @@ class EnginePlugin:
 
     @property
     def install_hint(self) -> str:
-        """What installs the engine's runtime."""
         if self.extra:
             return f"pip install 'speechgate[{self.extra}]'"
         return f"reinstall {self.package or 'speechgate'}"
 
     def installed(self) -> bool:
-        """Whether the engine's runtime is installed (without importing it)."""
         return all(find_spec(module) is not None for module in self.requires)
 
     def check_options(self, options: Mapping[str, str]) -> None:
-        """ValueError naming the options the engine does not take."""
         if self.options is None:
             return
         unknown = sorted(set(options) - set(self.options))
@@ -180,7 +156,6 @@ class EnginePlugin:
             raise ValueError(f"engine {self.id!r} takes {takes}, not {unknown}")
 
     def load(self, config: EngineConfig) -> Engine:
-        """Build the engine `config` describes, loading its model once."""
         module_name, _, name = self.factory.partition(":")
         try:
             module = import_module(module_name)
@@ -193,9 +168,8 @@ class EnginePlugin:
 
 
 def generic_aliases(table: Mapping[str, str]) -> dict[str, str]:
-    """Generic voice names from `table` (`<language>_<region>_<gender>` -> voice id, e.g.
-    "de_de_male"): the table, each language without its region ("de_male"; the first region
-    listed wins), and "male"/"female" alone for American English."""
+    """Generic voice names from `table` ("de_de_male" -> voice id): the table, each language
+    without its region (first region wins), and "male"/"female" for American English."""
     aliases = dict(table)
     for name, voice in table.items():
         parts = name.split("_")
@@ -219,9 +193,8 @@ def _entry_points() -> list[importlib.metadata.EntryPoint]:
 
 @functools.cache
 def discover() -> Mapping[str, EnginePlugin]:
-    """Every installed engine plugin by id: those loaded by default first, by `rank`, then the
-    rest. Read once per process (`discover.cache_clear()` reads again). A plugin that fails to
-    load is left out, with the reason logged."""
+    """Every installed engine plugin by id, default ones first by `rank`; cached per process.
+    A plugin that fails to load is left out and logged."""
     found: dict[str, EnginePlugin] = {}
     for entry in _entry_points():
         try:

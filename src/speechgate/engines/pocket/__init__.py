@@ -1,7 +1,6 @@
 """Kyutai's pocket-tts on torch (the `pocket` extra), and every pocket-tts config pulled.
 
-This package's `PLUGIN` is what speechgate knows about it, with what pocket-tts' config and
-voice names say; the engine is in `engine` (which imports torch and pocket-tts).
+The engine is in `engine`, which imports torch and pocket-tts.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from pathlib import Path
 from speechgate.engines.plugin import EnginePlugin, PullRefs, generic_aliases
 from speechgate.voices.naming import Gender
 
-# Configs are named by language ("german", "english_2m_2026-10").
 _POCKET_CONFIG_LANGUAGES = {
     "english": "en",
     "french": "fr",
@@ -30,7 +28,7 @@ def pocket_config_language(config: str | None) -> str | None:
     return _POCKET_CONFIG_LANGUAGES.get(config.split("_")[0]) if config else None
 
 
-# pocket-tts' built-in voices and the language config that has each (pocket-tts' own list).
+# pocket-tts' built-in voices and the config that has each.
 POCKET_VOICE_CONFIGS = {
     **dict.fromkeys(
         (
@@ -99,8 +97,7 @@ POCKET_GENDERS: dict[str, Gender] = {
 
 
 GENERIC = {"en_us_female": "alba", "en_us_male": "marius"}
-# The built-in voices (only a packaged language config has them); names OpenAI's voices suggest
-# are male take male speakers.
+# OpenAI's male-sounding names take male speakers.
 _OPENAI = {
     "alloy": "alba",
     "ash": "marius",
@@ -126,8 +123,7 @@ def _builtin_voice_ref(voice: str) -> str | None:
 
 
 def _has_a_model(models_dir: Path, options: Mapping[str, str] | None) -> bool:
-    """pocket-tts ships no weights: installed alone it could only fail to start. A model was
-    pulled (`speechgate voices pull pocket:<config>`) or configured."""
+    """Whether a model was pulled or configured: pocket-tts ships no weights."""
     from speechgate.voices.installed import installed
 
     return options is not None or any(installed(models_dir, "pocket"))
@@ -156,8 +152,7 @@ PLUGIN = EnginePlugin(
         item=lambda name: name if _ITEM.fullmatch(name) else None,
         for_voice=_builtin_voice_ref,
         for_known_voice=_builtin_voice_ref,
-        # The built-in voices' configs are known; any other name's is not, and the alias
-        # tables' are English ones, which the default config brings.
+        # Alias tables' voices are English, which the default config brings.
         model="pocket:english",
         voices_come_with_model=True,
         search_hint="{search} lists pocket-tts' languages, installed with "

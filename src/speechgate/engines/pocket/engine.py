@@ -1,40 +1,14 @@
 """Kyutai's pocket-tts (a streaming flow language model and the Mimi codec, on torch).
 
-One engine serves a default model and every pocket-tts config installed in the models
-directory (`speechgate voices pull pocket:<config>`: `models/pocket/<config>/` with
-config.yaml, model.safetensors, tokenizer.json and `embeddings/<voice>.safetensors`, see
-`speechgate.voices.installed`). The default model, loaded at start, is through pocket-tts' own
-loader, `TTSModel.load_model`:
+The default model loads at start: a config packaged with pocket-tts (option `language`), from
+its installed item or else the Hugging Face cache, or a local YAML (option `config`), which
+cannot use the built-in voices (states precomputed with the released weights). Other installed
+configs load on first use into an LRU bounded by `EngineConfig.loaded_voices`.
 
-- option `language` (default "english"): one of the configs packaged with pocket-tts. When that
-  config is installed, it loads from the installed files, fully offline. Otherwise its weights,
-  tokenizer and built-in voices are `hf://` entries pinned to a revision, so they load offline
-  from a Hugging Face cache that already holds them (`$HF_HOME/hub`); with an empty cache the
-  load needs the hub (and the voice-cloning weights are gated).
-- option `config`: a local YAML file in pocket-tts' own schema, e.g. a fine-tuned model. Such
-  weights cannot use the built-in voices (they are states precomputed with the released
-  weights), so that model has none.
-
-Other installed configs load on first use, into an LRU of models bounded by
-`EngineConfig.loaded_voices` (one model is ~1 GB resident for the shipped sizes); one pulled
-while the server runs is found when a request names a voice the engine does not know.
-
-Voice ids: the default model's voices keep their bare names ("alba"; for the packaged config
-from the hub, every name pocket-tts knows). A voice of another installed config is its bare
-name too ("juergen") when no other voice of the engine has it; where names clash, it is
-`<config>-<voice>` ("german-alba"), and that qualified form is also accepted for every voice
-of an installed config.
-
-Either way a voice may also be a path to a local `.wav` to clone, or to a `.safetensors` state
-exported with `pocket_tts.export_model_state` (what `clone` returns, and what speechgate's voice
-library stores), or a request may carry its own voice prompt (`SynthesisRequest.reference`):
-those speak with the default model. Cloning needs the weights with voice cloning: a model
-loaded without them (pocket-tts falls back to those when the gated ones cannot be had) refuses
-to clone instead of speaking in some other voice.
-
-Other options: `quantize` ("true": dynamic int8 on the language model, ~1.5x faster) and
-`eos_threshold` (default: the config's; a very high value never ends speech early), for every
-model the engine loads.
+A voice of an installed config keeps its bare name unless it clashes, then `<config>-<voice>`.
+A voice may also be a local `.wav` to clone or an exported `.safetensors` state, spoken with the
+default model. A model without the (gated) cloning weights refuses to clone rather than speak
+in some other voice.
 """
 
 from __future__ import annotations
@@ -51,7 +25,7 @@ from typing import Any
 import torch
 from pocket_tts import TTSModel, export_model_state
 
-# Private, but it is the one list of the built-in voice names pocket-tts accepts.
+# Private, but the one list of the built-in voice names pocket-tts accepts.
 from pocket_tts.utils.utils import _ORIGINS_OF_PREDEFINED_VOICES
 
 from speechgate.audio.pcm import PcmChunk
@@ -61,9 +35,9 @@ from speechgate.engines.pocket import POCKET_GENDERS, pocket_config_language
 from speechgate.voices.installed import InstalledItem, installed
 
 DEFAULT_LANGUAGE = "english"
-# What `get_state_for_audio_prompt` reads without optional dependencies (others need soundfile).
+# What `get_state_for_audio_prompt` reads without soundfile.
 _VOICE_FILE_SUFFIXES = (".wav", ".safetensors")
-# A voice state is a KV cache of the voice prompt: ~1-10 MB each for the shipped models.
+# A voice state is a KV cache of the voice prompt.
 _STATE_CACHE_SIZE = 16
 # pocket-tts' own cap on a voice prompt (`get_state_for_audio_prompt(truncate=True)`).
 _MAX_PROMPT_SECONDS = 30.0
@@ -77,8 +51,8 @@ def _flag(value: str) -> bool:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model the engine can load: a packaged config through the hub cache (`language`), or a
-    local YAML (`yaml`: option `config`, or an installed item's), with its voices."""
+    """A model the engine can load: a packaged config (`language`) or a local YAML, with its
+    voices."""
 
     name: str
     language: str | None = None
@@ -99,15 +73,15 @@ Loader = Callable[[ModelSpec], TTSModel]
 
 
 class PocketEngine:
-    """pocket-tts models: a default one and the installed configs. Not thread-safe (neither is
-    pocket-tts): one per worker process."""
+    """pocket-tts models: a default one and the installed configs. Not thread-safe: one per
+    worker process."""
 
     name = "pocket"
     supports_instructions = False
     supports_seed = True
     samples_randomly = True
     blends_voices = False
-    # Its model reads text pieces only: there is no phoneme input to give a block's IPA to.
+    # Its model has no phoneme input.
     phonemes = False
     max_prompt_seconds = _MAX_PROMPT_SECONDS
 
@@ -121,7 +95,6 @@ class PocketEngine:
         models_dir: Path | None = None,
         loaded_voices: int = 4,
     ) -> None:
-        # Built-in voices only exist for the packaged configs (they need the released weights).
         builtin: dict[str, Path | None] = dict.fromkeys(
             sorted(_ORIGINS_OF_PREDEFINED_VOICES) if language else []
         )
@@ -131,7 +104,7 @@ class PocketEngine:
         self._bound = max(1, loaded_voices)
         self._models: OrderedDict[str, TTSModel] = OrderedDict({self._default.name: model})
         self.loads = 1
-        """How many times a model was loaded (the default's load at start counts)."""
+        """How many times a model was loaded, the default included."""
         self._states: OrderedDict[tuple[str, str, int], Any] = OrderedDict()
         self._specs: dict[str, ModelSpec] = {}
         self._ids: dict[str, tuple[str, str]] = {}
@@ -140,7 +113,6 @@ class PocketEngine:
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> PocketEngine:
-        """Options: `language` or `config` (not both), `quantize`, `eos_threshold`."""
         options = config.options
         language, yaml_path = options.get("language"), options.get("config")
         if language and yaml_path:
@@ -187,7 +159,6 @@ class PocketEngine:
 
     @property
     def _model(self) -> TTSModel:
-        """The default model (cloning, voice files and prompts speak with it)."""
         return self._load(self._default)
 
     @property
@@ -199,7 +170,6 @@ class PocketEngine:
 
     @property
     def loaded_models(self) -> list[str]:
-        """The names of the models loaded now, least recently used first."""
         return list(self._models)
 
     @property
@@ -207,7 +177,7 @@ class PocketEngine:
         return bool(self._model.has_voice_cloning)
 
     def clone(self, prompt: PcmChunk) -> bytes:
-        """The voice state of `prompt`, as the safetensors bytes `export_model_state` writes."""
+        """The voice state of `prompt`, as `export_model_state`'s safetensors bytes."""
         state = self._prompt_state(prompt)
         with tempfile.TemporaryDirectory(prefix="speechgate-pocket-") as directory:
             path = Path(directory) / "voice.safetensors"
@@ -215,10 +185,7 @@ class PocketEngine:
             return path.read_bytes()
 
     def synthesize(self, request: SynthesisRequest) -> Iterator[PcmChunk]:
-        """Say `request.text`, streaming ~80 ms frames as the model makes them.
-
-        The voice is resolved here, before any audio, so a bad one raises at the call.
-        """
+        """Say `request.text`, streaming frames as made; a bad voice raises at the call."""
         if request.reference is not None:
             key = hashlib.blake2b(request.reference.samples.tobytes(), digest_size=16)
             reference = request.reference
@@ -230,8 +197,7 @@ class PocketEngine:
         else:
             model, state = self._state(request.voice)
         frames = self._speak(model, request.text, state, request.seed)
-        # pocket-tts has no speed control of its own: a pitch-preserving time stretch keeps
-        # OpenAI's "2.0 = half the duration".
+        # pocket-tts has no speed control of its own.
         return stretch(frames, self.sample_rate, request.speed)
 
     def _speak(
@@ -243,18 +209,14 @@ class PocketEngine:
         stop = threading.Event()
         batching = model.max_decoder_frames_per_call
         if seed is not None:
-            # Sampling draws from torch's global generator, in pocket-tts' one generation thread.
+            # Sampling draws from torch's global generator.
             torch.manual_seed(seed)
-            # The decoder otherwise takes as many frames per call as are ready, a number that
-            # depends on thread timing and moves the float rounding: one frame per call is
-            # what makes a seeded output repeat bit for bit.
+            # Frames per decoder call otherwise follow thread timing, which moves the float
+            # rounding: one per call makes a seeded output repeat bit for bit.
             model.max_decoder_frames_per_call = 1
-        # Generation runs in pocket-tts' own threads, ahead of this generator; the event is how
-        # they learn that the consumer left (closing this generator lands in `finally`).
+        # How pocket-tts' generation threads learn that the consumer left.
         else:
-            # The first decoder call decodes the first frame alone, so the first audio leaves
-            # as soon as it exists, not with the frames generated while it was decoded; later
-            # calls take what is ready again.
+            # The first frame is decoded alone, so the first audio leaves as soon as it exists.
             model.max_decoder_frames_per_call = 1
         frames = model.generate_audio_stream(state, text, stop=stop)
         try:
@@ -264,16 +226,16 @@ class PocketEngine:
                 yield PcmChunk.from_float(frame.numpy(), self.sample_rate)
         finally:
             stop.set()
-            # Drain rather than close: the threads stop at their next frame and the stream
-            # then ends, so none of this job's threads still uses the model in the next job.
+            # Drain rather than close, so none of this job's threads still uses the model in
+            # the next job.
             for _ in frames:
                 pass
             model.max_decoder_frames_per_call = batching
 
     def _prompt_state(self, prompt: PcmChunk) -> Any:
         if not self.can_clone:
-            # pocket-tts checks this for files only; a tensor prompt would run on weights that
-            # ignore it, and speak in no particular voice.
+            # pocket-tts checks this for files only; a tensor prompt on weights without
+            # cloning would speak in no particular voice.
             raise ValueError("this pocket-tts model has no voice-cloning weights")
         if prompt.sample_rate != self.sample_rate:
             raise ValueError(f"voice prompt at {prompt.sample_rate} Hz, not {self.sample_rate}")
@@ -281,10 +243,9 @@ class PocketEngine:
         return self._model.get_state_for_audio_prompt(audio.unsqueeze(0))
 
     def _state(self, voice: str) -> tuple[TTSModel, Any]:
-        """The model and its state for `voice`, computed once (a .wav costs a pass of the
-        codec)."""
+        """The model and its state for `voice`, computed once."""
         if voice not in self._ids and not _is_voice_file(voice):
-            # Pulled since the last look? Manifests and directory listings: cheap to read.
+            # Pulled since the last look? Manifests are cheap to read.
             self._rescan()
         if voice in self._ids:
             config, name = self._ids[voice]
@@ -304,7 +265,7 @@ class PocketEngine:
             )
         path = Path(voice).resolve()
         model = self._model
-        # The modification time is part of the key, so a file replaced in place is read again.
+        # The modification time in the key rereads a file replaced in place.
         return model, self._cached(
             (self._default.name, str(path), path.stat().st_mtime_ns),
             lambda: model.get_state_for_audio_prompt(path),
@@ -321,7 +282,6 @@ class PocketEngine:
         self.loads += 1
         while len(self._models) > self._bound:
             evicted, _ = self._models.popitem(last=False)
-            # Its voice states are KV caches of that model: useless without it.
             for key in [key for key in self._states if key[0] == evicted]:
                 del self._states[key]
         return model
@@ -344,7 +304,6 @@ class PocketEngine:
             bare = name not in ids and counts[name] == 1
             ids[name if bare else f"{config}-{name}"] = (config, name)
         listed = dict(ids)
-        # The qualified form is accepted for every installed voice, listed or not.
         for config, name in others:
             ids.setdefault(f"{config}-{name}", (config, name))
         self._specs, self._ids = specs, ids
@@ -387,8 +346,8 @@ def _builtin_state(model: TTSModel, voice: str) -> Any:
     try:
         return model.get_state_for_audio_prompt(voice)
     except OSError as error:
-        # Built-in voices come from the Hugging Face hub on first use; huggingface_hub raises
-        # OSError subclasses when the hub is unreachable and the cache lacks the file.
+        # huggingface_hub raises OSError subclasses when the hub is unreachable and the
+        # cache lacks a built-in voice.
         raise RuntimeError(
             f"pocket voice {voice!r} is not in the Hugging Face cache and the hub is "
             f"unreachable: download it once, or clone a local .wav instead ({error})"
