@@ -1,18 +1,10 @@
 """Voice prompts from uploaded audio: decode any common format, check that it holds speech.
 
-A clip is decoded with PyAV (WAV, MP3, Ogg/Opus, FLAC, M4A/AAC, WebM...), downmixed to mono and
-resampled to the engine's rate. Decoding stops at `max_seconds`: a few KiB of FLAC can hold
-hours of silence or DC (65535-sample frames of a constant, 15 bytes each), and a WAV at 1 Hz
-a day of samples, so a file's size says nothing of its decoded size. Sample rates outside
-8-384 kHz are refused before any decoding: below 8 kHz is no voice worth cloning, and a tiny
-rate turns every input sample into thousands of output ones.
-
-Speech is measured as 20 ms frames louder than -40 dBFS: enough to tell a voice from silence or
-a hum-free room, without a voice-activity model. A loud signal is still not speech if it is
-steady: speech rises and falls with every syllable, so the loud frames' levels spread over
-15-20 dB (10th to 90th percentile; measured on Piper's voices), while a tone, a buzz, a sweep,
-DC or white noise stay within 1 dB. A clip whose loud frames spread less than 6 dB is
-`steady`.
+Decoding stops at `max_seconds`, as a few KiB of FLAC can hold hours of constant samples, and
+rates outside 8-384 kHz are refused before decoding, as a tiny rate turns each input sample into
+thousands. Speech is 20 ms frames louder than -40 dBFS, no voice-activity model needed; loud
+frames whose levels barely spread (a tone, a buzz, DC, white noise) are `steady`, not speech,
+which rises and falls with every syllable.
 """
 
 from __future__ import annotations
@@ -27,7 +19,7 @@ import numpy as np
 from speechgate.audio.pcm import PcmChunk
 
 _FRAME_SECONDS = 0.02
-# -40 dBFS RMS: quiet speech is around -30, a silent room's noise floor below -60.
+# Quiet speech is around -30 dBFS, a silent room's noise floor below -60.
 _SPEECH_RMS = 10 ** (-40 / 20)
 MIN_SAMPLE_RATE = 8000
 MAX_SAMPLE_RATE = 384000
@@ -36,14 +28,11 @@ STEADY_SPREAD_DB = 6.0
 
 
 class UndecodableAudio(ValueError):
-    """The bytes are not audio that PyAV can decode, hold no audio stream, or are sampled at a
-    rate no voice is recorded at."""
+    """The bytes are not decodable audio, or are sampled at a rate no voice is recorded at."""
 
 
 @dataclass(frozen=True)
 class Clip:
-    """A decoded voice prompt and how much of it is speech."""
-
     pcm: PcmChunk
     speech_seconds: float
     level_spread: float
@@ -51,13 +40,12 @@ class Clip:
 
     @property
     def steady(self) -> bool:
-        """Loud, but too even to be someone speaking (a tone, noise, DC)."""
         return self.level_spread < STEADY_SPREAD_DB
 
 
 def decode_clip(data: bytes | BinaryIO, sample_rate: int, max_seconds: float) -> Clip:
-    """Decode the first `max_seconds` of `data` to mono 16-bit PCM at `sample_rate`; the rest
-    of the file is never decoded (nor, mostly, read). Raises UndecodableAudio."""
+    """Decode the first `max_seconds` of `data` to mono 16-bit PCM at `sample_rate`. Raises
+    UndecodableAudio."""
     limit = round(max_seconds * sample_rate)
     parts: list[np.ndarray] = []
     kept = 0
@@ -95,7 +83,6 @@ def _check_rate(rate: int | None) -> None:
 
 
 def speech_seconds(pcm: PcmChunk) -> float:
-    """Seconds of `pcm` in 20 ms frames louder than -40 dBFS."""
     frame, levels = _frame_levels(pcm)
     return float(np.count_nonzero(levels > _SPEECH_RMS)) * frame / pcm.sample_rate
 
@@ -111,7 +98,6 @@ def level_spread(pcm: PcmChunk) -> float:
 
 
 def trim(pcm: PcmChunk, max_seconds: float) -> PcmChunk:
-    """`pcm` from its first loud frame on, cut to `max_seconds`."""
     frame, levels = _frame_levels(pcm)
     loud = levels > _SPEECH_RMS
     start = int(np.argmax(loud)) * frame if loud.any() else 0

@@ -5,17 +5,9 @@
         yield encoder.encode(chunk)
     yield encoder.finish()
 
-An encoder is stateful and not thread-safe: use one per response, from one thread at a time.
-
-Given a seekable `file`, an encoder writes there instead and completes the headers a stream
-cannot (WAV sizes, FLAC's sample count, MP3's Xing/LAME frame with the gapless delay and
-padding); `encode` and `finish` then return nothing. A streamed MP3 starts with a LAME tag too,
-with the delay but no padding or length, and ends at the first frame that completes its audio.
-AAC in ADTS has no place for its priming: its first frame, which decodes to the priming, is
-left out (see `_MuxerBackend`).
-
-So every format decodes to the PCM's length, or at most one codec frame more (the last
-frame's fill).
+An encoder is stateful and not thread-safe: one per response. Given a seekable `file`, it
+writes there and completes the headers a stream cannot. Every format decodes to the PCM's
+length, or at most one codec frame more.
 """
 
 from __future__ import annotations
@@ -41,16 +33,14 @@ class _Codec:
     codec: str
     muxer_options: Mapping[str, str] = field(default_factory=dict)
     codec_options: Mapping[str, str] = field(default_factory=dict)
-    bit_rate: int | None = None  # None: the codec's default
+    bit_rate: int | None = None
 
 
 _CODECS: dict[AudioFormat, _Codec] = {
-    # libmp3lame defaults to 1/11 of the PCM bit rate (~32 kb/s at 24 kHz), audibly poor for
-    # speech; 64 kb/s is valid at every MPEG rate.
+    # libmp3lame's default is audibly poor for speech; 64 kb/s is valid at every MPEG rate.
     AudioFormat.MP3: _Codec("mp3", "libmp3lame", bit_rate=64_000),
-    # The ogg muxer holds packets until a page spans `page_duration` (1 s by default). 60 ms,
-    # three 20 ms Opus frames, holds back at most ~0.1 s of audio and costs ~4 kb/s of page
-    # headers; a page per frame would cost ~11 kb/s.
+    # The ogg muxer holds packets until a page spans `page_duration` (1 s by default); three
+    # Opus frames a page hold little back at a modest cost in page headers.
     AudioFormat.OPUS: _Codec(
         "ogg",
         "libopus",
@@ -61,22 +51,19 @@ _CODECS: dict[AudioFormat, _Codec] = {
     # The FLAC muxer reserves 8 KiB of padding to rewrite tags in place later, which a
     # non-seekable stream never can.
     AudioFormat.FLAC: _Codec("flac", "flac", muxer_options={"metadata_header_padding": "0"}),
-    # G.711 through ffmpeg's own codecs, into its headerless raw muxers.
     AudioFormat.ULAW: _Codec("mulaw", "pcm_mulaw"),
     AudioFormat.ALAW: _Codec("alaw", "pcm_alaw"),
 }
 
 
-# Codec options when a client names the bit rate (`opus_48000_32`). libopus' default VBR
-# overshoots on steady, tonal audio (measured: 32 kb/s asked, 45 kb/s sent); constrained VBR
-# keeps to the rate the name promises, within a few percent.
+# When a client names the bit rate (`opus_48000_32`): libopus' default VBR overshoots on steady,
+# tonal audio; constrained VBR keeps to the rate the name promises.
 _NAMED_BIT_RATE_OPTIONS: dict[AudioFormat, dict[str, str]] = {
     AudioFormat.OPUS: {"vbr": "constrained"},
 }
 
-# Samples of priming a decoder plays before the first input sample, in a stream that cannot
-# say so. None now: ADTS has no field for AAC's 1024, so its priming frame is not sent; a
-# streamed MP3 marks its priming in a LAME tag (below) and Ogg Opus its pre-skip.
+# Priming a decoder plays in a stream that cannot say so: none, as AAC's priming frame is not
+# sent, MP3 has a LAME tag and Ogg Opus its pre-skip.
 _STREAM_PRIMING: dict[AudioFormat, int] = {}
 
 
@@ -85,9 +72,8 @@ def stream_priming(fmt: AudioFormat, output_rate: int) -> float:
     return _STREAM_PRIMING.get(fmt, 0) / output_rate
 
 
-# libmp3lame's encoder delay at every rate, as it writes it in the LAME tag of a file.
 _LAME_ENCODER_DELAY = 576
-# What an MP3 decoder adds to the delay a LAME tag gives (its filter bank's), and skips too.
+# An MP3 decoder adds its filter bank's delay to the LAME tag's, and skips it too.
 _MP3_DECODER_DELAY = 529
 
 
@@ -102,14 +88,10 @@ def _crc16(data: bytes) -> int:
 
 
 def _lame_tag_frame(first_header: bytes, bit_rate: int, sample_rate: int) -> bytes:
-    """An Info frame with a LAME tag for a CBR MP3 stream whose first frame has `first_header`.
-
-    It tells decoders that read it (libavformat, so PyAV and Chrome; Firefox; Safari) to drop
-    the encoder's delay; others decode it as one frame of silence. A stream knows neither its
-    frame count nor its end padding: the count is left out and the padding is 0. The byte count
-    is 0xFFFFFFFF, unknown, as a streamed WAV's sizes: libavformat skips the tag's own frame only
-    when the tag gives a count or a size.
-    """
+    """An Info frame with a LAME tag for a CBR MP3 stream, telling decoders to drop the
+    encoder's delay (others hear one frame of silence). A stream knows no frame count nor end
+    padding; the byte count is "unknown", as libavformat skips the tag's own frame only when
+    the tag gives a count or a size."""
     mpeg1 = bool(first_header[1] & 0x08)
     mono = first_header[3] >> 6 == 3
     # Same stream parameters; no CRC (protection bit set) and no padding slot.
@@ -124,9 +106,7 @@ def _lame_tag_frame(first_header: bytes, bit_rate: int, sample_rate: int) -> byt
         + bytes(side_info)
         + b"Info"
         + struct.pack(">II", xing_bytes_flag, 0xFFFFFFFF)
-        # LAME extension: version, revision 0 / CBR, lowpass, peak, two replay gains, flags,
-        # bit rate, then 12 bits of encoder delay and 12 of padding; misc, gain, preset,
-        # music length, music CRC, all unknown.
+        # LAME extension: only the encoder delay is known; padding and lengths are not.
         + b"LAME3.100"
         + bytes((0x01, 0))
         + bytes(4 + 2 + 2 + 1)
@@ -139,16 +119,9 @@ def _lame_tag_frame(first_header: bytes, bit_rate: int, sample_rate: int) -> byt
 
 
 class StreamEncoder:
-    """Encodes mono PCM at `input_rate` to `format` at `output_rate`, chunk by chunk.
-
-    `encode` returns everything the codec has released, so a client hears audio while later
-    chunks are still being synthesized: all but the last ~0.1 s fed (codec lookahead, frame
-    and Ogg page filling; ~0.25 s for mp3 and aac at 8 kHz). `finish` returns the rest.
-
-    `bit_rate` (bits per second) sets a compressed codec's rate instead of its default here.
-
-    Raises `ValueError` if `format` cannot be encoded at `output_rate`, or takes no bit rate.
-    """
+    """Encodes mono PCM at `input_rate` to `format` at `output_rate`, chunk by chunk: `encode`
+    returns all the codec has released, `finish` the rest. Raises `ValueError` if `format`
+    cannot be encoded at `output_rate` or takes no bit rate."""
 
     def __init__(
         self,
@@ -171,8 +144,7 @@ class StreamEncoder:
             self._backend = _MuxerBackend(self.format, output_rate, file, bit_rate)
         else:
             self._backend = _RawBackend(self.format, output_rate, file)
-        # The resampler keeps filter state across calls, so chunk boundaries leave no clicks
-        # or gaps; it also converts to the sample format the codec wants (s32p for mp3, ...).
+        # One resampler across calls: its filter state leaves no clicks at chunk boundaries.
         self._resampler = av.AudioResampler(
             format=self._backend.sample_format, layout="mono", rate=output_rate
         )
@@ -186,7 +158,7 @@ class StreamEncoder:
         return self.format.content_type
 
     def encode(self, chunk: PcmChunk) -> bytes:
-        """Encode `chunk`; return the bytes ready now, possibly none."""
+        """Encode `chunk`; return the bytes ready now."""
         self._check_open()
         if chunk.sample_rate != self.input_rate:
             raise ValueError(
@@ -207,7 +179,7 @@ class StreamEncoder:
         return self._backend.drain()
 
     def finish(self) -> bytes:
-        """Flush the resampler, the codec and the container; return the rest of the stream."""
+        """Flush everything; return the rest of the stream."""
         self._check_open()
         for resampled in self._resampler.resample(None):
             self._backend.write(resampled)
@@ -215,7 +187,7 @@ class StreamEncoder:
         return self._backend.finish()
 
     def close(self) -> None:
-        """Abandon the stream (say, the client left) and release the codec. Idempotent."""
+        """Abandon the stream and release the codec. Idempotent."""
         if not self._closed:
             self._closed = True
             self._backend.close()
@@ -238,7 +210,7 @@ def encode_all(
         if encoder is None:
             encoder = StreamEncoder(format, chunk.sample_rate, output_rate, bit_rate=bit_rate)
         parts.append(encoder.encode(chunk))
-    if encoder is None:  # No audio: still a valid (empty) stream, so no resampling is needed.
+    if encoder is None:  # no audio: still a valid, empty stream
         encoder = StreamEncoder(format, output_rate, output_rate, bit_rate=bit_rate)
     parts.append(encoder.finish())
     return b"".join(parts)
@@ -249,11 +221,8 @@ _UNKNOWN_SIZE = 0xFFFFFFFF
 
 
 def _wav_header(sample_rate: int, data_size: int = _UNKNOWN_SIZE) -> bytes:
-    """A 44-byte RIFF/WAVE header for mono s16 PCM of `data_size` bytes.
-
-    A streamed body cannot be rewound to fill in the sizes, so both are 0xFFFFFFFF, as in
-    OpenAI's streamed WAV; ffmpeg and Python's `wave` read such a file to its end.
-    """
+    """A 44-byte RIFF/WAVE header for mono s16 PCM of `data_size` bytes; a stream's sizes are
+    0xFFFFFFFF, as in OpenAI's streamed WAV, which decoders read to its end."""
     riff_size = _UNKNOWN_SIZE if data_size == _UNKNOWN_SIZE else data_size + _WAV_HEADER_SIZE - 8
     channels, sample_width = 1, 2
     return (
@@ -313,11 +282,8 @@ class _RawBackend:
 
 
 class _Sink:
-    """The container's output: write-only, so PyAV treats it as non-seekable, like a socket.
-
-    Muxers then never seek back to patch headers (mp3's Xing frame, FLAC's STREAMINFO
-    totals); they write what a live stream can carry.
-    """
+    """The container's output: write-only, so muxers never seek back to patch headers and
+    write what a live stream can carry."""
 
     def __init__(self) -> None:
         self._buffer = bytearray()
@@ -335,12 +301,9 @@ class _Sink:
 class _MuxerBackend:
     """A PyAV codec in a PyAV container, written to a `_Sink`.
 
-    AAC's first frame decodes to the encoder's priming, 1024 samples before the first input
-    sample, which ADTS cannot tell a decoder to drop: it is not sent. The frame after it then
-    decodes without the overlap the first one held, which changes only its first 1024 samples,
-    the start of a TTS engine's leading silence. A streamed MP3 stops at the frame that
-    completes its audio (the LAME tag cannot give the end padding); the frames libmp3lame
-    flushes after that hold only padding.
+    AAC's first frame decodes to the priming, which ADTS cannot tell a decoder to drop, so it
+    is not sent (changing only the start of the engine's leading silence). A streamed MP3 stops
+    at the frame that completes its audio, as the LAME tag cannot give the end padding.
     """
 
     def __init__(
@@ -352,14 +315,10 @@ class _MuxerBackend:
     ) -> None:
         codec = _CODECS[format]
         self._sink = _Sink()
-        # A seekable file lets the muxer go back and complete its headers at the end.
         output: BinaryIO | _Sink = file if file is not None else self._sink
-        # Streaming relies on every packet reaching the sink at once rather than sitting in
-        # the 32 KiB I/O buffer; ffmpeg's "auto" already does that for a non-seekable output,
-        # but say so.
+        # Every packet must reach the sink at once, not sit in the I/O buffer.
         options = {"flush_packets": "1", **codec.muxer_options}
-        # A seekable MP3 file gets its LAME tag from the muxer, which writes it at the end; a
-        # stream gets one of ours before its first frame (and no ID3 tag ahead of it).
+        # A stream gets our LAME tag before its first frame; a seekable file the muxer's.
         self._lame_tag = format is AudioFormat.MP3 and file is None
         if self._lame_tag:
             options["id3v2_version"] = "0"
@@ -375,10 +334,8 @@ class _MuxerBackend:
         bit_rate = bit_rate or codec.bit_rate
         if bit_rate is not None:
             self._stream.bit_rate = bit_rate
-        # Write the header now: a stream that ends without audio still gets one (an Ogg or
-        # FLAC file is not even that without it).
+        # A stream that ends without audio still needs its header.
         self._container.start_encoding()
-        # The codec's preferred format; PyAV's encoder still cuts frames to the codec's size.
         self.sample_format = self._stream.format.name
         self._skip_priming = format is AudioFormat.AAC
         self._trim_padding = format is AudioFormat.MP3 and file is None

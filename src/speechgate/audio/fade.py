@@ -1,8 +1,7 @@
 """Short fades at the edges of a stream of PCM chunks.
 
-A segment that starts or stops on a non-zero sample puts a step into the joined audio (the
-pause between segments is silence), and a step is heard as a click. A few milliseconds of
-ramp remove it without touching the speech.
+A segment that starts or stops on a non-zero sample is heard as a click against the silence
+between segments; a few milliseconds of ramp remove it.
 """
 
 from __future__ import annotations
@@ -30,15 +29,11 @@ def _ramp(chunk: PcmChunk, seconds: float, rising: bool) -> PcmChunk:
 
 
 def fade_edges(chunks: Iterable[PcmChunk], seconds: float = FADE_SECONDS) -> Generator[PcmChunk]:
-    """The same audio, faded in at its start and out at its end.
-
-    Each chunk is passed on as soon as it arrives but for its last `seconds`, which the fade
-    out would need if no chunk followed: those go out at the head of the next chunk (or, faded,
-    at the end). So the first audio leaves as soon as the engine has made it, not one chunk
-    later. Closing this closes `chunks`.
-    """
+    """The same audio, faded in and out. Each chunk passes on at once but for its last
+    `seconds`, held for a fade out, so the first audio is not a chunk late. Closing this
+    closes `chunks`."""
     iterator = iter(chunks)
-    tail: PcmChunk | None = None  # the end of the audio so far, not yet passed on
+    tail: PcmChunk | None = None  # not yet passed on
     try:
         for chunk in iterator:
             if not chunk.num_samples:

@@ -1,11 +1,8 @@
 """The output formats a client may ask for, and the one place their names are parsed.
 
-A `response_format` name is one of OpenAI's six (`mp3`, ..., `pcm`: the rate from the request,
-or the server's default) or one of ElevenLabs' `output_format` names, which also fix the rate
-and, for compressed ones, the bit rate (`pcm_16000`, `ulaw_8000`, `mp3_44100_128`,
-`opus_48000_64`). `parse_format` turns a name into an `OutputFormat`: the encoding, and what the
-name fixes. Each encoding knows its HTTP content type and the sample rates it can be encoded at,
-so a request can be validated (and answered with a 400) before any audio is produced.
+A name is one of OpenAI's six or one of ElevenLabs' `output_format` names, which also fix the
+rate and bit rate (`mp3_44100_128`). Each encoding knows its content type and sample rates, so
+a request is validated before any audio is produced.
 """
 
 from __future__ import annotations
@@ -14,14 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-# Every format is kept within 8-48 kHz: 8 kHz (telephone speech) is the lowest rate all the
-# codecs share, and no engine produces more than 48 kHz, so higher rates would only add bytes.
+# 8 kHz is the lowest rate all codecs share; no engine produces more than 48 kHz.
 _ANY_RATE = range(8000, 48000 + 1)
 
 
 class AudioFormat(StrEnum):
-    """An encoding of a response body. The first six are OpenAI's `response_format` names;
-    `ulaw` and `alaw` (G.711) are only reached through the names `ulaw_8000` and `alaw_8000`."""
+    """An encoding of a response body; `ulaw` and `alaw` only through `ulaw_8000`/`alaw_8000`."""
 
     MP3 = "mp3"
     OPUS = "opus"
@@ -34,20 +29,16 @@ class AudioFormat(StrEnum):
 
     @property
     def content_type(self) -> str:
-        """The `Content-Type` of a response body in this format."""
         return _CONTENT_TYPES[self]
 
     @property
     def sample_rates(self) -> Sequence[int]:
-        """The output sample rates this format can be encoded at, in Hz.
-
-        A `range` means any integer rate in it, a tuple only the rates listed.
-        """
+        """The output sample rates this format can be encoded at, in Hz."""
         return _SAMPLE_RATES[self]
 
     @property
     def sample_width(self) -> int | None:
-        """Bytes per sample of an uncompressed body (a WAV's header aside); None if compressed."""
+        """Bytes per sample of an uncompressed body; None if compressed."""
         return _SAMPLE_WIDTHS.get(self)
 
     def check_sample_rate(self, rate: int) -> None:
@@ -70,35 +61,28 @@ OPENAI_FORMATS = (
     AudioFormat.WAV,
     AudioFormat.PCM,
 )
-"""The encodings OpenAI names in `response_format`, whose names are the encoding's own."""
 
 _CONTENT_TYPES: dict[AudioFormat, str] = {
     AudioFormat.MP3: "audio/mpeg",
-    # Opus is always sent in an Ogg container, as OpenAI does, hence not "audio/opus".
+    # Opus is always sent in Ogg, as OpenAI does.
     AudioFormat.OPUS: "audio/ogg",
     AudioFormat.AAC: "audio/aac",
     AudioFormat.FLAC: "audio/flac",
     AudioFormat.WAV: "audio/wav",
     AudioFormat.PCM: "audio/pcm",
-    # RFC 2046's audio/basic is exactly this: headerless 8-bit mu-law, mono (at 8 kHz, which
-    # `ulaw_8000` fixes). A-law has no registered type outside RTP (audio/PCMA); this is the
-    # name GStreamer and others use for the same thing.
+    # A-law has no registered type outside RTP; GStreamer and others use this one.
     AudioFormat.ULAW: "audio/basic",
     AudioFormat.ALAW: "audio/x-alaw-basic",
 }
 
 _SAMPLE_RATES: dict[AudioFormat, Sequence[int]] = {
-    # MPEG-2.5, MPEG-2 and MPEG-1 Layer III rates.
     AudioFormat.MP3: (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000),
-    # Opus itself only runs at these rates.
     AudioFormat.OPUS: (8000, 12000, 16000, 24000, 48000),
-    # The rates of the AAC sampling-frequency index table, within 8-48 kHz.
     AudioFormat.AAC: (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000),
     AudioFormat.FLAC: _ANY_RATE,
     AudioFormat.WAV: _ANY_RATE,
     AudioFormat.PCM: _ANY_RATE,
-    # G.711 is defined at 8 kHz, but the companding itself works at any rate; the names
-    # (`ulaw_8000`) are what keep clients at 8 kHz.
+    # G.711 companding works at any rate; the names keep clients at 8 kHz.
     AudioFormat.ULAW: _ANY_RATE,
     AudioFormat.ALAW: _ANY_RATE,
 }
@@ -113,20 +97,16 @@ class OutputFormat:
     name: str
     format: AudioFormat
     sample_rate: int | None = None
-    """Hz; None: the request's `sample_rate`, else the server's default."""
+    """None: the request's `sample_rate`, else the server's default."""
     bit_rate: int | None = None
-    """Bits per second; None: the encoder's default for `format`."""
 
     @property
     def content_type(self) -> str:
         return self.format.content_type
 
     def output_rate(self, requested: int | None, default: int) -> int:
-        """The rate to encode at: the name's own, else `requested`, else `default`.
-
-        Raises `ValueError`, with a message fit for a client, if `requested` contradicts the
-        name or the encoding cannot run at the rate.
-        """
+        """The rate to encode at: the name's own, else `requested`, else `default`. Raises
+        `ValueError`, fit for a client, if `requested` contradicts the name or cannot be."""
         if self.sample_rate is not None:
             if requested is not None and requested != self.sample_rate:
                 raise ValueError(
@@ -149,8 +129,7 @@ def _named(
     return name, OutputFormat(name, format, rate, None if kbps is None else kbps * 1000)
 
 
-# ElevenLabs' published `output_format` list, exactly (pcm_32000 and the wav_ names included):
-# a name outside it is a typo or a format no client expects, better refused than guessed at.
+# ElevenLabs' published list exactly: any other name is a typo, better refused than guessed.
 _ELEVENLABS_RATES = (8000, 16000, 22050, 24000, 32000, 44100, 48000)
 _FORMATS: dict[str, OutputFormat] = dict(
     [
@@ -167,7 +146,6 @@ _FORMATS: dict[str, OutputFormat] = dict(
 )
 
 FORMAT_NAMES: tuple[str, ...] = tuple(_FORMATS)
-"""Every name `parse_format` accepts: OpenAI's six first, then ElevenLabs'."""
 
 
 def parse_format(name: str | OutputFormat) -> OutputFormat:

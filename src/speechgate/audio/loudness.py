@@ -1,7 +1,6 @@
 """Loudness normalization toward an EBU R128 target (ITU-R BS.1770 integrated loudness).
 
-Uses `pyloudnorm`, an optional extra (`speechgate[loudness]`): only a server with a loudness
-target set imports it, and `Settings` refuses a target when it is not installed.
+Uses the optional `pyloudnorm`, imported only by a server with a loudness target.
 """
 
 from __future__ import annotations

@@ -12,18 +12,14 @@ Samples = npt.NDArray[np.int16]
 
 @dataclass(frozen=True)
 class PcmChunk:
-    """A block of mono 16-bit PCM.
-
-    `samples` is a 1-D int16 array; it is never mutated after construction, so chunks can be
-    shared between threads and pickled across process boundaries as they are.
-    """
+    """A block of mono 16-bit PCM; `samples` is never mutated, so chunks are shared freely."""
 
     samples: Samples
     sample_rate: int
 
     @classmethod
     def from_float(cls, audio: npt.NDArray[np.floating], sample_rate: int) -> PcmChunk:
-        """Build a chunk from float audio in [-1, 1] (values outside are clipped)."""
+        """Build a chunk from float audio in [-1, 1], clipping the rest."""
         clipped = np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0)
         return cls(np.round(clipped * 32767.0).astype(np.int16), sample_rate)
 
@@ -37,7 +33,6 @@ class PcmChunk:
 
     @property
     def duration(self) -> float:
-        """Length in seconds."""
         return self.num_samples / self.sample_rate
 
     def to_bytes(self) -> bytes:

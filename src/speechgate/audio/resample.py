@@ -1,8 +1,6 @@
 """Streaming sample-rate conversion of PCM chunks (ffmpeg's swresample through PyAV).
 
-For an engine whose voices are not all at one rate (Piper's x_low and low voices are 16 kHz,
-medium and high 22.05 kHz): the engine reports one `sample_rate`, and the encoders downstream
-take exactly that rate, so a voice at another rate is converted inside the engine.
+For an engine whose voices differ in rate, as everything downstream takes its one `sample_rate`.
 """
 
 from __future__ import annotations
@@ -17,11 +15,8 @@ from speechgate.audio.pcm import PcmChunk
 
 
 def resample(chunks: Iterable[PcmChunk], rate: int) -> Generator[PcmChunk]:
-    """`chunks` at `rate`, chunk for chunk; chunks already at `rate` pass through untouched.
-
-    One resampler serves the whole stream, so its filter state spans chunk boundaries (no
-    clicks); its few samples of delay come out at the end.
-    """
+    """`chunks` at `rate`, chunk for chunk, through one resampler whose filter state spans
+    chunk boundaries (no clicks)."""
     resampler: av.AudioResampler | None = None
     pts = 0
     for chunk in chunks:

@@ -1,8 +1,5 @@
-"""Pitch-preserving time stretch (ffmpeg's WSOLA `atempo` filter through PyAV), streaming.
-
-Used for engines whose own speed control is missing or not proportional, so that `speed=2`
-really halves the duration as OpenAI clients expect.
-"""
+"""Pitch-preserving time stretch (ffmpeg's `atempo` through PyAV), streaming: for engines whose
+own speed control is missing or not proportional, as OpenAI's `speed=2` halves the duration."""
 
 from __future__ import annotations
 
@@ -29,10 +26,8 @@ def _atempo_factors(speed: float) -> list[float]:
 
 
 class TimeStretcher:
-    """Changes tempo by `speed` (2.0 = twice as fast) without changing pitch.
-
-    Feed chunks in order with `process`, then call `flush` once for the tail.
-    """
+    """Changes tempo by `speed` without changing pitch: `process` chunks in order, then
+    `flush` once."""
 
     def __init__(self, sample_rate: int, speed: float) -> None:
         self._rate = sample_rate
@@ -51,7 +46,6 @@ class TimeStretcher:
         self._pts = 0
 
     def process(self, chunk: PcmChunk) -> Iterator[PcmChunk]:
-        """Stretch one chunk; yields whatever output is ready (possibly nothing)."""
         frame = av.AudioFrame.from_ndarray(
             chunk.samples.reshape(1, -1), format="s16", layout="mono"
         )
@@ -62,7 +56,6 @@ class TimeStretcher:
         yield from self._drain()
 
     def flush(self) -> Iterator[PcmChunk]:
-        """Yield the tail the filter still holds."""
         self._source.push(None)
         yield from self._drain()
 
