@@ -1,17 +1,10 @@
 """A lone job's segments spoken two at a time, a core each, while its worker has every core.
 
-A job that runs alone gets every core (the pool widens its worker, see
-`speechgate.workers.pool`), and its engine computes each segment on all of them. For an engine
-that is `SideBySide`, two segments at once, one thread each, make more audio a second than that:
-measured with Piper joe on 2 cores, in-process, four ~85-character sentences, six rounds taking
-turns, 20.4x real time side by side against 17.3x one after the other on two threads, 1.18
-times as fast (`bench/lanes.py` measures it on paragraphs, with this module: 1.16). So a lone
-job's later segments go in pairs. Its first segment always runs alone and wide: a pair would
-delay the first audio, which is what a listener waits for.
-
-A pair is spoken whole before either is handed on, so the engine is idle again whenever the
-worker turns to another job or acts on its messages: engines that are not thread-safe with
-other jobs stay safe, and a width the gateway sends applies from the next segment, as ever.
+For a `SideBySide` engine, two segments at once, a thread each, make more audio a second than
+one after the other on both cores, whose threads wait for each other at every step of the
+graph. The first segment always runs alone and wide, as a pair would delay the first audio.
+A pair is spoken whole before either is handed on, so the engine is idle whenever the worker
+turns to another job or acts on its messages.
 """
 
 from __future__ import annotations
@@ -24,20 +17,15 @@ from speechgate.engines.base import Elastic, Engine, SideBySide, SynthesisReques
 
 T = TypeVar("T")
 
-# Two segments go side by side only if the longer is at most this share of the pair's
-# characters. Side by side, each ran at 0.59 of the speed one segment gets on both cores (the
-# measurement above: 10.2x a thread against 17.3x): a longer share than that keeps the pair
-# waiting on its longer half for more than the wide run of both would have taken.
+# The longer segment's largest share of a pair's characters: each lane runs at a little over
+# half the speed of one wide segment, so a pair more lopsided waits on its longer half for more
+# than the wide run of both would take.
 BALANCE = 0.55
 
 
 class Lanes:
     """One worker's engine width, and the pairs of a job's segments it speaks side by side.
-
-    The worker sets `width` (the threads a job may compute with now) as the pool widens and
-    narrows its job; `segments` reads it before each pair. Use from one thread (the worker's);
-    the second segment of a pair runs on a helper thread of its own.
-    """
+    Use from the worker's thread; a pair's second segment runs on a helper thread."""
 
     def __init__(self, engine: Engine, widths: Sequence[int]) -> None:
         self._engine = engine
@@ -46,33 +34,28 @@ class Lanes:
         self._side_by_side = isinstance(engine, SideBySide) and engine.side_by_side
         self._helper: ThreadPoolExecutor | None = None
         if self._side_by_side:
-            # Its thread is started now, not at the first pair: a thread inherits the cores
-            # of the one that starts it, and one started while the pool moves the worker's
-            # threads (which it lists first) could keep cores the job no longer has.
+            # Started now: a thread started while the pool moves the worker's threads could
+            # keep cores the job no longer has.
             self._helper = ThreadPoolExecutor(1, thread_name_prefix="speechgate-lane")
             self._helper.submit(int).result()
         self.width = self._narrowest
         self.pairs = 0
-        """How many pairs were spoken side by side (for tests and the curious)."""
 
     def set_width(self, threads: int) -> None:
-        """Let the segments that follow compute with `threads` threads."""
         self.width = threads
         self._use_threads(threads)
 
     @property
     def open(self) -> bool:
-        """Whether two segments may run side by side now: the engine can, and the job has
-        exactly two narrow segments' worth of threads. Wider (more cores than two workers
-        have), a pair would leave cores idle that one wide segment uses."""
+        """Whether two segments may run side by side now: the job has exactly two narrow
+        segments' worth of threads (wider, a pair would leave cores idle)."""
         return self._side_by_side and self.width == 2 * self._narrowest
 
     def segments(
         self, parts: Sequence[SynthesisRequest], speak: Callable[[SynthesisRequest], Iterator[T]]
     ) -> Iterator[Iterator[T]]:
-        """`speak(part)` for each of `parts`, in order: the first alone, then two at a time side
-        by side while the lanes are open and the two are balanced (see `BALANCE`), else one at
-        a time. Each iterator must be used up before the next is asked for."""
+        """`speak(part)` for each of `parts` in order, later ones in pairs while the lanes are
+        open and the two are balanced. Use up each iterator before asking for the next."""
         index = 0
         while index < len(parts):
             pair = parts[index : index + 2]
@@ -97,9 +80,8 @@ class Lanes:
         second: SynthesisRequest,
         speak: Callable[[SynthesisRequest], Iterator[T]],
     ) -> tuple[list[T], list[T]]:
-        """Both parts' chunks, spoken at once on the narrowest width; the engine is idle again
-        when this returns or raises."""
-        assert self._helper is not None  # started with the lanes of a `SideBySide` engine
+        """Both parts' chunks, spoken at once on the narrowest width."""
+        assert self._helper is not None
         self._use_threads(self._narrowest)
         try:
             later = self._helper.submit(lambda: list(speak(second)))
