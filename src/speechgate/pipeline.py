@@ -1,8 +1,7 @@
 """From a request to encoded audio: engine PCM -> resample -> encoder, chunk by chunk.
 
-This runs where the engine runs: inside a worker process for the server (so encoding is
-spread over the workers' cores, and the gateway only relays bytes), or in-process for
-`speechgate say`.
+This runs where the engine runs (a worker process, or in-process for `speechgate say`), so
+encoding is spread over the workers' cores and the gateway only relays bytes.
 """
 
 from __future__ import annotations
@@ -42,14 +41,11 @@ class OutputSpec:
     format: AudioFormat
     sample_rate: int
     loudness_target: float | None = None
-    """LUFS each segment is normalized toward (see `speechgate.audio.loudness`); None: off."""
+    """LUFS each segment is normalized toward; None: off."""
     bit_rate: int | None = None
-    """Bits per second of a compressed format; None: the encoder's default."""
     word_times: bool = False
-    """Whether encoded chunks carry the times of the words they complete (`EncodedChunk.words`)."""
     keep_pcm: bool = False
-    """Whether encoded chunks also carry the PCM they encode (`EncodedChunk.pcm`): for the
-    phrase cache, which keeps a request's audio to encode again in any format."""
+    """For the phrase cache, which encodes a request's audio again in any format."""
 
 
 @dataclass(frozen=True)
@@ -59,28 +55,22 @@ class EncodedChunk:
     data: bytes
     audio_seconds: float
     elapsed: float = 0.0
-    """Seconds from the start of rendering to these bytes, where the engine runs: for the
-    first chunk, the engine's own time to first audio, without any transport around it."""
+    """Seconds from the start of rendering, where the engine runs, without any transport."""
     encoding: float = 0.0
-    """Seconds of `elapsed` that encoding these bytes took (resampling included)."""
     words: tuple[WordTime, ...] = ()
-    """With `OutputSpec.word_times`: the words first known with these bytes (characters of the
-    request's text, seconds from the start of its audio), sent no later than their audio."""
+    """With `OutputSpec.word_times`: the words first known with these bytes."""
     pcm: bytes = b""
-    """With `OutputSpec.keep_pcm`: the engine's PCM (int16, at its rate) these bytes encode."""
+    """With `OutputSpec.keep_pcm`: the engine's PCM these bytes encode."""
     between_segments: bool = False
-    """The pause between two segments: yielded once the engine has finished the segment before
-    and before it starts the next, so the engine holds nothing of this request until the next
-    chunk is asked for. A worker serving several jobs turns to another job only here."""
+    """The pause between two segments, when the engine holds nothing of this request: the only
+    point where a worker turns to another job."""
 
 
-# Between segments: the pause of a sentence end at normal speed, which engines speaking one
-# segment at a time no longer add themselves (shortened or lengthened with the speech).
+# A sentence end's pause at speed 1, which engines given one segment at a time do not add.
 SEGMENT_PAUSE = 0.15
 
 
 def segment_pause(speed: float, sample_rate: int) -> PcmChunk:
-    """The silence between two segments of speech spoken at `speed`."""
     return PcmChunk.silence(SEGMENT_PAUSE / speed, sample_rate)
 
 
@@ -94,14 +84,9 @@ def speak_segments(
     loudness: float | None = None,
     limits: SegmentLimits | None = None,
 ) -> Generator[PcmChunk]:
-    """The engine's PCM for `request`, segment by segment (see `speechgate.text.segment`).
-
-    The first segment is short, so the first audio comes early; later ones are sentences, so a
-    long input streams steadily and a cancelled job stops at the next segment at the latest.
-    With a `loudness` target (LUFS), each segment is normalized toward it as a whole, so a
-    segment's first audio waits for its last. `limits`: where segments are cut (see
-    `SegmentLimits.for_speed`); default the fixed ones.
-    """
+    """The engine's PCM for `request`, segment by segment: a short first one for early audio,
+    then sentences. A `loudness` target normalizes each segment whole, so its first audio waits
+    for its last."""
     spoken = _segments(engine, request, loudness, timed=False, limits=limits)
     with contextlib.closing(spoken):
         for chunk in spoken:
@@ -114,23 +99,16 @@ def speak_timed(
     loudness: float | None = None,
     limits: SegmentLimits | None = None,
 ) -> Generator[TimedChunk]:
-    """`speak_segments` with word times in the audio it yields: each word's characters in
-    `request.text` (as the client sent it) and its seconds from the start of that audio, pauses
-    between segments and `request.speed` included.
-
-    An engine that is a `WordTimer` says when its words are heard; for any other, each
-    segment's words are estimated from its audio (`speechgate.timing.estimate_words`: coarse,
-    and the segment's audio is held until it is whole).
-    """
+    """`speak_segments` with word times in the client's characters. For an engine that is not
+    a `WordTimer` they are estimated, and each segment's audio is held until it is whole."""
     return _segments(engine, request, loudness, timed=True, limits=limits)
 
 
 @dataclass(frozen=True)
 class _Part:
-    """One segment for the engine: `request` says it; its characters start at `start` of
-    `rewrite.spoken`, whose map leads back to the client's text; `pause` seconds of silence
-    come before it. Next to a break that a request asks for (`break_before`, `break_after`),
-    the engine's own silence at that edge is cut, so the break is as long as asked."""
+    """One segment for the engine, at `start` of `rewrite.spoken`, after `pause` seconds of
+    silence. Next to a requested break the engine's own silence is cut, so the break is as
+    long as asked."""
 
     request: SynthesisRequest
     rewrite: Rewrite
@@ -138,16 +116,13 @@ class _Part:
     pause: float
     break_before: bool = False
     break_after: bool = False
-    joined: bool = False  # cut from the sentence before at a clause: no pause of its own
+    joined: bool = False  # cut at a clause: no pause of its own
 
 
 def _parts(
     request: SynthesisRequest, sample_rate: int, limits: SegmentLimits | None = None
 ) -> tuple[list[_Part], float]:
-    """The request's segments, and the seconds of silence after the last (an SSML break at
-    the end). Between segments the pause of a sentence end, unless a break says otherwise or
-    the segment goes on with the sentence before (cut at a clause: the engine spoke that pause
-    itself). `limits` cut the first segment."""
+    """The request's segments, and the seconds of silence after the last (an SSML break)."""
     text = clean_text(request.text)
     options = request.text_options
     blocks = prepare(text, options) if options is not None else (Speech(Rewrite.identity(text)),)
@@ -196,7 +171,6 @@ def _segments(
     def speak(part: SynthesisRequest) -> Iterator[TimedChunk]:
         return _synthesize(engine, part, timed)
 
-    # One segment's chunks per `next`, asked for only after the pause before it.
     requests = [part.request for part in parts]
     spoken = lanes.segments(requests, speak) if lanes is not None else map(speak, requests)
     words: SourceWords | None = None
@@ -215,7 +189,6 @@ def _segments(
         said = next(spoken)
         if part.break_before or part.break_after:
             said = _trim_silence(said, part.break_before, part.break_after)
-        # Faded edges: the join with the pause is silent. Closing this closes the engine's.
         chunks = carry_words(fade_edges, said)
         segment_start = elapsed
         with contextlib.closing(chunks):
@@ -238,9 +211,9 @@ def _segments(
         yield _Pause(PcmChunk.silence(tail, engine.sample_rate))
 
 
-# Quieter than this (-40 dBFS) is an engine's silence before or after its speech, not speech.
+# -40 dBFS: an engine's silence around its speech.
 _QUIET = round(0.01 * 32767)
-# Kept of that silence next to the speech, so a soft onset or decay is not cut.
+# Kept next to the speech, so a soft onset or decay is not cut.
 _MARGIN_SECONDS = 0.01
 
 
@@ -253,7 +226,7 @@ def _trim_silence(chunks: Iterator[TimedChunk], lead: bool, tail: bool) -> Gener
     """`chunks` without the silence the engine put before its speech (`lead`) or after it
     (`tail`); words move with the audio. Trailing quiet is held until more sound follows."""
     with contextlib.closing(chunks) if isinstance(chunks, Generator) else contextlib.nullcontext():
-        cut = 0.0  # seconds cut from the start
+        cut = 0.0  # seconds
         started = not lead
         pending = np.zeros(0, np.int16)
         for chunk in chunks:
@@ -289,8 +262,7 @@ def _untimed(chunks: Iterator[PcmChunk]) -> Generator[TimedChunk]:
 
 
 def _estimated(chunks: Iterator[PcmChunk], text: str) -> Generator[TimedChunk]:
-    """`chunks` whole, with `estimate_words` for their words: for engines that cannot say when
-    their words are heard."""
+    """`chunks` whole, with `estimate_words` for their words."""
     with contextlib.closing(chunks) if isinstance(chunks, Generator) else contextlib.nullcontext():
         held = list(chunks)
     if not held:
@@ -309,13 +281,8 @@ def render(
     lanes: Lanes | None = None,
     limits: SegmentLimits | None = None,
 ) -> Generator[EncodedChunk]:
-    """Synthesize and encode, yielding bytes as soon as the encoder releases them (into a
-    seekable `file` instead, if given, with complete headers: see `StreamEncoder`). With
-    `lanes`, segments may be spoken two at a time (see `speechgate.lanes`); `limits`: where
-    segments are cut (the first one sized to the engine: `SegmentLimits.for_speed`).
-
-    Closing the iterator early stops the engine at its next chunk.
-    """
+    """Synthesize and encode, yielding bytes as the encoder releases them (into a seekable
+    `file` instead, if given). Closing the iterator early stops the engine at its next chunk."""
     started = time.perf_counter()
     encoder = StreamEncoder(
         output.format, engine.sample_rate, output.sample_rate, file, output.bit_rate
