@@ -44,7 +44,7 @@ class InvalidRequest(SpeechgateError):
 class VoiceNotFound(InvalidRequest):
     default_code = "voice_not_found"
 
-    # espeak-ng alone has hundreds of voices; the message names the first ones.
+    # espeak-ng alone has hundreds of voices.
     listed = 40
 
     def __init__(self, voice: str, valid: list[str]) -> None:
@@ -58,9 +58,7 @@ class VoiceNotFound(InvalidRequest):
 
 
 class VoiceNotInstalled(InvalidRequest):
-    """A voice name speechgate knows (an alias's target) whose voice is not installed here.
-
-    `ref` is what `speechgate voices pull` takes to install it, when a pull can."""
+    """A voice speechgate knows that is not installed here; `ref` is what pulls it."""
 
     default_code = "voice_not_installed"
 
@@ -87,7 +85,6 @@ class ModelNotFound(InvalidRequest):
     default_code = "model_not_found"
 
     def __init__(self, model: str, valid: list[str], hint: str | None = None) -> None:
-        """`hint` says how to enable a model speechgate knows but has not loaded."""
         reason = hint or "does not exist."
         super().__init__(
             f"The model {model!r} {reason} Available models: {', '.join(valid)}.",
@@ -96,8 +93,7 @@ class ModelNotFound(InvalidRequest):
 
 
 class Unprocessable(InvalidRequest):
-    """A field of the right type with a value the API does not take: what ElevenLabs' API
-    answers 422 (OpenAI's answers such values 400)."""
+    """A field of the right type with a value the API does not take: ElevenLabs' 422."""
 
     status_code = 422
 
@@ -128,8 +124,7 @@ class UnsupportedMediaType(InvalidRequest):
 
 
 class NotPullable(NotFound):
-    """A `voices pull` reference that no index (Piper's voices.json, Kokoro's repository,
-    pocket-tts' configs) knows."""
+    """A `voices pull` reference that no index knows."""
 
     default_code = "not_pullable"
 
@@ -142,8 +137,7 @@ class RequestTimeout(InvalidRequest):
 
 
 class SessionExpired(SpeechgateError):
-    """A streaming session reached its maximum length (`max_session_seconds`) and was closed;
-    a new session may carry on."""
+    """A streaming session reached `max_session_seconds` and was closed."""
 
     status_code = 408
     error_type = "invalid_request_error"
@@ -162,8 +156,7 @@ def _retry_headers(retry_after: float) -> dict[str, str]:
 
 
 class QueueFull(SpeechgateError):
-    """Refused before waiting: the request's predicted wait for a worker is beyond the limit
-    (or the queue is full); Retry-After is that prediction."""
+    """Refused before waiting, the predicted wait being its Retry-After."""
 
     status_code = 429
     error_type = "rate_limit_error"
@@ -179,8 +172,7 @@ class QueueFull(SpeechgateError):
 
 
 class QueueStalled(SpeechgateError):
-    """An admitted request waited far beyond any predicted wait: no worker is serving (all
-    wedged or failing to restart). Never the fate of a request in a pool that is only slow."""
+    """An admitted request waited far beyond any predicted wait: no worker is serving."""
 
     status_code = 503
     error_type = "server_error"
@@ -220,8 +212,7 @@ class WorkerLost(SpeechgateError):
 
 
 class WorkerStalled(WorkerLost):
-    """The worker running a job stopped making progress (not even its heartbeat) and was
-    replaced; the request may be retried."""
+    """The worker running a job went silent and was replaced; the request may be retried."""
 
     default_code = "worker_stalled"
 
@@ -240,12 +231,8 @@ class NotReady(SpeechgateError):
 
 
 class NotConfigured(NotFound):
-    """A route whose backing service is not configured.
-
-    404 rather than 501: OpenAI's SDKs retry every 5xx (501 included) with backoff, which
-    cannot help until an operator changes a setting, while a 404 fails at once, and clients
-    such as Open WebUI read it as "this server does not offer that endpoint".
-    """
+    """A route whose backing service is not configured: 404, as OpenAI's SDKs retry any 5xx
+    and clients such as Open WebUI read 404 as "no such endpoint here"."""
 
     default_code = "not_configured"
 
@@ -269,15 +256,13 @@ class UpstreamTimeout(UpstreamError):
 
 
 class UpstreamBadResponse(UpstreamError):
-    """The upstream answered outside OpenAI's protocol (an HTML error page, a 200 that is not
-    JSON, a stream that is not server-sent events)."""
+    """The upstream answered outside OpenAI's protocol (an HTML page, a 200 that is not JSON)."""
 
     default_code = "upstream_bad_response"
 
 
 class UpstreamRejected(UpstreamError):
-    """The upstream answered an OpenAI error. It is relayed with the upstream's own status,
-    type, param and code, so that clients see what they would have seen calling it directly."""
+    """The upstream answered an OpenAI error, relayed as it was."""
 
     def __init__(
         self,
@@ -292,7 +277,6 @@ class UpstreamRejected(UpstreamError):
         super().__init__(message, param=param, headers=headers)
         self.status_code = status_code
         self.error_type = error_type
-        # The upstream's code as it was, even when it had none.
         self.code = code
 
 
@@ -300,8 +284,7 @@ class UpstreamRejected(UpstreamError):
 
 
 class AuthenticationFailed(SpeechgateError):
-    """No key, or one that is unknown, revoked or expired. OpenAI answers these 401 with
-    type `invalid_request_error` and code `invalid_api_key`."""
+    """No key, or one that is unknown, revoked or expired (OpenAI's type and code)."""
 
     status_code = 401
     error_type = "invalid_request_error"
@@ -348,8 +331,7 @@ class InsufficientQuota(RateLimited):
 
 
 class LimitsUnavailable(SpeechgateError):
-    """The shared per-key limits (Redis, `limits_url`) cannot be reached, so a keyed request's
-    limits cannot be checked."""
+    """The shared per-key limits (`limits_url`) cannot be reached."""
 
     status_code = 503
     default_code = "limits_unavailable"
@@ -389,8 +371,7 @@ class PullFailed(SpeechgateError):
 
 
 class ChecksumMismatch(PullFailed):
-    """A downloaded file does not match the checksum its index gives: it was deleted, and
-    nothing was installed."""
+    """A downloaded file does not match its index's checksum; nothing was installed."""
 
     default_code = "checksum_mismatch"
 
@@ -416,8 +397,8 @@ _POSTGRES_DISK_FULL = "53100"
 
 
 def disk_full(error: BaseException) -> bool:
-    """Whether `error`, or an error it was raised from, says a disk is full: ENOSPC or EDQUOT
-    from the OS, SQLite's SQLITE_FULL, PostgreSQL's disk_full (through SQLAlchemy's `orig`)."""
+    """Whether `error`, or one it was raised from, says a disk is full (OS, SQLite or
+    PostgreSQL)."""
     import errno
 
     seen: set[int] = set()
