@@ -1,13 +1,10 @@
 """uvicorn, set up for clients that may be slow or hostile.
 
-uvicorn's HTTP protocol (httptools) puts no bound on how long a request head may take or how
-large it may be, and its `limit_concurrency` counts half-sent requests like real ones, so a
-few thousand idle sockets would have every real client answered 503 (or, past the
-file-descriptor limit, not at all). `GuardedHttpProtocol` adds, per connection: a deadline for
-the request head, a bound on its size, a connection cap that sheds the oldest connection
-still waiting for a head, and a bound on how long a response may wait for a client that reads
-nothing. Request bodies are bounded in time and size by
-`speechgate.api.middleware.BodyLimitMiddleware`, where the answer can be OpenAI's error JSON.
+uvicorn bounds neither how long a request head may take nor its size, and its
+`limit_concurrency` counts half-sent requests, so a few thousand idle sockets would lock out
+every real client. `GuardedHttpProtocol` adds a head deadline and size bound, a connection cap
+that sheds the oldest connection still waiting for a head, and a bound on how long a response
+waits for a client that reads nothing. Bodies are bounded in `BodyLimitMiddleware`.
 """
 
 from __future__ import annotations
@@ -27,18 +24,14 @@ class _HeadTooLarge(Exception):
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a head deadline, a head size bound and a connection
-    cap. Configure it with `guarded_protocol`, which makes a subclass per server.
-
-    Event-loop only, like the protocol it extends: no method is thread-safe.
-    """
+    """uvicorn's httptools protocol with guards; `guarded_protocol` makes one per server.
+    Event-loop only."""
 
     header_timeout: ClassVar[float]
     write_stall_timeout: ClassVar[float]
     max_header_bytes: ClassVar[int]
     max_connections: ClassVar[int]
-    # This server's connections waiting for (the rest of) a request head, oldest first: the
-    # ones shed when connections run out. A dict keeps insertion order.
+    # Connections waiting for a request head, oldest first: those shed first.
     awaiting_head: ClassVar[dict[GuardedHttpProtocol, None]]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -68,7 +61,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        # From a request's first byte; the wait before it is uvicorn's keep-alive timeout.
+        # From the first byte; the wait before it is uvicorn's keep-alive timeout.
         self._arm_head_deadline()
         self._head_bytes = 0
 
@@ -89,13 +82,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         next_head_read = bool(self.pipeline)  # a pipelined request's head is already in
         super().on_response_complete()
         if not next_head_read and not self.transport.is_closing():
-            # Idle until the next request: first in line to be shed.
             self.awaiting_head[self] = None
 
     def pause_writing(self) -> None:
-        # The socket's buffers are full: the client reads nothing for now. The response's
-        # sender waits (its worker is paused too); past this bound the connection is dropped,
-        # which ends the request as a client that left does, job cancelled.
+        # The client reads nothing for now: past this bound the connection is dropped, which
+        # cancels the job as a client that left does.
         super().pause_writing()
         if self._write_deadline is None:
             self._write_deadline = self.loop.call_later(self.write_stall_timeout, self._stalled)
@@ -145,15 +136,15 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
 
 def default_max_connections() -> int:
-    """Three quarters of this process's file-descriptor limit: the rest is left for worker
-    pipes, the store, log files, and the connections accepted before one is shed."""
+    """Three quarters of the file-descriptor limit; the rest is for worker pipes, the store,
+    logs and connections accepted before one is shed."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return max(16, soft * 3 // 4)
 
 
 def connection_caps(settings: Settings) -> tuple[int, int]:
-    """(HTTP, Wyoming) connections allowed at once: two shares of one budget, so that neither
-    front end can take the file descriptors the other needs (Wyoming's is 0 when it is off)."""
+    """(HTTP, Wyoming) connections allowed at once: shares of one budget, so neither front end
+    takes the file descriptors the other needs."""
     budget = settings.max_connections or default_max_connections()
     if settings.wyoming_uri is None:
         return budget, 0
@@ -164,7 +155,6 @@ def connection_caps(settings: Settings) -> tuple[int, int]:
 
 
 def guarded_protocol(settings: Settings) -> type[GuardedHttpProtocol]:
-    """A `GuardedHttpProtocol` class with `settings`' bounds, and its own connection table."""
     return type(
         "GuardedHttpProtocol",
         (GuardedHttpProtocol,),
@@ -179,15 +169,13 @@ def guarded_protocol(settings: Settings) -> type[GuardedHttpProtocol]:
 
 
 def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
-    """uvicorn's config for serving `app` under `settings`' bounds (`options` go to uvicorn)."""
     return uvicorn.Config(
         app,
         **{
             "host": settings.host,
             "port": settings.port,
             "http": guarded_protocol(settings),
-            # uvicorn types it as int but passes it on to asyncio.wait_for, which takes any
-            # number of seconds.
+            # uvicorn types it as int but asyncio.wait_for takes any number of seconds.
             "timeout_graceful_shutdown": settings.shutdown_grace,
             **options,
         },
