@@ -1,7 +1,5 @@
-"""The server's log output: readable lines or one JSON object a line (`Settings.log_format`),
-with the libraries' start-up chatter (Alembic's migrations, uvicorn's start-up lines but the
-one with the address it bound) demoted to DEBUG, so that what speechgate says at start-up is
-read."""
+"""The server's log output, readable lines or JSON, with the libraries' start-up chatter
+demoted to DEBUG so that what speechgate says at start-up is read."""
 
 from __future__ import annotations
 
@@ -12,10 +10,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 LogFormat = Literal["text", "json"]
-# Attributes every LogRecord has: what a record carries beyond them came in `extra`.
+# What a record carries beyond these came in `extra`.
 _RECORD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
-# uvicorn's start-up lines but the one worth an operator's attention, the address it bound
-# ("Uvicorn running on ..."); its shutdown lines stay.
+# uvicorn's start-up lines but "Uvicorn running on ..."; its shutdown lines stay.
 _UVICORN_CHATTER = (
     "Started server process",
     "Waiting for application startup",
@@ -24,8 +21,7 @@ _UVICORN_CHATTER = (
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record: time (UTC, ISO 8601), level, logger, message, the
-    exception if any, and whatever the record was given in `extra`."""
+    """One JSON object per record, with whatever the record was given in `extra`."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -44,11 +40,8 @@ class JsonFormatter(logging.Formatter):
 
 
 class LibraryChatter(logging.Filter):
-    """Logs libraries' INFO start-up lines as DEBUG, dropping them below `level`.
-
-    A handler filter, not a logger's: a logger's filters miss its children's records
-    (`alembic.runtime.migration`), and the handler's own level was checked before this runs.
-    """
+    """Logs libraries' INFO start-up lines as DEBUG. A handler filter, as a logger's misses
+    its children's records (`alembic.runtime.migration`)."""
 
     def __init__(self, level: int) -> None:
         super().__init__()
@@ -70,8 +63,7 @@ def _is_chatter(record: logging.LogRecord) -> bool:
 
 
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
-    """The handler `configure_logging` installs, told apart from others so a second call
-    replaces it."""
+    """Told apart from other handlers, so a second `configure_logging` replaces it."""
 
 
 def configure_logging(log_format: LogFormat = "text", level: str = "info") -> None:
