@@ -1,15 +1,9 @@
 """OpenTelemetry traces: one per speech request, whichever front end it came through.
 
-Off unless the server is started with `Settings.otel_endpoint` (and the `otel` extra is
-installed): until then every function here hands out shared do-nothing objects, and nothing of
-OpenTelemetry is imported here. The spans go to a tracer provider of speechgate's own, not the
-global one (which FastAPI's own telemetry uses).
-
-A front end opens the root span of each request or session (`request`); the shared serving path
-opens the children (`span` for a step, `job` for a worker job's queue, first audio and
-synthesis). Children find their parent in the current context, which contextvars carry across
-awaits and into the tasks that a request starts, so the same span names on every front end show
-that they walk one lifecycle.
+Off unless `Settings.otel_endpoint` is set: until then every function hands out shared
+do-nothing objects and OpenTelemetry is not imported. Spans go to a tracer provider of
+speechgate's own, not the global one FastAPI's telemetry uses. A front end opens the root
+(`request`); the serving path opens the children, found through the current context.
 """
 
 from __future__ import annotations
@@ -55,19 +49,18 @@ _tracer: Tracer | None = None
 
 
 class Span:
-    """A step of a request, as its code sees it. This base class records nothing: it is the
-    span handed out while tracing is off."""
+    """A step of a request. This base class records nothing: it is handed out while tracing
+    is off."""
 
     recording = False
 
-    def set(self, attributes: Attributes) -> None:
-        """Add attributes (names in the `speechgate.` namespace)."""
+    def set(self, attributes: Attributes) -> None: ...
 
     def fail(self, error: BaseException) -> None:
         """Mark the step failed by `error` (cancellation marks it cancelled instead)."""
 
     def end(self) -> None:
-        """End the step, once; later calls do nothing."""
+        """End the step, once."""
 
     def __enter__(self) -> Span:
         return self
@@ -89,8 +82,7 @@ def enabled() -> bool:
 
 
 def span(name: str, attributes: Attributes | None = None) -> Span:
-    """A child of the current span, made current while its `with` block runs (ended, and
-    marked failed by what the block raises, when it exits)."""
+    """A child of the current span, current while its `with` block runs."""
     if _tracer is None:
         return NO_SPAN
     return _Current(_tracer.start_span(name, attributes=attributes))
@@ -125,8 +117,6 @@ class _Recorded(Span):
 
 
 class _Current(_Recorded):
-    """A span made current for a `with` block (`span`)."""
-
     _token: object = None
 
     def __enter__(self) -> Span:
@@ -150,21 +140,17 @@ class _Current(_Recorded):
 
 
 class RequestSpan:
-    """The root span of one request. Its `with` block makes it current and ends it; a front end
-    whose request outlives the block that opened it (a Wyoming job runs in a task of its own)
-    makes it current with `attached` wherever it runs, and ends it with `end`. This base class
-    records nothing (tracing off)."""
+    """The root span of one request, current in its `with` block; a request that outlives the
+    block (a Wyoming job's task) uses `attached` and `end`. This base class records nothing."""
 
     def attached(self) -> contextlib.AbstractContextManager[RequestSpan]:
-        """Current (for the children, and the tasks started meanwhile) until the block ends."""
         return contextlib.nullcontext(self)
 
     def describe(self, attributes: Attributes) -> None:
         """Add attributes; `speechgate.status` >= 500 marks the trace failed."""
 
     def end(self, status: int | None = None) -> None:
-        """End the request, once, with the HTTP status it ended with if `describe` did not
-        say it already."""
+        """End the request, once, with its HTTP status unless `describe` gave it."""
 
     def __enter__(self) -> RequestSpan:
         return self
@@ -239,8 +225,7 @@ _request: ContextVar[RequestSpan] = ContextVar("speechgate_request", default=_NO
 
 
 def request(front_end: str, headers: Mapping[str, str] | None = None) -> RequestSpan:
-    """A new request's root span. With `headers` (an HTTP request's, a W3C `traceparent`
-    among them), the trace the client started goes on here."""
+    """A new request's root span, continuing the client's trace from a `traceparent` header."""
     if _tracer is None:
         return _NO_REQUEST
     parent = _extract(headers) if headers else None
@@ -256,8 +241,7 @@ def request(front_end: str, headers: Mapping[str, str] | None = None) -> Request
 
 
 def describe_request(attributes: Attributes) -> None:
-    """Add attributes to the current request's root span, from wherever in the request the
-    code is (`speechgate.status` >= 500 marks it failed)."""
+    """Add attributes to the current request's root span."""
     if _tracer is not None:
         _request.get().describe(attributes)
 
@@ -271,8 +255,7 @@ def _extract(headers: Mapping[str, str]) -> Context | None:
 
 
 def propagation_headers() -> dict[str, str]:
-    """The current span as W3C trace context headers, for a request to an upstream (none while
-    tracing is off): a traced upstream's spans join this trace."""
+    """The current span as W3C trace context headers, for a request to an upstream."""
     if _tracer is None:
         return {}
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -283,27 +266,20 @@ def propagation_headers() -> dict[str, str]:
 
 
 class Job:
-    """One worker job's spans: `QUEUE` from its creation, `FIRST_AUDIO` from `admitted`,
-    `SYNTHESIS` from its first chunk; `end` ends what is open. All are children of the span
-    current when the job was created: a job's later steps run wherever its audio is read.
-    This base class records nothing (tracing off)."""
+    """One worker job's spans, children of the span current when it was created, as its later
+    steps run wherever its audio is read. This base class records nothing."""
 
-    def admitted(self, attributes: Attributes | None = None) -> None:
-        """The job has its worker."""
+    def admitted(self, attributes: Attributes | None = None) -> None: ...
 
-    def chunk(self, engine_elapsed: float, encoding: float, audio_seconds: float) -> None:
-        """A chunk came back: `engine_elapsed` seconds into the job where it runs, of which
-        `encoding` encoded it."""
+    def chunk(self, engine_elapsed: float, encoding: float, audio_seconds: float) -> None: ...
 
-    def end(self, error: BaseException | None = None) -> None:
-        """The job ended (`error`: how it failed)."""
+    def end(self, error: BaseException | None = None) -> None: ...
 
 
 NO_JOB = Job()
 
 
 def job(attributes: Attributes) -> Job:
-    """A job about to be admitted into its pool."""
     if _tracer is None:
         return NO_JOB
     return _RecordedJob(_tracer, attributes)
@@ -335,7 +311,6 @@ class _RecordedJob(Job):
         self._encoding += encoding
         self._audio += audio_seconds
         if self._step is not None and self._name == FIRST_AUDIO:
-            # What of the wait the engine itself took, timed where it runs.
             self._step.set({"speechgate.engine_seconds": engine_elapsed})
             self._step.end()
             self._step, self._name = self._start(SYNTHESIS), SYNTHESIS
@@ -361,17 +336,16 @@ class _RecordedJob(Job):
 
 
 def traces_url(endpoint: str) -> str:
-    """Where OTLP/HTTP takes traces: `endpoint` is the collector's base URL, as the standard
-    `OTEL_EXPORTER_OTLP_ENDPOINT` is (`/v1/traces` is added), unless it names that path."""
+    """Where OTLP/HTTP takes traces: `/v1/traces` is added to a base URL, as the standard
+    `OTEL_EXPORTER_OTLP_ENDPOINT` does."""
     endpoint = endpoint.rstrip("/")
     return endpoint if endpoint.endswith("/v1/traces") else f"{endpoint}/v1/traces"
 
 
 @contextlib.contextmanager
 def exporting(endpoint: str) -> Iterator[None]:
-    """Trace every request, exporting in batches over OTLP/HTTP (protobuf) to `endpoint`,
-    until the block ends; then what is left is sent. Raises RuntimeError without the `otel`
-    extra."""
+    """Trace every request to `endpoint` over OTLP/HTTP until the block ends. Raises
+    RuntimeError without the `otel` extra."""
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
