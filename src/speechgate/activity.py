@@ -16,8 +16,7 @@ import numpy.typing as npt
 
 WINDOW_SECONDS = 300
 BUCKET_SECONDS = 10
-# Enough for ~33 requests/s over the whole window; beyond that the oldest drop out early,
-# which only shortens the window the figures cover.
+# Beyond this the oldest drop out early, which only shortens the window the figures cover.
 _MAX_RECORDS = 10_000
 
 
@@ -58,13 +57,9 @@ def latency_ms(seconds: npt.NDArray[np.float64]) -> Latency | None:
 
 
 class RecentRequests:
-    """A bounded log of recent requests: the last `capacity` at most, none older than the
-    window. Used from the event loop only.
-
-    The log is a ring of columns allocated once, so that recording allocates nothing: an
-    object per request (~160 bytes) grew the gateway by that much per request for as long as
-    the window took to fill, which a soak reads as a leak.
-    """
+    """A bounded log of recent requests, none older than the window. Event loop only. A ring
+    of columns allocated once, so recording allocates nothing: an object per request grows the
+    gateway until the window fills, which a soak reads as a leak."""
 
     def __init__(
         self, clock: Callable[[], float] = time.monotonic, capacity: int = _MAX_RECORDS
@@ -85,7 +80,7 @@ class RecentRequests:
         audio_seconds: float,
         completed: bool,
     ) -> None:
-        """One speech request that reached its first audio, recorded when it ended."""
+        """One speech request that reached its first audio, when it ended."""
         now = self._clock()
         capacity = len(self._ended)
         if self._count == capacity:
@@ -97,8 +92,7 @@ class RecentRequests:
         self._audio_seconds[slot] = audio_seconds
         self._completed[slot] = completed
         self._count += 1
-        # Here too, not only when someone reads the summary: the log holds the window's
-        # requests, not the last 10,000 whenever they were.
+        # Here too, so the log holds the window's requests, not the last ones whenever they were.
         self._forget_before(now)
 
     def _forget_before(self, now: float) -> None:

@@ -1,8 +1,7 @@
 """Captions from word times: SRT and WebVTT files of short cues.
 
-A cue is a few words of the text as it was written (punctuation included, whitespace made
-single spaces), shown from its first word's start to its last word's end. Both formats are
-small enough to write here rather than pull in a library for.
+A cue is a few words of the text as written, shown from its first word's start to its last
+word's end.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from speechgate.timing import WordTime
 
 # A cue of more words than this is hard to read in the time it is shown.
 MAX_CUE_WORDS = 7
-# A word followed by one of these (before the next space) ends its sentence, and its cue.
 _SENTENCE_END = re.compile("[.!?\u2026\u3002\uff01\uff1f]")
 _SPACE = re.compile(r"\s+")
 
@@ -30,8 +28,7 @@ class Cue:
 
 
 def cues(text: str, words: Sequence[WordTime], max_words: int = MAX_CUE_WORDS) -> list[Cue]:
-    """`words` of `text` (in order) grouped into cues: each ends at a sentence end or after
-    `max_words` words, whichever comes first."""
+    """`words` of `text` grouped into cues, each ending at a sentence end or `max_words`."""
     found: list[Cue] = []
     group: list[WordTime] = []
     for index, word in enumerate(words):
@@ -83,8 +80,8 @@ CAPTION_FORMATS = {".srt": srt, ".vtt": webvtt}
 
 
 def write_captions(path: Path, text: str, words: Sequence[WordTime]) -> int:
-    """Write the captions of `words` to `path`, SRT or WebVTT by its suffix (`.srt`,
-    `.vtt`); returns the number of cues. Raises ValueError for another suffix."""
+    """Write the captions of `words` to `path`, SRT or WebVTT by its suffix; returns the
+    number of cues."""
     write = CAPTION_FORMATS.get(path.suffix.lower())
     if write is None:
         raise ValueError(f"captions are .srt or .vtt files, not {path.name!r}")

@@ -1,20 +1,12 @@
 """Which models and voices exist, and how client names resolve to them.
 
-Model names resolve to an engine: its own id ("piper") or an alias (OpenAI's "tts-1", pocket-tts'
-"pocket-tts"). Voice names resolve, per engine, to one of its voice ids directly or through the
-alias table (OpenAI's "alloy" -> "en_US-joe-medium"). Matching ignores case and `-` vs `_`.
+Model names resolve to an engine by id or alias ("tts-1"); voice names to one of its voice ids,
+directly or by alias ("alloy"), ignoring case and `-` vs `_`. An engine's voices are those its
+workers report plus the installed items'; items another process installs or removes are noticed
+(a few `stat`s) on the first request that misses and on every listing.
 
-An engine's voices are the ones its workers report plus those of the items installed under the
-models directory (`speechgate.voices.installed`), merged by id; `Catalog.refresh` re-reads the
-installed items, so a voice pulled while the server runs is known at once. Items installed or
-removed by another process (`speechgate voices pull` in another terminal) are noticed on the
-first request that misses, and on every listing: the engine's directory and its items'
-manifests are looked at (a few `stat`s), and the items re-read when any changed.
-
-Languages are BCP 47 tags ("en-US", "de-DE", "ja") compared by their primary subtag, the exact
-region preferred. With a language asked for, a generic voice name (one of OpenAI's, "male",
-"female", "<language>_<gender>") picks a voice of that language, and a named voice of another
-language is refused: never a silent wrong language.
+With a language asked for, a generic voice name ("alloy", "de_female") picks a voice of that
+language, and a named voice of another language is refused: never a silent wrong language.
 """
 
 from __future__ import annotations
@@ -42,13 +34,12 @@ from speechgate.voices.naming import OPENAI_VOICE_GENDERS, language_tag, primary
 
 
 def normalize(name: str) -> str:
-    """The form names are compared in: "en-US_Joe" and "en_us-joe" are the same voice."""
     return name.strip().casefold().replace("-", "_")
 
 
 @dataclass(frozen=True)
 class _Generic:
-    """A voice name that names no voice but a kind of one: OpenAI's, "male", "de_female"."""
+    """A name for a kind of voice: OpenAI's, "male", "de_female"."""
 
     language: str | None
     gender: str | None
@@ -101,7 +92,7 @@ def _model_not_found(name: str, loaded: list[str], valid: list[str]) -> ModelNot
 
 
 def engine_for_model(settings: Settings, model: str) -> str:
-    """The engine a model name means, from settings alone (without loading any engine)."""
+    """The engine a model name means, from settings alone."""
     aliases = settings.resolved_model_aliases()
     name = {normalize(alias): engine for alias, engine in aliases.items()}.get(
         normalize(model), normalize(model)
@@ -119,8 +110,7 @@ class Model:
 
 @dataclass(frozen=True)
 class VoiceEntry:
-    """One voice of an engine, as listed: `installed` when an installed item brings it (not
-    only the engine's own voices)."""
+    """One voice of an engine, as listed."""
 
     id: str
     name: str
@@ -131,8 +121,7 @@ class VoiceEntry:
 
 
 Marks = tuple[tuple[str, int, int], ...]
-"""What changes when an engine's installed items do: its directory's and each manifest's
-name, inode and modification time."""
+"""Name, inode and modification time of an engine's directory and each manifest."""
 
 
 @dataclass(frozen=True)
@@ -141,12 +130,10 @@ class _Voices:
 
     entries: Mapping[str, tuple[VoiceEntry, ...]]
     by_id: Mapping[str, Mapping[str, VoiceEntry]]  # engine -> normalized id -> entry
-    marks: Mapping[str, Marks]  # engine -> its items' marks when they were read
+    marks: Mapping[str, Marks]
 
 
 def _marks(models: Path | None, engine: str) -> Marks:
-    """The engine's installed items' marks: an item installed, replaced (a rename into the
-    engine's directory) or removed, and a manifest written in place, each change them."""
     if models is None:
         return ()
     directory = models / engine
@@ -195,8 +182,8 @@ def _merge(info: EngineInfo, items: Iterable[installed.InstalledItem]) -> tuple[
 
 
 class Catalog:
-    """What the loaded engines offer. Safe to read from any thread while `refresh` runs: a
-    refresh replaces one reference, so a reader sees the voices before or after it."""
+    """What the loaded engines offer; `refresh` replaces one reference, so reading from any
+    thread is safe."""
 
     def __init__(
         self,
@@ -220,12 +207,10 @@ class Catalog:
         self._voices = self._read()
 
     def refresh(self) -> None:
-        """Re-read the installed items (cheap: one small manifest per item)."""
         self._voices = self._read()
 
     def notice_installed(self, engine: str | None = None) -> bool:
-        """Re-read the installed items if another process changed those of `engine` (of any
-        engine, if None) since they were read; whether it did."""
+        """Re-read the installed items if another process changed them; whether it did."""
         marks = self._voices.marks
         engines = [engine] if engine is not None else list(self.engines)
         if all(_marks(self._models_dir, name) == marks[name] for name in engines):
@@ -255,21 +240,16 @@ class Catalog:
         return found
 
     def voices(self, engine: str) -> tuple[VoiceEntry, ...]:
-        """The engine's voices: its own, then the installed ones it does not report."""
         self.notice_installed(engine)
         return self._voices.entries[engine]
 
     def language(self, engine: str, voice: str) -> str | None:
-        """The language of the engine's voice `voice` (its id), where known."""
         found = self._voices.by_id[engine].get(normalize(voice))
         return found.language if found is not None else None
 
     def voice(self, engine: str, name: str, language: str | None = None) -> str:
-        """The engine's own id for voice `name` (a canonical blend, for a blend of voices).
-
-        With `language`, a generic name picks a voice of that language, and a voice of
-        another language is refused (UnsupportedLanguage). A name that resolves to nothing is
-        looked up again if another process installed or removed items meanwhile."""
+        """The engine's own id for voice `name` (a canonical blend for a blend); with
+        `language`, a voice of another language is refused (UnsupportedLanguage)."""
         try:
             return self._voice(engine, name, language)
         except (VoiceNotFound, VoiceNotInstalled, UnsupportedLanguage):
@@ -321,7 +301,6 @@ class Catalog:
         return entry.id
 
     def _generic_alias(self, engine: str, language: str, gender: str | None) -> str | None:
-        """The alias table's voice for `<language>_<gender>` (region first, then without)."""
         if gender is None:
             return None
         aliases = self._aliases[engine]
@@ -331,8 +310,8 @@ class Catalog:
     def _pick(
         self, voices: _Voices, engine: str, language: str, gender: str | None, name: str
     ) -> str:
-        """A voice of `language` for a generic name: the alias table's if it is installed,
-        else one of the same gender, else any; the exact region first."""
+        """A voice of `language` for a generic name: the alias's, else one of the same gender,
+        else any; the exact region first."""
         target = self._generic_alias(engine, language, gender)
         if target is not None:
             entry = voices.by_id[engine].get(normalize(target))
@@ -391,9 +370,8 @@ class Catalog:
         return UnsupportedLanguage(" ".join(parts), param="language")
 
     def means_a_voice(self, name: str) -> bool:
-        """Whether `name` names a voice to some loaded engine (installed or pullable, by id or
-        alias) or a kind of voice (OpenAI's names, "male", "de_female"): a name a clone may not
-        take, or it would shadow that voice for its key."""
+        """Whether `name` names a voice or a kind of voice to some loaded engine: a name a
+        clone may not take, or it would shadow that voice."""
         key = normalize(name)
         if _generic(key) is not None:
             return True
@@ -410,8 +388,7 @@ class Catalog:
         return False
 
     def voice_names(self, engine: str) -> list[str]:
-        """Every name a client may use with `engine`: its voice ids, then the aliases of
-        installed voices."""
+        """Every name a client may use with `engine`: voice ids, then installed voices' aliases."""
         voices = self._voices
         ids = [voice.id for voice in voices.entries[engine]]
         return ids + [

@@ -1,15 +1,10 @@
 """The pronunciation lexicon a request is read with: the operator's (`Settings.lexicon_path`),
 under the pronunciation dictionaries the request names, which must be its own key's.
 
-As on ElevenLabs, a request is read with the dictionaries it names (at most three, in
-`pronunciation_dictionary_locators`), not with every dictionary its key has made; the
-operator's lexicon applies to every request. Of two rules for one word, the later wins: the
-request's last-named dictionary, then the ones before it, then the operator's.
-
-The operator's phoneme rules are left out for an engine that cannot speak phonemes (the word
-is read as written): a client cannot change the operator's lexicon, so they must not make its
-requests fail. A named dictionary's phoneme rule on such an engine is the client's to fix, and
-refused (see `speechgate.text.prepare`).
+As on ElevenLabs, a request is read with the dictionaries it names, not every one its key made;
+of two rules for one word the later wins (last-named dictionary first, the operator's last).
+The operator's phoneme rules are left out for an engine without phonemes, as a client cannot
+change them; a named dictionary's are the client's to fix, and refused.
 """
 
 from __future__ import annotations
@@ -32,15 +27,12 @@ MAX_LOCATORS = 3
 """Dictionaries one request may name, as on ElevenLabs."""
 LOCATORS_PARAM = "pronunciation_dictionary_locators"
 CACHE_SECONDS = 60.0
-"""How long a dictionary found for a key is used without asking the store again: a dictionary
-deleted by `speechgate lexicons delete` (another process) stops applying within this."""
+"""How long a dictionary deleted by another process may still apply."""
 _FOUND_ENTRIES = 1024
 _COMBINED_ENTRIES = 64
 
 
 class StoredRules(Protocol):
-    """A stored dictionary, as far as reading requests with it goes."""
-
     @property
     def version_id(self) -> str: ...
 
@@ -49,13 +41,11 @@ class StoredRules(Protocol):
 
 
 Find = Callable[[str, str | None], StoredRules | None]
-"""The dictionary with an id if the key (None: no key) owns it, else None; blocks on the store
-(`Store.get_dictionary`), so it runs in a thread."""
+"""The dictionary with an id if the key owns it, else None; blocks, so it runs in a thread."""
 
 
 def operator_lexicon(path: Path | None) -> Lexicon:
-    """The operator's lexicon file, read once at start-up; raises StartupError naming what is
-    wrong with it."""
+    """The operator's lexicon file, read at start-up; raises StartupError."""
     if path is None:
         return EMPTY
     try:
@@ -66,8 +56,7 @@ def operator_lexicon(path: Path | None) -> Lexicon:
 
 @dataclass(frozen=True)
 class Named:
-    """The dictionaries a request named, found for its key: their versions (what the combined
-    lexicon is cached by) and lexicons, in the request's order."""
+    """The dictionaries a request named, found for its key, in the request's order."""
 
     versions: tuple[str, ...] = ()
     lexicons: tuple[Lexicon, ...] = ()
@@ -78,8 +67,8 @@ NAMED_NONE = Named()
 
 class Dictionaries:
     """Finds the dictionaries requests name and combines them with the operator's lexicon,
-    caching both: a dictionary's rules never change (a new version would be a new dictionary),
-    so only whether it is still there can go stale. For the event loop's thread only."""
+    caching both: a version's rules never change, only whether it is still there can go stale.
+    Event loop only."""
 
     def __init__(
         self,
@@ -88,26 +77,24 @@ class Dictionaries:
         ttl: float = CACHE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`find`: where dictionaries are stored; None: nowhere (every one named is unknown)."""
         self.operator = operator
         self._by_engine = {
             True: operator,
             False: Lexicon(rule for rule in operator.rules if rule.kind == "alias"),
         }
         for lexicon in self._by_engine.values():
-            # Pickled once now (see `Lexicon`), not on the first request that carries it.
+            # Pickled once now, not on the first request that carries it.
             pickle.dumps(lexicon)
         self._find = find
         self._ttl = ttl
         self._clock = clock
-        # (owner, id) -> (until when, version, lexicon); kept past `until` to reuse the lexicon
-        # when the store says the version is the same.
+        # (owner, id) -> (until, version, lexicon); kept past `until` for the same version.
         self._found: OrderedDict[tuple[str | None, str], tuple[float, str, Lexicon]] = OrderedDict()
         self._combined: OrderedDict[tuple[bool, tuple[str, ...]], Lexicon] = OrderedDict()
 
     async def named(self, locators: Sequence[DictionaryLocator], owner: str | None) -> Named:
-        """The dictionaries `locators` name, if `owner` owns them: NotFound (404) for one that
-        is unknown or another key's, InvalidRequest (400) for a version it does not have."""
+        """The dictionaries `locators` name, if `owner` owns them: NotFound for one that is
+        unknown or another key's, InvalidRequest for a version it does not have."""
         if not locators:
             return NAMED_NONE
         if len(locators) > MAX_LOCATORS:
@@ -167,8 +154,7 @@ class Dictionaries:
         return found.version_id, lexicon
 
     def lexicon(self, named: Named, phonemes: bool) -> Lexicon:
-        """The operator's lexicon (its phoneme rules only for an engine with `phonemes`) with
-        the named dictionaries over it."""
+        """The operator's lexicon with the named dictionaries over it."""
         base = self._by_engine[phonemes]
         if not named.lexicons:
             return base
@@ -184,6 +170,6 @@ class Dictionaries:
         return combined
 
     def forget(self, dictionary_id: str) -> None:
-        """Stop using a dictionary at once (it was deleted through this server)."""
+        """Stop using a dictionary deleted through this server."""
         for key in [key for key in self._found if key[1] == dictionary_id]:
             del self._found[key]

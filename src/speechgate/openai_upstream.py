@@ -1,10 +1,7 @@
-"""The client side of an OpenAI-compatible upstream: `LlmRelay` relays chat completions
-(whole or streamed) to an LLM server, and `upstream_errors` / `raise_for_error`, which the
-routing's remote speech provider shares, turn any upstream's failures into speechgate errors.
-
-Failures leave as speechgate errors: `UpstreamRejected` (the upstream's own OpenAI error, with
-its status), `UpstreamBadResponse`, `UpstreamUnavailable` (502) and `UpstreamTimeout` (504).
-"""
+"""The client side of an OpenAI-compatible upstream: `LlmRelay` relays chat completions to an
+LLM server, and `upstream_errors` / `raise_for_error` turn any upstream's failures into
+speechgate errors (`UpstreamRejected`, `UpstreamBadResponse`, `UpstreamUnavailable`,
+`UpstreamTimeout`)."""
 
 from __future__ import annotations
 
@@ -41,11 +38,8 @@ _DONE = "[DONE]"
 
 
 class LlmRelay:
-    """Sends chat completions to one upstream over a long-lived connection pool.
-
-    One instance serves every request of the app (httpx's client is safe to share between
-    tasks of one event loop); `aclose()` it on shutdown.
-    """
+    """Sends chat completions to one upstream over a long-lived connection pool shared by
+    every request of the app; `aclose()` it on shutdown."""
 
     def __init__(
         self,
@@ -71,7 +65,6 @@ class LlmRelay:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LlmRelay | None:
-        """The relay `settings` describe, or None when `llm_base_url` is not set."""
         if settings.llm_base_url is None:
             return None
         return cls(
@@ -91,8 +84,7 @@ class LlmRelay:
         await self.aclose()
 
     async def complete(self, body: Mapping[str, Any]) -> httpx.Response:
-        """Send `body` as it is and return the upstream's 2xx answer, read whole and checked to
-        be JSON. For `"stream": true`, use `open_stream`."""
+        """Send `body` and return the upstream's 2xx JSON answer; `open_stream` for streams."""
         with upstream_errors(self.base_url, self.timeout):
             response = await self._client.post(COMPLETIONS_PATH, json=body)
         raise_for_error(response)
@@ -103,8 +95,7 @@ class LlmRelay:
         return response
 
     async def open_stream(self, body: Mapping[str, Any]) -> ChatStream:
-        """Send `body` as it is (it should ask for `"stream": true`) and return as soon as the
-        upstream has accepted it: its headers are in, its events are still to come."""
+        """Send `body` (with `"stream": true`) and return once the upstream has accepted it."""
         request = self._client.build_request("POST", COMPLETIONS_PATH, json=body)
         with upstream_errors(self.base_url, self.timeout):
             response = await self._client.send(request, stream=True)
@@ -125,11 +116,8 @@ class LlmRelay:
         return ChatStream(response, self.timeout)
 
     async def stream_text(self, body: Mapping[str, Any]) -> AsyncIterator[str]:
-        """Yield the assistant's content deltas of a completion of `body` (sent with
-        `"stream": true`) as they arrive, skipping empty ones (the role chunk, tool calls).
-
-        Close the generator (`contextlib.aclosing`) to end the upstream request early.
-        """
+        """Yield the assistant's non-empty content deltas as they arrive; closing the
+        generator ends the upstream request."""
         async with await self.open_stream({**body, "stream": True}) as stream:
             async for data in iter_sse_data(stream.chunks()):
                 if data == _DONE:
@@ -140,16 +128,15 @@ class LlmRelay:
 
 
 class ChatStream:
-    """A streamed completion the upstream accepted. Iterate `chunks()` once, and always
-    `aclose()` (or use `async with`): closing before the end hangs up on the upstream, which
-    then stops generating."""
+    """A streamed completion the upstream accepted. Iterate `chunks()` once and always
+    `aclose()`: closing early hangs up on the upstream, which then stops generating."""
 
     def __init__(self, response: httpx.Response, timeout: float) -> None:
         self._response = response
         self._timeout = timeout
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """The upstream's bytes, each chunk as soon as it arrives (no re-framing into events)."""
+        """The upstream's bytes as they arrive, not re-framed into events."""
         with upstream_errors(self._response.request.url, self._timeout):
             async for chunk in self._response.aiter_bytes():
                 if chunk:
@@ -166,8 +153,7 @@ class ChatStream:
 
 
 async def iter_sse_data(chunks: AsyncIterable[bytes]) -> AsyncIterator[str]:
-    """Yield the `data` of each server-sent event in `chunks` (an event's data lines joined by
-    newlines) as soon as the event is complete; comments and other fields are skipped."""
+    """Yield the `data` of each server-sent event in `chunks` as soon as it is complete."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending = ""
     data: list[str] = []
@@ -177,8 +163,7 @@ async def iter_sse_data(chunks: AsyncIterable[bytes]) -> AsyncIterator[str]:
             event = _feed(line, data)
             if event is not None:
                 yield event
-    # Lenient at the end: an upstream that omits the blank line after its last event (some
-    # do, after [DONE]) still has that event delivered. A CR still pending ends a line.
+    # Some upstreams omit the blank line after their last event.
     rest = (pending + decoder.decode(b"", final=True)).removesuffix("\r")
     for line in [*_LINE_END.split(rest), ""]:
         event = _feed(line, data)
@@ -187,7 +172,6 @@ async def iter_sse_data(chunks: AsyncIterable[bytes]) -> AsyncIterator[str]:
 
 
 def _feed(line: str, data: list[str]) -> str | None:
-    """Take one SSE line; return an event's data when `line` completes it."""
     if not line:
         event = "\n".join(data) if data else None
         data.clear()
@@ -199,7 +183,7 @@ def _feed(line: str, data: list[str]) -> str | None:
 
 
 def _content_delta(data: str) -> str | None:
-    """`choices[0].delta.content` of one chunk of a streamed completion, if it has one."""
+    """`choices[0].delta.content` of a streamed chunk, if any."""
     try:
         chunk = json.loads(data)
     except ValueError as invalid:
@@ -220,8 +204,7 @@ def _content_delta(data: str) -> str | None:
 
 
 def raise_for_error(response: httpx.Response, what: str = "LLM upstream") -> None:
-    """Raise unless `response` is a 2xx; relay the upstream's OpenAI error when it sent one.
-    `what` names the upstream in logs and messages."""
+    """Raise unless `response` is a 2xx, relaying the upstream's OpenAI error if it sent one."""
     if response.is_success:
         return
     try:
@@ -241,7 +224,6 @@ def raise_for_error(response: httpx.Response, what: str = "LLM upstream") -> Non
 
 
 def _openai_error(payload: object) -> dict[str, Any] | None:
-    """The `error` object of an OpenAI error body, or None if `payload` is not one."""
     if not isinstance(payload, dict):
         return None
     error = payload.get("error")
@@ -274,8 +256,7 @@ def _rejected(status: int, error: Mapping[str, Any], headers: dict[str, str]) ->
 def upstream_errors(
     url: httpx.URL | str, timeout: float, what: str = "LLM upstream"
 ) -> Iterator[None]:
-    """Turn httpx's failures into speechgate's. The details (and the upstream's URL, which
-    clients have no business knowing) go to the log only."""
+    """Turn httpx's failures into speechgate's; the details and the URL go to the log only."""
     try:
         yield
     except httpx.TimeoutException as error:
