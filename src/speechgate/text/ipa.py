@@ -2,19 +2,16 @@
 """IPA as clients write it for `<phoneme>` and lexicon phoneme rules: checked against the IPA's
 symbols before an engine sees it, and put in the phoneme blocks engines take.
 
-A phoneme block (`[[ ... ]]`, Piper's own inline syntax) is spoken as phonemes instead of words.
-Only IPA symbols may go in one: a stray `]` would end the block early and the rest would be read
-as text, and an ASCII stand-in (`'` for stress, `:` for length) is read by no engine as meant.
+Only IPA symbols may go in a block: a stray `]` would end it early, and an ASCII stand-in (`'`
+for stress) is read by no engine as meant.
 """
 
 from __future__ import annotations
 
 import unicodedata
 
-# The IPA chart (2020): pulmonic and non-pulmonic consonants, other symbols, vowels, with the
-# Latin letters the IPA shares, ASCII "g" (everyone types it for "ɡ"), the affricate ligatures
-# people still write, and the symbols espeak-ng (which phonemizes for Piper and Kokoro) writes:
-# "ᵻ", "ᵿ", "ɚ", "ɝ".
+# The IPA chart (2020), with ASCII "g" (everyone types it for "ɡ"), the affricate ligatures
+# people still write, and the symbols espeak-ng writes: "ᵻ", "ᵿ", "ɚ", "ɝ".
 _LETTERS = (
     "pbtdʈɖcɟkɡgqɢʔmɱnɳɲŋɴʙrʀⱱɾɽɸβfvθðszʃʒʂʐçʝxɣχʁħʕhɦɬɮʋɹɻjɰlɭʎʟ"
     "ʘǀǃǂǁɓɗʄɠʛ"
@@ -22,17 +19,11 @@ _LETTERS = (
     "iyɨʉɯuɪʏʊeøɘɵɤoəɛœɜɞʌɔæɐaɶɑɒɚɝᵻᵿ"
     "ʧʤʦʣʨʥ"
 )
-# Modifier letters and signs that stand after a symbol: ejective, aspiration, palatalization,
-# labialization, velarization, pharyngealization, nasal and lateral release, rhoticity,
-# breathy-voiced aspiration, mid-central release.
+# Modifier letters and signs that stand after a symbol.
 _MODIFIERS = "ʼʰʲʷˠˤⁿˡ˞ʱᵊᶿˣ"
-# Stress, length, syllable break, linking, minor and major group, tone letters, up- and
-# downstep, global rise and fall.
+# Suprasegmentals and tone letters.
 _SUPRASEGMENTALS = "ˈˌːˑ.‿|‖˥˦˧˨˩ꜛꜜ↗↘"
-# Combining diacritics, checked after Unicode decomposition (so "ç" is "c" and a cedilla, "ã" is
-# "a" and a tilde): voicing, aspiration-free marks, rounding, advancement, centralization,
-# syllabicity, non-syllabicity, tone marks, tie bars, and the cedilla and acute that decomposed
-# letters carry.
+# Combining diacritics, checked after NFD ("ç" is "c" and a cedilla).
 _DIACRITICS = (
     "\u0325\u030a\u032c\u0339\u031c\u031f\u0320\u0308\u033d\u0329\u030d\u032f\u0311\u0324"
     "\u0330\u033c\u0334\u031d\u031e\u0318\u0319\u032a\u033a\u033b\u0303\u031a\u0361\u035c"
@@ -40,7 +31,7 @@ _DIACRITICS = (
 )
 SYMBOLS = frozenset(_LETTERS + _MODIFIERS + _SUPRASEGMENTALS + _DIACRITICS + " ")
 
-# What people type instead of an IPA symbol, and the symbol they mean (said in the error).
+# What people type instead of an IPA symbol, and the symbol they mean.
 _STAND_INS = {"'": "ˈ (U+02C8)", ":": "ː (U+02D0)", ",": "ˌ (U+02CC)", "G": "ɡ"}
 
 
@@ -49,8 +40,8 @@ class InvalidIpa(ValueError):
 
 
 def check_ipa(ipa: str) -> str:
-    """`ipa` trimmed and without one pair of enclosing slashes or brackets (`/təˈmɑːtoʊ/`, as
-    dictionaries print it); raises `InvalidIpa` for a symbol that is not IPA."""
+    """`ipa` trimmed, without enclosing slashes or brackets (`/təˈmɑːtoʊ/`); raises `InvalidIpa`
+    for a symbol that is not IPA."""
     text = ipa.strip()
     if len(text) >= 2 and (text[0], text[-1]) in (("/", "/"), ("[", "]")):
         text = text[1:-1].strip()
@@ -66,5 +57,4 @@ def check_ipa(ipa: str) -> str:
 
 
 def phoneme_block(ipa: str) -> str:
-    """What an engine that takes phonemes reads as `ipa` (already checked)."""
     return f"[[ {ipa} ]]"

@@ -1,12 +1,9 @@
 """Pronunciation lexicons: words said another way (an alias, "nginx" -> "engine x") or as IPA
 phonemes ("Kubernetes" -> [[ ˌkuːbɚˈnɛtiːz ]]).
 
-Rules have ElevenLabs' shape (`{"type": "alias" | "phoneme", "string_to_replace", "alias" |
-"phoneme", "alphabet": "ipa", "case_sensitive", "word_boundaries"}`) and load from JSON, YAML
-or a W3C PLS file (what ElevenLabs' add-from-file takes). A lexicon is applied in one pass,
-longest match first, each match replaced once: an alias is never looked up again, so a lexicon
-whose aliases lead back to where they started (A -> B, B -> A) cannot mean what its author
-thought, and is refused when it is built.
+Rules have ElevenLabs' shape and load from JSON, YAML or W3C PLS. A lexicon is applied in one
+pass, longest match first, each match replaced once, so a lexicon whose aliases lead back to
+where they started (A -> B, B -> A) cannot mean what its author thought, and is refused.
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ MAX_GRAPHEME_CHARS = 200
 MAX_REPLACEMENT_CHARS = 1_000
 
 RuleKind = Literal["alias", "phoneme"]
-# A phoneme block in text already prepared: never matched again.
 _PHONEME_BLOCK = re.compile(r"\[\[.*?\]\]", re.DOTALL)
 
 
@@ -45,8 +41,7 @@ class InvalidLexicon(ValueError):
 
 @dataclass(frozen=True)
 class Rule:
-    """Say `replacement` for `grapheme`: text (an alias) or IPA (a phoneme rule, already
-    checked). `word_boundaries`: only where `grapheme` is not part of a longer word."""
+    """Say `replacement` for `grapheme`: an alias, or checked IPA."""
 
     grapheme: str
     kind: RuleKind
@@ -59,7 +54,6 @@ class Rule:
         return phoneme_block(self.replacement) if self.kind == "phoneme" else self.replacement
 
     def to_dict(self) -> dict[str, Any]:
-        """ElevenLabs' shape of the rule."""
         shape: dict[str, Any] = {"string_to_replace": self.grapheme, "type": self.kind}
         if self.kind == "alias":
             shape["alias"] = self.replacement
@@ -116,14 +110,10 @@ def rule_from_dict(shape: object, index: int = 0) -> Rule:
 
 
 class Lexicon:
-    """Rules applied together. Of two rules for one grapheme, the later one is used: so that
-    `combine(operator, key, request)` lets the request override the key and the key the
-    operator. Immutable; safe to share between threads.
+    """Rules applied together, the later of two for one grapheme winning. Immutable.
 
-    A lexicon goes to the worker with every request it reads: pickled once per lexicon (its
-    rules, as bytes kept with it) and rebuilt once per worker process (`_received`), so a large
-    operator's lexicon costs a request neither the pickling nor the rebuilding of thousands of
-    rules; its hash (a request's retry key includes it) is worked out once too."""
+    It goes to the worker with every request: pickled once per lexicon and rebuilt once per
+    worker process, so a large operator's lexicon costs a request neither."""
 
     def __init__(self, rules: Iterable[Rule] = ()) -> None:
         chosen: dict[str, Rule] = {}
@@ -134,7 +124,7 @@ class Lexicon:
         self.has_phonemes = any(rule.kind == "phoneme" for rule in self.rules)
         self._hash: int | None = None
         self._wire: tuple[bytes, bytes] | None = None  # (digest, pickled rules)
-        # Exact graphemes, and lower-cased ones of rules that ignore case; later ones win.
+        # Lower-cased graphemes for rules that ignore case.
         self._exact: dict[str, Rule] = {}
         self._folded: dict[str, Rule] = {}
         for rule in self.rules:
@@ -172,7 +162,6 @@ class Lexicon:
 
     @classmethod
     def combine(cls, *lexicons: Lexicon | None) -> Lexicon:
-        """One lexicon of all the rules of `lexicons`, later ones winning for a grapheme."""
         return cls(rule for lexicon in lexicons if lexicon for rule in lexicon.rules)
 
     @classmethod
@@ -190,8 +179,7 @@ class Lexicon:
         return [rule.to_dict() for rule in self.rules]
 
     def matches(self, text: str) -> Iterator[Match]:
-        """Where rules apply in `text`, left to right, longest first at each place, none
-        overlapping, none inside a phoneme block."""
+        """Where rules apply in `text`: longest first, none overlapping, none in a block."""
         if not self.rules:
             return
         protected = [block.span() for block in _PHONEME_BLOCK.finditer(text)]
@@ -232,16 +220,14 @@ class Lexicon:
         return None
 
     def apply(self, text: str) -> Rewrite:
-        """`text` with every match replaced by its alias or phoneme block."""
         builder = RewriteBuilder(text)
         for match in self.matches(text):
             builder.replace(match.start, match.end, match.rule.spoken)
         return builder.build()
 
     def check_loops(self) -> None:
-        """Raise `InvalidLexicon` if aliases lead back to a grapheme they came from (A -> B,
-        B -> A): applied once, such a lexicon cannot say what its author meant. An alias that
-        contains its own grapheme ("Dr" -> "Dr.") is fine."""
+        """Raise `InvalidLexicon` if aliases lead back to a grapheme they came from (an alias
+        containing its own grapheme, "Dr" -> "Dr.", is fine)."""
         leads: dict[Rule, list[Rule]] = {
             rule: [match.rule for match in self.matches(rule.replacement) if match.rule is not rule]
             for rule in self.rules
@@ -277,8 +263,7 @@ class Lexicon:
                 on_path.add(step)
 
 
-# Lexicons a process has received, by the digest of their rules: the same few (the operator's,
-# combined with a key's dictionaries) come with request after request.
+# The same few lexicons come with request after request.
 _RECEIVED: OrderedDict[bytes, Lexicon] = OrderedDict()
 _RECEIVED_ENTRIES = 16
 
@@ -307,8 +292,7 @@ PLS_NAMESPACE = "http://www.w3.org/2005/01/pronunciation-lexicon"
 
 
 def load_lexicon(path: Path) -> Lexicon:
-    """A lexicon from a file: PLS (`.pls`, `.xml`), YAML (`.yaml`, `.yml`) or JSON; JSON and
-    YAML hold a list of rules or an object with `rules`. Raises `InvalidLexicon`."""
+    """A lexicon from a PLS, YAML or JSON file. Raises `InvalidLexicon`."""
     size = path.stat().st_size
     if size > MAX_BYTES:
         raise InvalidLexicon(f"{path}: {size} bytes; a lexicon file has at most {MAX_BYTES}")
@@ -325,7 +309,6 @@ def load_lexicon(path: Path) -> Lexicon:
 
 
 def parse_rules_document(data: bytes | str, *, yaml_: bool = False) -> Lexicon:
-    """Rules from JSON (or YAML): a list of rules, or an object whose `rules` is one."""
     if len(data) > MAX_BYTES:
         raise InvalidLexicon(f"{len(data)} bytes; a lexicon has at most {MAX_BYTES}")
     try:
@@ -338,8 +321,7 @@ def parse_rules_document(data: bytes | str, *, yaml_: bool = False) -> Lexicon:
 
 
 def parse_pls(data: bytes | str) -> Lexicon:
-    """Rules from a W3C Pronunciation Lexicon (PLS 1.0): each `<lexeme>`'s graphemes said as
-    its first `<phoneme>` (IPA) or `<alias>`. PLS matching is case-sensitive. No DTD is read."""
+    """Rules from a W3C PLS 1.0 file (case-sensitive, as PLS is); no DTD is read."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if len(raw) > MAX_BYTES:
         raise InvalidLexicon(f"{len(raw)} bytes; a lexicon has at most {MAX_BYTES}")

@@ -1,14 +1,10 @@
 # ruff: noqa: RUF001, RUF002 - IPA symbols look like Latin letters and punctuation
 """Phoneme blocks: `[[ <IPA> ]]` in an engine's text, spoken as those phonemes in place of words.
 
-A lexicon's phoneme rule or SSML's `<phoneme alphabet="ipa">` becomes a block in the text an
-engine is given ("say [[ həˈloʊ ]] twice"); an engine whose `EngineInfo.phonemes` is true speaks
-the block's IPA and phonemizes the words around it itself. This module is the one place that
-finds blocks (`runs`, `blocks`), says what IPA is (`is_ipa`, `invalid_ipa_symbols`: for
-validating a rule before it is stored), fits IPA to the symbols an engine has (`fit`), and
-cleans the text between blocks so a phonemizer never reads a stray bracket or IPA symbol by
-its name (`plain`): espeak-ng, which phonemizes for Piper and Kokoro and speaks for itself,
-says "schwa" for "ə" and "stress" for "ˈ".
+A lexicon's phoneme rule or SSML's `<phoneme>` becomes a block ("say [[ həˈloʊ ]] twice") for an
+engine with `EngineInfo.phonemes`. This module finds blocks, says what IPA is, fits it to an
+engine's symbols (`fit`), and cleans the text between blocks (`plain`), as espeak-ng would read
+a stray IPA symbol by its name ("schwa" for "ə").
 """
 
 from __future__ import annotations
@@ -21,16 +17,14 @@ from dataclasses import dataclass
 from speechgate.text import ipa as ipa_inventory
 from speechgate.text.rewrite import Rewrite, RewriteBuilder
 
-# A block's content may hold no bracket, so "[[ a ]] b ]]" ends at the first "]]" and a block is
-# never nested: what is left over is a stray bracket (see `plain`).
+# A block ends at the first "]]" and is never nested: what is left over is a stray bracket.
 _BLOCK = re.compile(r"\[\[([^\[\]]*)\]\]")
 _STRAY_BRACKETS = re.compile(r"\[\[|\]\]")
 
 
 @dataclass(frozen=True)
 class Run:
-    """Characters `start:end` of a text: a phoneme block (`ipa` its content, stripped) or the
-    ordinary text between blocks (`ipa` None)."""
+    """Characters `start:end` of a text: a phoneme block, or ordinary text (`ipa` None)."""
 
     start: int
     end: int
@@ -42,8 +36,7 @@ class Run:
 
 
 def runs(text: str) -> list[Run]:
-    """`text` as runs of ordinary text and phoneme blocks, in order, covering all of it (an
-    empty text has no runs)."""
+    """`text` as runs of ordinary text and phoneme blocks, in order, covering all of it."""
     found: list[Run] = []
     position = 0
     for match in _BLOCK.finditer(text):
@@ -57,30 +50,24 @@ def runs(text: str) -> list[Run]:
 
 
 def blocks(text: str) -> list[tuple[int, int]]:
-    """The (start, end) character offsets of each phoneme block in `text`, brackets included."""
     return [match.span() for match in _BLOCK.finditer(text)]
 
 
 def block(ipa: str) -> str:
-    """The phoneme block that says `ipa` (which should pass `is_ipa`)."""
     return ipa_inventory.phoneme_block(ipa)
 
 
 IPA_SYMBOLS = ipa_inventory.SYMBOLS
-"""Every character `is_ipa` accepts (after canonical decomposition), a space included: it
-separates the words of a block. One inventory with `speechgate.text.ipa`, which checks the IPA
-of SSML and lexicons."""
+"""Every character `is_ipa` accepts after NFD, a space included; shared with `text.ipa`."""
 
-# The vowels, where stress marks go (`stress_on_vowels`).
 _VOWELS = "iyɨʉɯuɪʏʊeøɘɵɤoəɛœɜɞʌɔæɐaɶɑɒɚɝᵻᵿᵊ"
 
-# Not sounds: a phoneme set without them loses nothing when they are dropped, and an engine that
-# has them ("." and "|" are its punctuation, a pause) must not be given them as such.
+# Not sounds; an engine that has them ("." and "|") reads them as punctuation, a pause.
 _NOT_SOUNDS = frozenset(".|‖‿\u0361\u035c")
 
 
 def invalid_ipa_symbols(text: str) -> str:
-    """The characters of `text` that are not IPA, each once, in order of first appearance."""
+    """The characters of `text` that are not IPA, each once, in order."""
     invalid: dict[str, None] = {}
     for char in text:
         if char not in IPA_SYMBOLS and not set(unicodedata.normalize("NFD", char)) <= IPA_SYMBOLS:
@@ -89,7 +76,6 @@ def invalid_ipa_symbols(text: str) -> str:
 
 
 def is_ipa(text: str) -> bool:
-    """Whether `text` is IPA to speak: not blank, and every character an IPA symbol."""
     return bool(text.strip()) and not invalid_ipa_symbols(text)
 
 
@@ -138,14 +124,11 @@ STAND_INS: Mapping[str, tuple[str, ...]] = {
 
 
 def fit(ipa: str, symbols: Mapping[str, str]) -> list[str]:
-    """`ipa` in an engine's own symbols: `symbols` maps each piece of IPA the engine takes (one
-    symbol, or a sequence it has one symbol for: "aɪ", "tʃ") to its spelling of it.
+    """`ipa` in an engine's own symbols (`symbols`: IPA piece, "aɪ" say, -> its spelling).
 
-    The rule: `ipa` is taken apart canonically (NFD: "ç" is "c" and a cedilla), and read left
-    to right, each time the longest piece `symbols` has. A symbol it lacks becomes its first
-    stand-in (`STAND_INS`) that the engine has whole; failing that it is dropped, and a diacritic
-    it lacks is dropped too, leaving the letter it marks. Syllable breaks, group breaks and tie
-    bars are no sounds and are always dropped ("." and "|" would be an engine's punctuation).
+    Read after NFD, left to right, the longest piece each time. A missing symbol becomes its
+    first stand-in the engine has, else is dropped, as is a missing diacritic; syllable and
+    group breaks and tie bars are always dropped.
     """
     table = {unicodedata.normalize("NFD", piece): spelled for piece, spelled in symbols.items()}
     text = unicodedata.normalize("NFD", ipa)
@@ -154,8 +137,7 @@ def fit(ipa: str, symbols: Mapping[str, str]) -> list[str]:
     while position < len(text):
         lengthened = bool(fitted) and fitted[-1].endswith("ː")
         if text[position] in _NOT_SOUNDS or (text[position] == "ː" and lengthened):
-            # A stand-in may bring its own length mark ("ɝ" as "ɜː"): the text's is then one
-            # too many.
+            # A stand-in may bring its own length mark ("ɝ" as "ɜː").
             position += 1
             continue
         length, spelled = _longest(text, position, table)
@@ -173,10 +155,8 @@ def fit(ipa: str, symbols: Mapping[str, str]) -> list[str]:
 
 
 def stress_on_vowels(ipa: str) -> str:
-    """`ipa` with each stress mark moved on from the start of its syllable, where IPA writes it
-    ("həˈloʊ"), to just before the syllable's vowel, where espeak-ng writes it ("həlˈoʊ"): the
-    place Piper's and Kokoro's models saw it in training. A mark with no vowel after it in its
-    word stays where it is."""
+    """`ipa` with each stress mark moved from the syllable's start ("həˈloʊ") to before its
+    vowel ("həlˈoʊ"), as espeak-ng writes it and Piper's and Kokoro's models were trained on."""
     chars = list(ipa)
     index = 0
     while index < len(chars):
@@ -203,7 +183,6 @@ def _longest(text: str, position: int, table: Mapping[str, str]) -> tuple[int, s
 
 
 def _whole(ipa: str, table: Mapping[str, str]) -> list[str] | None:
-    """`ipa` in the table's symbols if all of it is there, else None."""
     spelled: list[str] = []
     position = 0
     while position < len(ipa):
@@ -216,21 +195,18 @@ def _whole(ipa: str, table: Mapping[str, str]) -> list[str] | None:
 
 
 def _is_ipa_only(char: str) -> bool:
-    """A character only IPA uses: a letter of the IPA Extensions block (U+0250-U+02AF), or a
-    modifier IPA writes stress, length or a secondary articulation with. ASCII letters, "æ",
-    "ð", "θ", "ŋ" and their kind are letters of ordinary orthographies too, and stay."""
+    """A character only IPA uses; "æ", "ð", "θ", "ŋ" and their kind are letters of ordinary
+    orthographies too."""
     return "\u0250" <= char <= "\u02af" or char in "ˈˌːˑʰʱʲʷˠˤˡ˞ᵻᵿᵊ"
 
 
-# The one IPA-only letter an orthography that espeak-ng reads uses: Azerbaijani's ə.
+# Orthographies that espeak-ng reads with an IPA-only letter.
 _WRITTEN = {"az": "ə"}
 
 
 def unspeakable(text: str, language: str | None = None) -> list[tuple[int, int]]:
-    """What a phonemizer must not be given of ordinary text (no phoneme blocks in it), as
-    (start, end) spans in order: each stray "[[" and "]]" (espeak-ng takes "[[" as the start of
-    phoneme input where that is on) and each IPA-only character (it would be read by its name:
-    "ə" is "schwa"), but a letter `language`'s orthography uses."""
+    """Spans of ordinary text a phonemizer must not be given: stray "[[" and "]]" and IPA-only
+    characters, but a letter `language`'s orthography uses."""
     kept = _WRITTEN.get((language or "").split("-")[0].lower(), "")
     spans = [match.span() for match in _STRAY_BRACKETS.finditer(text)]
     spans += [(i, i + 1) for i, char in enumerate(text) if _is_ipa_only(char) and char not in kept]
@@ -238,8 +214,7 @@ def unspeakable(text: str, language: str | None = None) -> list[tuple[int, int]]
 
 
 def plain(text: str, language: str | None = None) -> Rewrite:
-    """Ordinary text without what is `unspeakable` in it; the `Rewrite` maps what is left back
-    to `text`."""
+    """Ordinary text without what is `unspeakable`, mapped back to `text` by the `Rewrite`."""
     builder = RewriteBuilder(text)
     for start, end in unspeakable(text, language):
         builder.replace(start, end, "")

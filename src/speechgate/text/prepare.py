@@ -1,10 +1,8 @@
 """From the client's text to what engines say: SSML (or ElevenLabs' inline tags), say-as,
 sub aliases, the pronunciation lexicon, then the normalizer, in that order.
 
-The result is a row of blocks: `Speech` (a rewrite whose source is the client's whole text, so
-word times point at the client's characters, and a speed from `<prosody rate>`) and `Silence`
-(a `<break>`, the pause between paragraphs). Plain text with no lexicon and normalization off
-comes back as it was, one `Speech` block of it.
+The result is a row of `Speech` blocks (rewrites of the client's whole text, so word times
+point at its characters) and `Silence` blocks.
 """
 
 from __future__ import annotations
@@ -25,14 +23,8 @@ Normalize = Callable[[str, str], Rewrite]
 
 @dataclass(frozen=True)
 class TextOptions:
-    """How to prepare one request's text.
-
-    `ssml`: True reads the text as SSML (it must be a `<speak>` document), False never does,
-    None does when the text is one. `inline_tags`: honour ElevenLabs' `<break>` and `<phoneme>`
-    in text that is not SSML. `phonemes`: the engine speaks phoneme blocks; without it, IPA in
-    the text or a matching phoneme rule is refused, naming `engine`. `lexicon_param`: the request
-    field that brought the lexicon, named in its errors.
-    """
+    """How to prepare one request's text. `ssml` None reads SSML when the text is a document;
+    without `phonemes`, IPA in the text or a phoneme rule is refused, naming `engine`."""
 
     normalize: bool = True
     ssml: bool | None = None
@@ -46,8 +38,7 @@ class TextOptions:
 
 @dataclass(frozen=True)
 class Speech:
-    """Say `rewrite.spoken` (made from the client's whole text) at `speed` times the normal
-    rate."""
+    """Say `rewrite.spoken` (made from the client's whole text) at `speed`."""
 
     rewrite: Rewrite
     speed: float = 1.0
@@ -62,8 +53,7 @@ Block = Speech | Silence
 
 
 class Prepared(tuple[Block, ...]):
-    """The blocks in order, with what of the input was ignored (SSML markup speechgate does
-    not act on, named once each, e.g. "emphasis", "prosody pitch"), for the response to say."""
+    """The blocks in order, with the SSML markup ignored, for the response to say."""
 
     ignored: tuple[str, ...]
 
@@ -103,8 +93,8 @@ def prepare(
     normalize: Normalize | None = None,
     say_as: ssml.SayAs | None = None,
 ) -> Prepared:
-    """`text` as blocks to speak and pause; raises `InvalidRequest` for invalid SSML
-    (`invalid_ssml`) or phonemes the engine cannot speak (`phonemes_unsupported`)."""
+    """`text` as blocks; raises `InvalidRequest` for invalid SSML or phonemes the engine
+    cannot speak."""
     markup = _markup(text, options, say_as)
     if markup is None:
         voiced: list[tuple[Rewrite, float] | Silence] = [(Rewrite.identity(text), 1.0)]
@@ -141,9 +131,8 @@ def prepare(
 
 
 def check(text: str, options: TextOptions, say_as: ssml.SayAs | None = None) -> tuple[str, ...]:
-    """Raise what `prepare` would raise for `text`, without preparing it (reading the markup
-    is a fraction of preparing it); returns the markup ignored (`Prepared.ignored`). For the
-    gateway, which refuses a request before a worker prepares it."""
+    """Raise what `prepare` would, more cheaply, for the gateway to refuse a request before a
+    worker prepares it; returns the markup ignored."""
     markup = _markup(text, options, say_as)
     if markup is not None:
         _check_markup(markup, options)
@@ -164,7 +153,6 @@ def _check_markup(markup: ssml.Markup, options: TextOptions) -> None:
 
 
 def _markup(text: str, options: TextOptions, say_as: ssml.SayAs | None) -> ssml.Markup | None:
-    """The text's markup, or None for plain text (spoken as it is)."""
     as_ssml = ssml.is_ssml(text) if options.ssml is None else options.ssml
     if as_ssml:
         if not ssml.is_ssml(text):
@@ -180,8 +168,7 @@ def _markup(text: str, options: TextOptions, say_as: ssml.SayAs | None) -> ssml.
 
 
 def _rewrite(source: str, pieces: Iterable[ssml.Piece]) -> Rewrite:
-    """`source` said as `pieces` (what lies outside them deleted), without the whitespace at
-    either end."""
+    """`source` said as `pieces`, what lies outside them deleted, stripped."""
     builder = RewriteBuilder(source)
     at = 0
     for piece in pieces:

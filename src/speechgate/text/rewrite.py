@@ -1,11 +1,8 @@
 """Text rewritten for speaking, with where each part of it came from.
 
-Normalization ("$5.20" -> "five dollars and twenty cents"), lexicon aliases and SSML all turn
-the client's text into another text for the engine. Word times must still point at the
-client's characters, so each rewrite keeps a map: the spoken text is a row of parts, each either
-the same as its source characters (mapped one for one) or a replacement that stands for its
-source range as a whole. Rewrites compose (`then`), so a chain of them still maps to the text
-the client sent.
+Word times must point at the client's characters, so each rewrite (normalization, lexicon,
+SSML) keeps a map: parts kept one for one, or replacements standing for their source range as a
+whole. Rewrites compose (`then`).
 """
 
 from __future__ import annotations
@@ -17,8 +14,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Part:
-    """Spoken characters `spoken_start:spoken_end` come from source `source_start:source_end`;
-    `same`: character for character (both ranges of one length)."""
+    """Spoken characters `spoken_start:spoken_end` come from source `source_start:source_end`,
+    character for character if `same`."""
 
     source_start: int
     source_end: int
@@ -43,8 +40,7 @@ class Rewrite:
     def from_replacements(
         cls, source: str, replacements: Iterable[tuple[int, int, str]]
     ) -> Rewrite:
-        """`source` with each (start, end, spoken) range replaced; the ranges in order, not
-        overlapping. A replacement may be empty on either side (a deletion, an insertion)."""
+        """`source` with each (start, end, spoken) range replaced, in order, not overlapping."""
         builder = RewriteBuilder(source)
         for start, end, spoken in replacements:
             builder.replace(start, end, spoken)
@@ -67,15 +63,13 @@ class Rewrite:
         return begin, max(begin, finish)
 
     def kept(self, start: int, end: int) -> bool:
-        """Whether source characters `start:end` are spoken as they are written."""
         return any(
             part.same and part.source_start <= start and end <= part.source_end
             for part in self.parts
         )
 
     def then(self, following: Rewrite) -> Rewrite:
-        """This rewrite, then `following` (whose source is this one's spoken text): one rewrite
-        from this source to `following.spoken`."""
+        """This rewrite, then `following` (whose source is this one's spoken text)."""
         if following.source != self.spoken:
             raise ValueError("the following rewrite is not of this one's spoken text")
         merged: list[Part] = []
@@ -94,8 +88,8 @@ class Rewrite:
         return Rewrite(self.source, following.spoken, _joined(merged))
 
     def _through(self, following: Rewrite) -> Iterable[Part]:
-        """`following`'s parts with source ranges of this rewrite's source; a part kept as it
-        is cut where this rewrite's parts meet, so what this one kept stays one for one."""
+        """`following`'s parts in this rewrite's source; a kept part is cut where this
+        rewrite's parts meet, so what this one kept stays one for one."""
         for part in following.parts:
             if not part.same:
                 start, end = self._span_of(part.source_start, part.source_end)
@@ -120,7 +114,6 @@ class Rewrite:
         starts = [part.spoken_start for part in self.parts]
         index = bisect.bisect_right(starts, spoken) - 1
         index = max(0, min(index, len(self.parts) - 1))
-        # Skip parts that speak nothing (deletions): they hold no spoken character.
         while index < len(self.parts) - 1 and self.parts[index].spoken_end <= spoken:
             index += 1
         return index
@@ -136,8 +129,6 @@ class Rewrite:
 
 
 class RewriteBuilder:
-    """Builds a `Rewrite` of `source` from replacements made in order."""
-
     def __init__(self, source: str) -> None:
         self._source = source
         self._spoken: list[str] = []
@@ -146,8 +137,7 @@ class RewriteBuilder:
         self._spoken_at = 0
 
     def replace(self, start: int, end: int, spoken: str) -> None:
-        """Say `spoken` for source characters `start:end` (at or after the last replacement's
-        end; the source before `start` is kept as it is)."""
+        """Say `spoken` for source characters `start:end`, after the last replacement."""
         if start < self._source_at or end < start or end > len(self._source):
             raise ValueError(f"replacement {start}:{end} out of order or out of range")
         self._keep(start)
@@ -173,7 +163,6 @@ class RewriteBuilder:
 
 
 def _joined(parts: list[Part]) -> tuple[Part, ...]:
-    """`parts` with neighbouring unchanged parts made one."""
     joined: list[Part] = []
     for part in parts:
         if joined and part.same and joined[-1].same:

@@ -1,12 +1,8 @@
 """Split text into speakable segments: sentences, with a short first one and no overlong ones.
 
-Segments are what the streaming pipeline synthesizes one after another, so their boundaries
-decide how early the first audio comes and where pauses fall. A bad split ("Dr." ending a
-sentence, "3." before "14") puts a pause in the middle of a phrase, so each candidate boundary
-is checked against abbreviations, initials and the word that follows.
-
-`Segmenter` works incrementally (text arriving as an LLM writes it); `segment()` applies the
-same rules to a whole text.
+Boundaries decide how early the first audio comes and where pauses fall; a bad split ("Dr.",
+"3." before "14") puts a pause mid-phrase, so each is checked against abbreviations, initials
+and the word that follows. `Segmenter` works on text as it arrives, `segment()` on a whole text.
 """
 
 from __future__ import annotations
@@ -18,9 +14,8 @@ from dataclasses import dataclass
 from speechgate.text import phonemes
 
 FIRST_AUDIO_SECONDS = 0.3
-"""The compute time to first audio that `SegmentLimits.for_speed` sizes the first segment
-for: well under the half second after which a listener notices a wait, for every engine that
-could meet it."""
+"""The compute time to first audio the first segment is sized for: well under the half second
+after which a listener notices a wait."""
 
 # Lower-cased, without their final period.
 _ABBREVIATIONS = frozenset(
@@ -32,54 +27,41 @@ _ABBREVIATIONS = frozenset(
     ).split()
 )
 
-# Typographic quotes and dashes, spelled as escapes so they cannot be misread for ASCII ones.
+# Escapes, so typographic quotes and dashes cannot be misread for ASCII ones.
 _CLOSERS = "\"'\u201d\u2019)\\]"  # straight quotes, right double and single quote, ) ]
 _OPENERS = "\"'\u201c\u2018(["  # straight quotes, left double and single quote, ( [
 _DASHES = "\u2014\u2013"  # em dash, en dash
 _CJK_ENDS = "\u3002\uff01\uff1f"  # ideographic full stop, fullwidth ! and ?: no space follows
 
-# A sentence ends at . ! ? or an ellipsis (possibly repeated, possibly followed by closing
-# quotes or brackets) before whitespace, at a CJK sentence end, or at a blank line.
 _END = re.compile(rf"[.!?\u2026]+[{_CLOSERS}]*(?=\s)|[{_CJK_ENDS}]+[{_CLOSERS}]*|\n\s*\n")
-# Where a sentence that is too long may be cut: after clause punctuation or around a dash.
 _CLAUSE = re.compile(rf"[,;:{_DASHES}][{_CLOSERS}]*\s|\s[{_DASHES}-]\s")
 _ENDS_CLAUSE = re.compile(rf"[,;:{_DASHES}-][{_CLOSERS}]*$")
 _LAST_WORD = re.compile(rf"(\S+?)[.!?\u2026]+[{_CLOSERS}]*$")
-# What no engine should see: C0 and C1 controls but tab and newline (a NUL ends the text for
-# espeak-ng's C API and makes Piper's phonemizer raise), lone surrogates (not encodable as
-# UTF-8) and the noncharacters U+FFFE/U+FFFF.
+# What no engine should see: a NUL ends the text for espeak-ng's C API and makes Piper's
+# phonemizer raise; lone surrogates cannot be encoded as UTF-8.
 _UNSPEAKABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def clean_text(text: str) -> str:
-    """`text` with every control character a space: a space keeps the words apart that a
-    control character separated ("one\x00two"), and segmentation collapses spaces anyway."""
+    """`text` with every control character a space, keeping apart the words it separated."""
     return _UNSPEAKABLE.sub(" ", text)
 
 
-# Words that open a clause: a first sentence with no clause punctuation may be cut before one.
-# Not "or", "so" or "yet": as often inside a phrase ("tea or coffee", "not so bad") as between
-# clauses.
+# A first sentence with no clause punctuation may be cut before one of these. Not "or", "so"
+# or "yet": as often inside a phrase ("tea or coffee") as between clauses.
 _CONJUNCTION = re.compile(r"\s(?=(?:and|but|because|although|though|whereas|while)\s)", re.I)
 _LOOKAHEAD = len(" although ")
 
 
 @dataclass(frozen=True)
 class SegmentLimits:
-    """`first` bounds the first segment (short, so the first audio comes early); `longest`
-    bounds every other one (about what an engine speaks well in one go).
-
-    `first_clause`, where set, is the length of first segment the engine speaks within the
-    time to first audio aimed at (see `for_speed`): a first sentence longer than that is cut at
-    a clause boundary: the last one within it, else the first one after it, so a slow engine
-    speaks its first clause alone. A cut never leaves fewer than `fewest_words` words before it
-    (`fewest_words` + 1 before a conjunction), and a sentence with no clause boundary is not
-    cut short of `first`.
-    """
+    """`first` bounds the first segment, `longest` every other one. `first_clause`, where set,
+    is what the engine speaks within the time to first audio aimed at: a longer first sentence
+    is cut at a clause boundary, never leaving fewer than `fewest_words` words before it."""
 
     first: int = 100
     longest: int = 400
-    shortest_clause: int = 24  # a forced cut never leaves a piece shorter than this
+    shortest_clause: int = 24  # for a forced cut
     first_clause: int | None = None
     fewest_words: int = 3
 
@@ -87,9 +69,8 @@ class SegmentLimits:
     def for_speed(
         cls, characters_per_second: float | None, seconds: float = FIRST_AUDIO_SECONDS
     ) -> SegmentLimits:
-        """The limits of an engine speaking `characters_per_second` (of its compute time),
-        aiming at first audio within `seconds` of compute; None (speed unknown, or the
-        engine's first audio does not wait for its segment's end): the defaults."""
+        """The limits of an engine speaking `characters_per_second`, aiming at first audio
+        within `seconds` of compute; the defaults for None."""
         if characters_per_second is None or characters_per_second <= 0:
             return cls()
         return cls(first_clause=max(1, round(characters_per_second * seconds)))
@@ -119,21 +100,18 @@ class Segmenter:
         self._released = 0
 
     def feed(self, delta: str) -> Iterator[str]:
-        """Add text; yield the segments it completes."""
         self._buffer += clean_text(delta)
         yield from self._release(final=False)
 
     def flush(self) -> Iterator[str]:
-        """The text so far is complete (or must be spoken now): yield what is left."""
+        """The text so far is complete: yield what is left."""
         yield from self._release(final=True)
 
     def tentative(self) -> str | None:
         """The segment the next word would complete if it starts a sentence ("fine." before
-        "This", where "and" would continue it), or None if no next word can complete one: what
-        may be synthesized ahead while that word is still being written."""
+        "This"), or None: what may be synthesized ahead while that word is being written."""
         text = self._buffer.rstrip()
-        # The probe is a capital, which is never the reason to go on ("fine. A" ends a sentence
-        # if any next word does), so a cut exactly at the end is the only one it can cause.
+        # A capital never continues a sentence, so it can cause only a cut at the end.
         if self._next_cut(f"{text} A", final=False) == len(text):
             return text.strip()
         return None
@@ -172,11 +150,8 @@ class Segmenter:
 
     def _clause_cut(self, text: str, cut: int | None, budget: int) -> int | None:
         """Where the first segment ends: `cut` (the sentence's end, None while unknown), or a
-        clause boundary before it if the sentence is longer than `budget` characters.
-
-        While the sentence's end is unknown, a boundary is only chosen once no text to come
-        can change the choice, so text fed piece by piece is cut as the whole text would be.
-        """
+        clause boundary before it past `budget`, chosen only once no text to come can change
+        it, so text fed piece by piece is cut as the whole text would be."""
         sentence = text if cut is None else text[:cut]
         lead = len(sentence) - len(sentence.lstrip())
         if len(sentence.strip()) <= budget:
@@ -199,17 +174,16 @@ class Segmenter:
                 within = position  # the last one within the budget is wanted: look on
             else:
                 return within if within is not None else position
-        # Every boundary within the budget is seen, and whether a word follows it, once the
-        # text runs on past the budget by more than a conjunction's look-ahead.
+        # Every boundary within the budget is final once the text runs past it by more than
+        # a conjunction's look-ahead.
         settled = len(sentence) - lead > budget + _LOOKAHEAD and sentence[lead + budget :].strip()
         if within is not None and (cut is not None or settled):
             return within
         return cut
 
     def _forced_cut(self, text: str, limit: int, blocks: list[tuple[int, int]]) -> int:
-        """Cut a too-long sentence at its last clause break within the limit, else at its
-        last space, else (one unbroken token) at the limit itself; never inside a phoneme
-        block (one so long that nothing else is left is cut after it)."""
+        """Cut a too-long sentence at its last clause break within the limit, else its last
+        space, else the limit; never inside a phoneme block."""
         window = text[: limit + 1]
         shortest = self._limits.shortest_clause
         clauses = [
@@ -227,29 +201,22 @@ class Segmenter:
 
 
 def _inside(blocks: list[tuple[int, int]], position: int) -> bool:
-    """Whether `position` falls within one of `blocks` (not at its edges)."""
     return any(start < position < end for start, end in blocks)
 
 
 def continues_sentence(previous: str, following: str) -> bool:
-    """Whether segment `following` goes on with the sentence `previous` was cut from (at a
-    comma, a dash, before a conjunction), rather than starting one: engines speak the pause of
-    such a cut themselves at the end of `previous`, about their own pause at a comma."""
+    """Whether segment `following` goes on with the sentence `previous` was cut from: engines
+    speak the pause of such a cut themselves."""
     return _ENDS_CLAUSE.search(previous) is not None or following[:1].islower()
 
 
 def segment(text: str, limits: SegmentLimits | None = None) -> list[str]:
-    """Split a whole text at once."""
     segmenter = Segmenter(limits)
     return [*segmenter.feed(text), *segmenter.flush()]
 
 
 def offsets(text: str, segments: Iterable[str]) -> Iterator[int]:
-    """Where each of `segments` (from `segment(text)`, in order) starts in `text`.
-
-    Segments are stripped slices of `text` with control characters made spaces (one for one),
-    so each is found as it is, after the previous one.
-    """
+    """Where each of `segments` (from `segment(text)`, in order) starts in `text`."""
     cleaned = clean_text(text)
     position = 0
     for piece in segments:
@@ -261,14 +228,9 @@ def offsets(text: str, segments: Iterable[str]) -> Iterator[int]:
 
 
 def mask_abbreviation_periods(text: str) -> str:
-    """`text` with a space for each period before a capital that does not end a sentence here
-    ("Dr. Okafor", "J. R. Tolkien"), at the same offsets, so positions still point into `text`.
-
-    espeak-ng, which phonemizes for Piper and Kokoro and speaks for itself, ends a sentence at
-    every such period: "Dr. Okafor" became "Doctor." with a falling tone and a pause, then
-    "Okafor". Without the period it reads "Doctor Okafor" in one breath, still expanded. Before
-    a lower-case word it does not split, and the period is what makes "e.g." "for example".
-    """
+    """`text` with a space for each period before a capital that does not end a sentence
+    ("Dr. Okafor"), at the same offsets: espeak-ng would end a sentence there, with a falling
+    tone and a pause. Before a lower-case word the period stays ("e.g.")."""
     masked = list(text)
     for end in _END.finditer(text):
         following = text[end.end() :].lstrip()[:1]

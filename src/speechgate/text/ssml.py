@@ -1,13 +1,10 @@
 """SSML, and ElevenLabs' inline `<break>` and `<phoneme>` tags in plain text: what to say, where
-to pause and how fast, with every spoken piece pointing at the characters of the document it
-came from (so word times point at the client's text, not at a text without its tags).
+to pause and how fast, each spoken piece pointing at the document's characters so word times
+point at the client's text.
 
-Parsing is expat's, with no DTD at all: a document type declaration is refused before its
-entities are read (no entity expansion beyond XML's five and character references, so no
-"billion laughs"), as is a document too large, too deep or with too many elements. A tag is never
-read aloud: a malformed document is an error that points at its line and column, and markup
-speechgate does not act on (`<emphasis>`, `<voice>`, `<prosody pitch>`, ...) is ignored, its
-text spoken, and reported in `Markup.ignored`.
+expat parses with no DTD: a document type declaration is refused before its entities are read
+(no "billion laughs"). A tag is never read aloud: a malformed document is an error naming its
+line and column, and markup speechgate does not act on is ignored and reported.
 """
 
 from __future__ import annotations
@@ -28,9 +25,7 @@ MAX_DEPTH = 32
 MAX_ELEMENTS = 10_000
 MAX_BREAK_SECONDS = 10.0  # Amazon Polly's and Azure's maximum too
 
-# Durations for `<break strength>`: between Amazon Polly's (a comma's, a sentence's and a
-# paragraph's pause) and Azure's (250 ms to 1250 ms in steps of 250 ms). A `<break/>` with
-# neither attribute is a medium one, as in both.
+# Between Amazon Polly's and Azure's; a bare `<break/>` is medium, as in both.
 BREAK_STRENGTHS = {
     "none": 0.0,
     "x-weak": 0.1,
@@ -39,9 +34,8 @@ BREAK_STRENGTHS = {
     "strong": 1.0,
     "x-strong": 1.5,
 }
-# The pause between two paragraphs (`<p>`), on top of the engine's own at a sentence's end.
+# On top of the engine's own pause at a sentence's end.
 PARAGRAPH_PAUSE = 0.5
-# `<prosody rate>` names as speed multipliers.
 RATES = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "default": 1.0, "fast": 1.25, "x-fast": 1.5}
 SLOWEST, FASTEST = 0.25, 4.0
 SAY_AS = (
@@ -67,8 +61,7 @@ SayAs = Callable[[str, str, str | None, str], str]
 
 
 def is_ssml(text: str) -> bool:
-    """Whether `text` is a `<speak>` document (leading whitespace and an XML declaration
-    allowed)."""
+    """Whether `text` is a `<speak>` document."""
     return _SPEAK.match(text) is not None
 
 
@@ -98,8 +91,7 @@ class Pause:
 
 @dataclass(frozen=True)
 class Markup:
-    """A document read for speaking: speech and pauses in order, and what it asked for that
-    speechgate ignored (each named once, e.g. "emphasis", "prosody pitch")."""
+    """A document read for speaking: speech and pauses in order, and the markup ignored."""
 
     parts: tuple[Voiced | Pause, ...]
     ignored: tuple[str, ...] = ()
@@ -116,13 +108,12 @@ def invalid_ssml(document: str, offset: int, reason: str) -> InvalidRequest:
 
 
 def keep_text(text: str, interpret_as: str, format: str | None, language: str) -> str:
-    """A `SayAs` that says the text as it is written."""
     return text
 
 
 def parse_ssml(document: str, say_as: SayAs = keep_text, language: str = "en") -> Markup:
-    """Read a `<speak>` document; raises `InvalidRequest` (code `invalid_ssml`) with the line
-    and column of what is wrong. `say_as` speaks a `<say-as>` element's text."""
+    """Read a `<speak>` document; raises `InvalidRequest` (`invalid_ssml`) naming line and
+    column."""
     if len(document) > MAX_SSML_CHARS:
         raise InvalidRequest(
             f"The SSML document has {len(document)} characters; at most {MAX_SSML_CHARS} are "
@@ -168,7 +159,7 @@ class _SsmlReader:
         self._parts: list[Voiced | Pause] = []
         self._pieces: list[Piece] = []
         self._ignored: list[str] = []
-        # The text chunk whose end the next event gives: (start, decoded text).
+        # (start, decoded text) of the chunk whose end the next event gives.
         self._open_chunk: tuple[int, str] | None = None
 
     def read(self) -> Markup:
@@ -208,7 +199,7 @@ class _SsmlReader:
         return bisect_right(self._char_starts, byte_index) - 1
 
     def _here(self) -> int:
-        """The current event's offset; closes the text chunk and the content start before it."""
+        """The current event's offset; closes the text chunk before it."""
         here = self._offset(self._parser.CurrentByteIndex)
         if self._open_chunk is not None:
             start, text = self._open_chunk
@@ -340,8 +331,7 @@ class _SsmlReader:
         self._pieces.append(Piece(start, end, spoken, phoneme))
 
     def _element_end(self, end_event: int) -> int:
-        """Where the element whose end event is at `end_event` ends: after its end tag, or (a
-        self-closing tag) at the event itself."""
+        """Where the element ending at `end_event` ends: after its end tag, if it has one."""
         if self._document.startswith("</", end_event):
             return self._document.index(">", end_event) + 1
         return end_event
@@ -390,7 +380,6 @@ class _SsmlReader:
             frame.speed = rate
 
     def _flush(self) -> None:
-        """End the stretch of speech so far (at a pause, a sentence, a change of speed)."""
         pieces, self._pieces = self._pieces, []
         if any(_says_something(self._document, piece) for piece in pieces):
             speed = self._stack[-1].speed if self._stack else 1.0
@@ -407,7 +396,7 @@ def _says_something(document: str, piece: Piece) -> bool:
 
 
 def _settled(parts: list[Voiced | Pause]) -> tuple[Voiced | Pause, ...]:
-    """`parts` without paragraph pauses that separate nothing, each left a plain `Pause`."""
+    """`parts` without paragraph pauses that separate nothing."""
     voiced = [i for i, part in enumerate(parts) if isinstance(part, Voiced)]
     settled: list[Voiced | Pause] = []
     for index, part in enumerate(parts):
@@ -429,8 +418,8 @@ def parse_break_time(value: str) -> float | None:
 
 
 def parse_rate(value: str, enclosing: float = 1.0) -> float | None:
-    """A `<prosody rate>` as a speed multiplier: a name, "80%", "1.2", or relative to the
-    enclosing rate ("+10%", "-20%"); None when it is none of these or beyond the bounds."""
+    """A `<prosody rate>` ("slow", "80%", "1.2", "+10%") as a speed multiplier; None when it is
+    none of these or beyond the bounds."""
     text = value.strip().lower()
     if text in RATES:
         return RATES[text]
@@ -463,8 +452,7 @@ def has_inline_tags(text: str) -> bool:
 
 
 def parse_inline(text: str) -> Markup:
-    """Plain text with ElevenLabs' `<break time="1.5s" />` and `<phoneme alphabet="ipa"
-    ph="...">word</phoneme>` in it: the text between tags spoken as it is."""
+    """Plain text with ElevenLabs' `<break>` and `<phoneme>` tags, the rest spoken as it is."""
     parts: list[Voiced | Pause] = []
     pieces: list[Piece] = []
     at = 0
