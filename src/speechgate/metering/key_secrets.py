@@ -18,13 +18,11 @@ _HINT_LENGTH = len(PREFIX) + 4
 
 
 def generate_key() -> str:
-    """A new secret: 256 random bits, URL-safe."""
     return PREFIX + secrets.token_urlsafe(32)
 
 
 def hash_key(secret: str) -> str:
-    """SHA-256 of the secret. A plain (unsalted, fast) hash is enough: the secret is 256 random
-    bits, so there is nothing to guess by brute force, and a fast hash keeps lookup cheap."""
+    """SHA-256 of the secret: unsalted and fast is enough for 256 random bits."""
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
@@ -33,7 +31,6 @@ def key_hint(secret: str) -> str:
 
 
 def same_secret(given: str, expected: str) -> bool:
-    """Compare in time independent of where the strings first differ."""
     return hmac.compare_digest(given.encode(), expected.encode())
 
 
@@ -60,7 +57,6 @@ class KeyLimits:
     expires_at: datetime | None = None
 
     def changed(self, changes: Mapping[str, Any]) -> KeyLimits:
-        """These limits with some fields replaced (None lifts a limit)."""
         return replace(self, **changes)
 
 

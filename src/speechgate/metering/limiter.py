@@ -1,9 +1,8 @@
 """Who counts a key's limits: the `Limiter` boundary, and the in-memory limiter.
 
-`Tenancy` decides who is asking and what a refusal looks like to the client; a limiter only
-counts: a key's token bucket, its requests in flight, its month's characters. `MemoryLimiter`
-counts in this process (the default: one gateway); `speechgate.metering.redis_limiter` counts
-in Redis, for every gateway pointed at it (`limits_url`).
+A limiter only counts (a key's token bucket, requests in flight, month's characters);
+`Tenancy` decides who asks and how a refusal looks. `MemoryLimiter` counts in this process,
+`RedisLimiter` for every gateway sharing `limits_url`.
 """
 
 from __future__ import annotations
@@ -25,14 +24,12 @@ from speechgate.metering.limits import (
 )
 
 UsedSoFar = Callable[[str, datetime, datetime], Awaitable[int]]
-"""`(key_id, start, end)` -> the key's billable characters in [start, end) in the store: where
-a month's quota count starts."""
+"""`(key_id, start, end)` -> the key's billable characters in the store: a month's seed."""
 
 
 @dataclass
 class Hold:
-    """What one admitted request holds until it ends: a concurrency slot and the characters
-    reserved for it from its key's monthly quota."""
+    """What one admitted request holds until it ends: a slot and its reserved characters."""
 
     key_id: str
     month_start: datetime
@@ -43,15 +40,12 @@ class Hold:
 
 @dataclass(frozen=True)
 class Verdict:
-    """An admission's outcome: a `hold` when let in. Otherwise the limit that refused it: the
-    bucket (`requests` not allowed), the concurrency cap, or the quota (`characters` not
-    allowed). The decisions made on the way are there for the headers either way."""
+    """An admission's outcome: a `hold` when let in, else the limit that refused it; the
+    decisions made on the way feed the headers either way."""
 
     hold: Hold | None
     requests: Decision | None = None
-    """The token bucket's decision, if the key has a rate."""
     characters: Decision | None = None
-    """The quota's decision, if the key has one and the bucket and the cap let it that far."""
     concurrency_refused: bool = False
 
 
@@ -61,39 +55,33 @@ class Limiter(Protocol):
     async def admit(
         self, key_id: str, limits: KeyLimits, characters: int, now: datetime
     ) -> Verdict:
-        """Take a token from the key's bucket, then a concurrency slot and `characters` of the
-        month's quota, checked and counted at once: concurrent admissions (from any process
-        sharing the limiter's state) cannot both pass a limit that only one fits. A token taken
-        stays taken when the cap or the quota then refuses."""
+        """Take a token, a concurrency slot and `characters` of the month's quota, checked and
+        counted at once, so concurrent admissions cannot both pass a limit only one fits. A
+        token taken stays taken when the cap or the quota then refuses."""
         ...
 
     async def reserve(self, hold: Hold, characters: int, now: datetime) -> Decision | None:
-        """Count `characters` more against the quota of an admitted request (a streaming
-        session's next segment); counted only if allowed. None when the key has no quota."""
+        """Count `characters` more against an admitted request's quota, if allowed; None
+        without a quota."""
         ...
 
     def release(self, hold: Hold, refund: int) -> None:
-        """The request ended: free its slot, give `refund` characters back to its month.
-        Returns at once and never raises: it runs as a request ends, however it ends."""
+        """Free the slot and refund `refund` characters; returns at once and never raises."""
         ...
 
     async def settled(self, hold: Hold) -> None:
-        """Wait until the release of `hold` has reached the state the limiter shares (at once
-        when it has, or when nothing is shared). Never raises."""
+        """Wait until the release of `hold` has reached the shared state. Never raises."""
         ...
 
     def in_flight(self, key_id: str) -> int:
-        """This process's requests of the key that hold a slot (until their release is done)."""
+        """This process's requests of the key that hold a slot."""
         ...
 
     async def close(self) -> None: ...
 
 
 class MemoryLimiter:
-    """The limits of each key, counted in this process: several gateways each count their own.
-
-    `clock` (monotonic seconds) drives the buckets; `used` starts each month's quota count.
-    """
+    """The limits of each key, counted in this process: several gateways each count their own."""
 
     def __init__(self, clock: Callable[[], float], used: UsedSoFar) -> None:
         self.clock = clock
@@ -108,8 +96,7 @@ class MemoryLimiter:
         quota = None
         if limits.monthly_characters is not None:
             quota = await self._quota(key_id, state, month_start, month_end)
-        # From here to the end nothing awaits: the checks and the counting that follows them
-        # happen at once, so concurrent requests cannot both pass a limit only one fits.
+        # Nothing awaits from here on, so concurrent requests cannot both pass a limit.
         requests = None
         if state.bucket is not None:
             requests = state.bucket.take(self.clock())
@@ -134,8 +121,7 @@ class MemoryLimiter:
         return quota.reserve(characters, hold.quota_limit, now)
 
     def release(self, hold: Hold, refund: int) -> None:
-        # The key's state now, not at admission: a change of its limits in between made a new
-        # state, which carried this request's slot over.
+        # The state now, not at admission: a change of limits made a new one, slot carried over.
         state = self._states[hold.key_id][1]
         state.in_flight = max(0, state.in_flight - 1)
         if refund and state.quota is not None:
@@ -155,7 +141,6 @@ class MemoryLimiter:
         known = self._states.get(key_id)
         if known is not None and known[0] == limits:
             return known[1]
-        # New key, or its limits changed: start a fresh bucket, keep what is in flight.
         state = KeyState(in_flight=known[1].in_flight if known else 0)
         if known is not None:
             state.quota = known[1].quota

@@ -1,9 +1,6 @@
 """Per-key limits, in memory: a token bucket, a concurrency cap, a monthly character quota.
 
-Pure state machines over an injected clock; nothing here does I/O or sleeps. One server
-process enforces them for the requests it serves (`limiter.MemoryLimiter`); the decisions and
-their headers are shared with `redis_limiter`, which keeps the same state in Redis for
-several gateways.
+Pure state machines over an injected clock; `redis_limiter` shares the decisions and headers.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from datetime import datetime
 
 
 def month_bounds(now: datetime) -> tuple[datetime, datetime]:
-    """The calendar month (UTC) containing `now`: [first day, first day of the next)."""
+    """The calendar month (UTC) containing `now`."""
     start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     end = (
         start.replace(year=start.year + 1, month=1)
@@ -42,7 +39,6 @@ class Decision:
     limit: int
     remaining: int
     reset_after: float
-    """Seconds until the limit is whole again."""
     retry_after: float
     """Seconds until the next request would be allowed (0 when allowed now)."""
 
@@ -61,7 +57,6 @@ def bucket_burst(rate: float, burst: int | None) -> int:
 
 
 def bucket_decision(allowed: bool, tokens: float, rate: float, burst: int) -> Decision:
-    """What taking a token decided, given the tokens left after it."""
     return Decision(
         allowed=allowed,
         limit=burst,
@@ -72,7 +67,6 @@ def bucket_decision(allowed: bool, tokens: float, rate: float, burst: int) -> De
 
 
 def quota_decision(allowed: bool, used: int, limit: int, now: datetime) -> Decision:
-    """What reserving characters decided, given the month's characters used after it."""
     _, month_end = month_bounds(now)
     until_reset = (month_end - now).total_seconds()
     return Decision(
@@ -103,8 +97,7 @@ class TokenBucket:
 
 
 class Quota:
-    """A key's characters in the current month: loaded once from the store, then counted here
-    as requests are admitted (and refunded when one turns out not billable)."""
+    """A key's characters in the current month: loaded once from the store, then counted here."""
 
     def __init__(self, month_start: datetime, used: int) -> None:
         self.month_start = month_start
@@ -123,8 +116,6 @@ class Quota:
 
 @dataclass
 class KeyState:
-    """Everything a server process tracks for one key."""
-
     bucket: TokenBucket | None = None
     in_flight: int = 0
     quota: Quota | None = None

@@ -32,13 +32,11 @@ class UsageRecord:
 
 
 def is_billable(status: int) -> bool:
-    """Did a request that ended with `status` use an engine? Successes and client aborts did;
-    errors did not."""
+    """Whether a request that ended with `status` used an engine: errors did not."""
     return status < 400 or status == CLIENT_CLOSED
 
 
 def naive_utc(moment: datetime) -> datetime:
-    """`moment` as the store keeps times: UTC without an offset (a naive one is taken as UTC)."""
     return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
 
 

@@ -1,28 +1,17 @@
 """Per-key limits kept in Redis, shared by every gateway pointed at it (`limits_url`).
 
-One round trip admits a request: a Lua script that, atomically, refills and takes the key's
-token bucket, checks its concurrency cap and reserves its characters, on Redis' own clock
-(`TIME`), so gateways on different machines agree without synchronised clocks. What it returns
-becomes the same `Decision`s, and so the same headers, as the in-memory limiter's.
+One Lua script round trip admits a request atomically, on Redis' own clock (`TIME`), so
+gateways agree without synchronised clocks. Keys are `speechgate:{<key id>}:...` (the braces
+keep a key's state in one Cluster slot, as a script needs):
 
-Keys (all `speechgate:{<key id>}:...`; the braces keep one key's state in one Redis Cluster
-slot, as a script needs):
+- `bucket:<rate>:<burst>`: the token bucket. Its name holds the limits, so gateways that still
+  see old limits (up to `key_cache_ttl`) count in the old bucket rather than reset the new one.
+- `leases`: requests in flight, scored by lease expiry; renewed every `lease / 3`, so a dead
+  gateway's slots come back within `lease`.
+- `quota:<YYYY-MM>`: the month's characters, seeded once from the store (SET NX).
 
-- `bucket:<rate>:<burst>`, a hash (tokens, when): the token bucket. Its name holds the limits,
-  so a key whose limits change starts a fresh bucket, and gateways that still see the old
-  limits (for up to `key_cache_ttl`) keep counting in the old one rather than resetting the
-  new one back and forth. It expires once it would be full again.
-- `leases`, a sorted set: one member per request in flight, scored by when its lease expires.
-  A gateway renews the leases of its live requests every `lease / 3` seconds; admissions drop
-  expired ones, so the slots of a gateway that died come back within `lease` seconds.
-- `quota:<YYYY-MM>`, a counter: the month's characters, seeded once from the store's usage
-  (SET NX: the first gateway to need it seeds it), refunded when a request turns out not
-  billable, and expiring a day after its month.
-
-If Redis cannot be reached, keyed requests are refused with 503 `limits_unavailable` rather
-than let through unlimited: a key's limits are a promise to the operator (its quota is what
-it pays for), and a gateway cannot keep that promise alone. Keys without limits never need
-Redis.
+If Redis cannot be reached, keyed requests get 503 `limits_unavailable` rather than go
+unlimited: a key's limits are a promise a gateway cannot keep alone.
 """
 
 from __future__ import annotations
@@ -58,20 +47,17 @@ from speechgate.metering.limits import (
 log = logging.getLogger(__name__)
 
 _UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, InvalidResponse, ReadOnlyError)
-"""What says the store cannot be used now, rather than that a script is wrong: down, slow,
-something other than Redis at `limits_url` (a bad URL, or a port reused), a replica that
-cannot be written."""
+"""What says the store cannot be used now (down, slow, not Redis, a read-only replica), rather
+than that a script is wrong."""
 
 LEASE_SECONDS = 15.0
-"""How long a concurrency slot is held without renewal: the longest a dead gateway's requests
-keep their key's slots. Live gateways renew every third of it, so a renewal can be missed
-twice (Redis slow, the event loop busy) before a live request loses its slot."""
+"""How long a slot is held without renewal; renewed every third of it, so a renewal can be
+missed twice before a live request loses its slot."""
 
 QUOTA_KEPT_SECONDS = 86400
-"""How long a month's quota counter outlives its month: refunds of requests that straddle the
-month's end still find it."""
+"""How long a quota counter outlives its month, for refunds of requests that straddle it."""
 
-# Fail fast when Redis is down: one quick retry, then a 503, never a request hanging on it.
+# Fail fast when Redis is down: never a request hanging on it.
 _TIMEOUT = 2.0
 _RETRY = Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=1)
 
@@ -86,9 +72,7 @@ local function seconds(value) return string.format('%.6f', value) end
 local function milliseconds(value) return string.format('%d', math.ceil(value * 1000)) end
 """
 
-# A month's counter, seeded from the store the first time it is needed: without a seed
-# (ARGV[seed] empty) the script stops before counting anything and the caller comes back with
-# one.
+# Without a seed the script stops before counting and the caller comes back with one.
 _SEED = """
 local function seeded(key, seed, ttl)
   if redis.call('EXISTS', key) == 1 then return true end
@@ -196,12 +180,8 @@ def _quota_ttl(month_start: datetime, now: datetime) -> int:
 
 
 class RedisLimiter:
-    """Limits counted in Redis, for any number of gateways (and their processes).
-
-    `used` seeds a month's quota count from the store. `lease` is how long a concurrency slot
-    lives without renewal (`LEASE_SECONDS`). `clock` replaces Redis' clock with the caller's
-    (seconds; for tests, which then move time themselves).
-    """
+    """Limits counted in Redis, for any number of gateways. `used` seeds a month's quota from
+    the store; `clock` replaces Redis' clock for tests."""
 
     def __init__(
         self,
@@ -220,9 +200,8 @@ class RedisLimiter:
         self._release: AsyncScript = client.register_script(_RELEASE)
         self._renew: AsyncScript = client.register_script(_RENEW)
         self._live: dict[str, Hold] = {}
-        """Admitted here and not yet released: the leases to renew."""
+        """The leases to renew."""
         self._ending: dict[str, tuple[Hold, asyncio.Task[None]]] = {}
-        """Released here, their release in Redis still under way."""
         self._renewer: asyncio.Task[None] | None = None
 
     @classmethod
@@ -234,8 +213,7 @@ class RedisLimiter:
         lease: float = LEASE_SECONDS,
         clock: Callable[[], float] | None = None,
     ) -> RedisLimiter:
-        """A limiter on the Redis at `url`, renewing its leases in the background. Redis
-        being down is logged, not fatal: requests get 503 until it is back."""
+        """A limiter on the Redis at `url`; Redis being down gives 503s, not a failed start."""
         client = Redis.from_url(
             url,
             decode_responses=True,
@@ -252,7 +230,6 @@ class RedisLimiter:
         return limiter
 
     def start(self) -> None:
-        """Start renewing the leases of this process's live requests."""
         if self._renewer is None:
             self._renewer = asyncio.create_task(self._renew_forever(), name="lease-renewal")
 
@@ -261,7 +238,6 @@ class RedisLimiter:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
-        # Releases under way finish (or fail, and their leases expire) before the client goes.
         await asyncio.gather(*(task for _, task in self._ending.values()), return_exceptions=True)
         await self.client.aclose()
 
@@ -328,7 +304,7 @@ class RedisLimiter:
 
     def release(self, hold: Hold, refund: int) -> None:
         if self._live.pop(hold.id, None) is None:
-            return  # never leased (a key without limits), or released already
+            return  # never leased, or released already
         task = asyncio.create_task(self._free(hold, refund))
         self._ending[hold.id] = hold, task
 
@@ -344,8 +320,7 @@ class RedisLimiter:
     # --- leases ---------------------------------------------------------------------------
 
     async def renew(self) -> None:
-        """Push the leases of this process's live requests `lease` seconds ahead (one round
-        trip for all of them)."""
+        """Push this process's live leases `lease` seconds ahead, in one round trip."""
         ids: defaultdict[str, list[str]] = defaultdict(list)
         for hold in self._live.values():
             ids[hold.key_id].append(hold.id)
@@ -396,6 +371,5 @@ class RedisLimiter:
         try:
             return await script(keys=keys, args=args)
         except _UNAVAILABLE as error:
-            # The 503 is logged where it is answered; this says why.
             log.warning("The rate-limit store (limits_url) cannot be used: %s", error)
             raise LimitsUnavailable() from error

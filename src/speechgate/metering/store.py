@@ -25,10 +25,8 @@ from speechgate.metering.schema import api_keys, pronunciation_dictionaries, usa
 _MIGRATIONS = Path(__file__).parent / "migrations"
 # Successes and client aborts used an engine; errors did not (see UsageRecord.billable).
 _BILLABLE = (usage.c.status < 400) | (usage.c.status == CLIENT_CLOSED)
-# SQLite's page cache per connection, in KiB (its default: 2,000). A server appends usage for
-# ever, and every page it writes stays cached until the cache is full: with the default, the
-# gateway grew ~0.2 KB per request up to 2 MB per pooled connection. Appending touches only
-# the B-trees' rightmost pages, and a report over a month reads more than any cache holds.
+# SQLite's page cache per connection: every page a server appends stays cached until it is
+# full, which with the default reads as a leak; appending touches only the rightmost pages.
 _SQLITE_CACHE_KIB = 256
 
 
@@ -49,10 +47,9 @@ class UsageTotals:
     errors: int
     aborted: int
     characters: int
-    """Characters of billable requests (successes and client aborts)."""
     audio_seconds: float
     busy_seconds: float
-    """Request time of billable requests: what a compute cost per hour is charged on."""
+    """Request time of billable requests, which compute cost per hour is charged on."""
 
 
 @dataclass(frozen=True)
@@ -71,8 +68,7 @@ class StoredDictionary:
 def _engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.drivername == "postgresql":
-        # The driver speechgate installs (the `postgres` extra) rather than SQLAlchemy's
-        # default psycopg2.
+        # The `postgres` extra's driver, not SQLAlchemy's default psycopg2.
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, pool_pre_ping=True)
@@ -134,7 +130,6 @@ class Store:
         self.engine = _engine(url)
 
     def migrate(self) -> None:
-        """Bring the schema to the newest migration (creating it in an empty database)."""
         config = Config()
         config.set_main_option("script_location", str(_MIGRATIONS))
         with self.engine.begin() as connection:
@@ -218,7 +213,7 @@ class Store:
         rules: list[dict[str, Any]],
         now: datetime,
     ) -> StoredDictionary:
-        """Store a dictionary for `key_id` in one insert: it is there whole or not at all."""
+        """Store a dictionary for `key_id` in one insert, whole or not at all."""
         dictionary = StoredDictionary(
             id=f"pd_{secrets.token_hex(10)}",
             version_id=f"pdv_{secrets.token_hex(10)}",
@@ -272,7 +267,7 @@ class Store:
             connection.execute(insert(usage), rows)
 
     def characters_used(self, key_id: str, start: datetime, end: datetime) -> int:
-        """Billable characters of one key in [start, end): what its quota counts."""
+        """Billable characters of one key in [start, end)."""
         with self.engine.connect() as connection:
             used = connection.execute(
                 select(func.coalesce(func.sum(usage.c.characters), 0)).where(

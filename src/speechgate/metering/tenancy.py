@@ -1,9 +1,7 @@
 """Who is asking and may they: authentication, per-key admission, usage recording.
 
-The request path touches the store only on a key-cache miss and on a key's first request of
-a month (its quota so far), both in a thread; records are written in batches by
-`UsageRecorder`. A `Limiter` counts the keys' limits: in memory, or in Redis when
-`limits_url` shares them between gateways.
+The request path touches the store only on a key-cache miss and a key's first request of a
+month, both in a thread; records are written in batches by `UsageRecorder`.
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ def _quota_spent(decision: Decision, characters: int, headers: dict[str, str]) -
 
 
 def utc_now() -> datetime:
-    """Now in UTC, naive like every time in the store."""
-    return datetime.now(UTC).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)  # naive, like every time in the store
 
 
 @dataclass(frozen=True)
@@ -62,8 +59,7 @@ ADMIN = Principal(admin=True)
 
 @dataclass
 class Admission:
-    """A speech request let in: holds its concurrency slot and its reserved characters (a
-    request without a key holds nothing)."""
+    """A speech request let in, holding its slot and reserved characters, if keyed."""
 
     hold: Hold | None
     characters: int
@@ -86,7 +82,7 @@ class Tenancy:
         self.recorder = recorder
         self.clock = clock
         self.now = now
-        # The in-memory buckets run on this object's clock, read at each use (tests move it).
+        # Read at each use: tests move this object's clock.
         self.limiter = limiter or MemoryLimiter(lambda: self.clock(), self._characters_used)
         self.pricing = Pricing(
             settings.prices, settings.compute_cost_per_hour, settings.reference_prices
@@ -97,8 +93,7 @@ class Tenancy:
 
     @classmethod
     async def open(cls, settings: Settings) -> Tenancy:
-        """Open (and migrate) the store, start the recorder, and connect to the shared limits
-        if `limits_url` names them."""
+        """Open (and migrate) the store, start the recorder, connect to the shared limits."""
         store = Store(settings.store_url)
         await asyncio.to_thread(store.migrate)
         recorder = None
@@ -163,14 +158,12 @@ class Tenancy:
             cached = (self.clock() + self.settings.key_cache_ttl, stored)
             self._keys[key_hash] = cached
         stored = cached[1]
-        # Found by its hash already; compared again in constant time so that no comparison
-        # of secret-derived values anywhere can leak by its timing.
+        # Found by its hash; compared again in constant time, so no comparison leaks by timing.
         return stored.key if same_secret(stored.key_hash, key_hash) else None
 
     async def key_principal(self, key_id: str) -> Principal:
-        """Who acts as the key with this id, for clients that carry no key (a front end acts
-        for a configured one). Read again from the store after `key_cache_ttl`, as keys found
-        by their secret are; AuthenticationFailed when the key is gone, revoked or expired."""
+        """Who acts as the key with this id, for front ends whose clients carry no key;
+        AuthenticationFailed when it is gone, revoked or expired."""
         cached = self._keys_by_id.get(key_id)
         if cached is None or cached[0] <= self.clock():
             key = await asyncio.to_thread(self.store.get_key, key_id)
@@ -191,8 +184,7 @@ class Tenancy:
 
     async def admit(self, principal: Principal, model: str, characters: int) -> Admission:
         """Check the key's model list and limits for one speech request; raises
-        PermissionDenied, RateLimited or InsufficientQuota (LimitsUnavailable when the shared
-        limits cannot be reached)."""
+        PermissionDenied, RateLimited, InsufficientQuota or LimitsUnavailable."""
         with tracing.span(tracing.ADMISSION, {"speechgate.characters": characters}):
             return await self._admit(principal, model, characters)
 
@@ -233,8 +225,7 @@ class Tenancy:
         return Admission(verdict.hold, characters, headers)
 
     async def reserve(self, admission: Admission, characters: int) -> None:
-        """Count `characters` more for a request already admitted: a streaming session's text
-        arrives as it goes. Raises InsufficientQuota when the key's quota cannot cover them."""
+        """Count `characters` more for an admitted streaming session; raises InsufficientQuota."""
         if admission.hold is not None:
             decision = await self.limiter.reserve(admission.hold, characters, self.now())
             if decision is not None and not decision.allowed:
@@ -249,15 +240,14 @@ class Tenancy:
         self.limiter.release(admission.hold, 0 if billable else admission.characters)
 
     async def release_before_answering(self, admission: Admission, billable: bool) -> None:
-        """`release`, and wait until every gateway sharing the limits sees the slot free: a
-        client that sends its next request as this one's answer arrives is not refused for it."""
+        """`release`, and wait until every gateway sees the slot free, so a client's next
+        request sent as this answer arrives is not refused for it."""
         hold = admission.hold
         self.release(admission, billable)
         if hold is not None:
             await self.limiter.settled(hold)
 
     def in_flight(self, key_id: str) -> int:
-        """Requests of this key running now (in this process)."""
         return self.limiter.in_flight(key_id)
 
     async def _characters_used(self, key_id: str, start: datetime, end: datetime) -> int:

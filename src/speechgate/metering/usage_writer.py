@@ -1,9 +1,7 @@
 """Usage records, written in batches off the request path.
 
-`record` only appends to a list; a background task writes the list every `interval` seconds
-in a thread, and `close` writes what is left. A crash (not a graceful shutdown) loses at most
-the records of the last interval. A failed write keeps its batch for the next one, up to
-`max_pending` records, after which the oldest are dropped (and counted in the log).
+A crash loses at most the last `interval`'s records. A failed write keeps its batch for the
+next, up to `max_pending` records, beyond which the oldest are dropped.
 """
 
 from __future__ import annotations
@@ -44,8 +42,7 @@ class UsageRecorder:
         return len(self._pending)
 
     async def flush(self) -> None:
-        """Write every record recorded so far. Cancelling the caller does not cut a write
-        off: it finishes (or, failed, puts its batch back) before the cancellation goes on."""
+        """Write every record so far; a cancellation of the caller waits for the write."""
         async with self._writing:
             batch, self._pending = self._pending, []
             write = asyncio.ensure_future(asyncio.to_thread(self._store.insert_usage, batch))
@@ -64,8 +61,7 @@ class UsageRecorder:
                 raise error
 
     async def close(self) -> None:
-        """Stop the periodic writes and write what is left, even if the caller is cancelled
-        meanwhile (a shutdown being cut short): the cancellation goes on once it is written."""
+        """Stop the periodic writes and write what is left, even if the caller is cancelled."""
         closing = asyncio.ensure_future(self._close())
         if await _wait_out(closing):
             raise asyncio.CancelledError from closing.exception()
@@ -86,8 +82,7 @@ class UsageRecorder:
 
 
 async def _wait_out(future: asyncio.Future[None]) -> bool:
-    """Waits until `future` is done, through any cancellation of the caller; says whether
-    there was one (for the caller to raise when it is ready to)."""
+    """Waits until `future` is done through any cancellation; whether there was one."""
     cancelled = False
     while not future.done():
         try:
