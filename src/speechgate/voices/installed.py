@@ -1,15 +1,9 @@
 """Voices and models pulled into the data directory (`speechgate voices pull`).
 
-Layout: `<data_dir>/models/<engine>/<name>/` (`Settings.models_dir`) holds one installed item, e.g.
-`models/piper/en_US-lessac-medium/`, `models/kokoro/kokoro-v1.0/`, `models/pocket/german/`:
-its files, and `manifest.json`, which says what the item is and which voices it brings. An
-item is assembled in a temporary directory beside its final place and renamed into place
-complete, so an item is installed exactly when its directory (with its manifest) exists: no
-reader ever sees half of one.
-
-This module is the contract between the puller (which writes items), the engines (which load
-the files a manifest names, in their workers) and the catalog (which lists the voices, in the
-gateway, without loading any engine). It imports nothing heavy.
+`<models>/<engine>/<name>/` holds one item: its files and `manifest.json`, which says what it
+is and which voices it brings. An item is assembled beside its place and renamed in complete,
+so no reader sees half of one. This is the contract between the puller, the engines and the
+catalog, so it imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -27,17 +21,13 @@ from speechgate.voices.naming import Gender
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-# An item's directory name: no client string becomes a path without passing this.
+# No client string becomes a path without passing this.
 _ITEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 
 
 @dataclass(frozen=True)
 class InstalledVoice:
-    """One voice an installed item brings.
-
-    `id` is the engine's voice id clients may name (unique within the engine). `language` is a
-    BCP 47 tag ("en-US", "de-DE", "ja"); `quality` Piper's x_low/low/medium/high where known.
-    """
+    """One voice an installed item brings; `id` is unique within the engine."""
 
     id: str
     language: str | None = None
@@ -47,13 +37,8 @@ class InstalledVoice:
 
 @dataclass(frozen=True)
 class Manifest:
-    """What one installed item is.
-
-    `ref` is what `voices pull` was given ("piper:en_US-lessac-medium", "kokoro",
-    "pocket:german"); `files` maps each file's role for the engine ("model", "config",
-    "voices", ...) to its name inside the item's directory; `source` records where it came from
-    (repository, revision, paths and checksums), for `voices search` and for audits.
-    """
+    """What one installed item is: `ref` is what `voices pull` was given, `files` maps each
+    file's role ("model", "config") to its name, `source` records where it came from."""
 
     ref: str
     engine: str
@@ -91,12 +76,7 @@ class InstalledItem:
     manifest: Manifest
 
     def file(self, role: str) -> Path:
-        """The path of the file that plays `role` (KeyError if the item has none)."""
         return self.directory / self.manifest.files[role]
-
-
-# Every function takes `models`, the models directory (`Settings.models_dir`,
-# `EngineConfig.models_dir`): `<data_dir>/models`.
 
 
 def item_dir(models: Path, engine: str, name: str) -> Path:
@@ -106,11 +86,8 @@ def item_dir(models: Path, engine: str, name: str) -> Path:
 
 
 def installed(models: Path, engine: str | None = None) -> Iterator[InstalledItem]:
-    """Every complete item under `models` (of `engine`, if given), in name order.
-
-    Temporary directories of a pull in progress (hidden, leading dot) and items whose manifest
-    cannot be read are skipped, the latter with a warning.
-    """
+    """Every complete item under `models` (of `engine`, if given), in name order; an unreadable
+    manifest is skipped with a warning."""
     engines = [models / engine] if engine else sorted(p for p in models.glob("*") if p.is_dir())
     for engine_dir in engines:
         if not engine_dir.is_dir():
@@ -129,7 +106,6 @@ def installed(models: Path, engine: str | None = None) -> Iterator[InstalledItem
 
 
 def find(models: Path, engine: str, name: str) -> InstalledItem | None:
-    """The installed item `engine/name`, if it is installed."""
     for item in installed(models, engine):
         if item.directory.name == name:
             return item
@@ -137,12 +113,8 @@ def find(models: Path, engine: str, name: str) -> InstalledItem | None:
 
 
 def install(staging: Path, models: Path, manifest: Manifest) -> InstalledItem:
-    """Move a complete item from `staging` (a directory on the same file system, holding every
-    file the manifest names) into place, replacing an older copy, and return it.
-
-    The manifest is written into `staging` first, then the directory is renamed: readers see
-    the old item or the new one, never a mix.
-    """
+    """Move a complete item from `staging` (on the same file system) into place, replacing an
+    older copy: readers see the old item or the new one, never a mix."""
     for role, name in manifest.files.items():
         if not (staging / name).is_file():
             raise FileNotFoundError(f"{manifest.ref}: the {role} file {name!r} is missing")
@@ -150,7 +122,7 @@ def install(staging: Path, models: Path, manifest: Manifest) -> InstalledItem:
     target = item_dir(models, manifest.engine, manifest.name)
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():
-        # Rename the old copy aside first: a directory cannot be replaced by rename while full.
+        # A directory cannot be replaced by rename while full.
         old = target.with_name(f".old-{target.name}-{os.getpid()}")
         os.rename(target, old)
         os.rename(staging, target)

@@ -1,10 +1,6 @@
-"""What a voice's name says: language tags, and OpenAI's voice names. One place for the gateway
-(catalog, hub index) and the engines alike; it imports nothing heavy. What an engine's own
-names say lives with the engine (`speechgate.engines.kokoro`, `speechgate.engines.pocket`).
-
-Languages are BCP 47 tags in their usual case ("en-US", "de-DE", "ja", "zh-Hans"), compared by
-their primary subtag, the exact region preferred.
-"""
+"""What a voice's name says: language tags and OpenAI's voice names, for the gateway and the
+engines alike (so it imports nothing heavy). Languages are BCP 47 tags compared by their
+primary subtag, the exact region preferred."""
 
 from __future__ import annotations
 
@@ -28,8 +24,7 @@ OPENAI_VOICES = (
     "marin",
     "cedar",
 )
-# The gender OpenAI's voices sound like, so that a voice picked for them in another language
-# (`language`) keeps it where the engine has a choice.
+# So that a voice picked for them in another language keeps their gender.
 OPENAI_VOICE_GENDERS: dict[str, Gender] = {
     "alloy": "female",
     "ash": "male",
@@ -72,7 +67,6 @@ def primary_language(tag: str) -> str:
 
 
 def speaks(voice_language: str | None, wanted: str) -> bool:
-    """A voice of `voice_language` can speak `wanted` (same primary language)."""
     return voice_language is not None and primary_language(voice_language) == primary_language(
         wanted
     )
