@@ -1,14 +1,9 @@
 """Voice cloning: from an uploaded clip to a stored voice, and stored voices back to engines.
 
-A clip becomes a voice prompt here (decoded, checked for enough speech, trimmed); the engine's
-worker turns the prompt into a speaker state, through the same admission queue as speech; the
-library keeps the state. A model that cannot clone is refused with a 400 naming why, never
-answered in some other voice.
-
-Uploads are decoded in threads, at most `max_decodes` at once (more wait their turn), and only
-up to the engine's longest prompt plus a margin: see speechgate.audio.clip for why. Every
-method that finds or makes voices takes `owner`, the asking key's id (None: every voice), as
-speechgate.cloning.library defines it.
+A clip becomes a voice prompt here; the engine's worker turns it into a speaker state through
+the admission queue, and the library keeps it. A model that cannot clone is refused with a 400,
+never answered in some other voice. Uploads are decoded in threads, at most `max_decodes` at
+once, only up to the engine's longest prompt plus a margin.
 """
 
 from __future__ import annotations
@@ -26,9 +21,7 @@ from speechgate.errors import Conflict, InvalidRequest
 from speechgate.workers.interface import Pool
 
 MAX_NAME_CHARS = 64
-# Unicode categories a name may not hold: control characters (NUL, escapes, line feeds),
-# surrogates, and the line and paragraph separators.
-_NOT_IN_NAMES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+_NOT_IN_NAMES = frozenset({"Cc", "Cs", "Zl", "Zp"})  # controls, surrogates, line separators
 # Decoded past the engine's longest prompt: the prompt starts at the first loud frame, so a
 # few seconds of silence before someone speaks still leave a whole prompt.
 DECODE_MARGIN_SECONDS = 5.0
@@ -60,7 +53,7 @@ class VoiceCloning:
         self._min_speech = min_speech_seconds
         self._decodes = asyncio.Semaphore(max_decodes)
         self.on_delete: list[Callable[[StoredVoice], object]] = []
-        """Called with each voice deleted (the phrase cache forgets its audio)."""
+        """Called with each voice deleted."""
 
     def engine(self, model: str | None) -> EngineInfo:
         """The engine that clones for `model`, or the first loaded one that can clone."""
@@ -75,7 +68,7 @@ class VoiceCloning:
         raise CloningUnsupported("No loaded model", param="model")
 
     def prompt(self, data: bytes, engine: EngineInfo, param: str) -> PcmChunk:
-        """The voice prompt in `data`, an audio file: CPU work, see `decode`."""
+        """The voice prompt in `data`, an audio file."""
         if not data:
             raise InvalidRequest("The audio sample is empty.", param=param, code="empty_file")
         try:
@@ -108,7 +101,6 @@ class VoiceCloning:
         return trim(clip.pcm, engine.max_prompt_seconds)
 
     async def decode(self, data: bytes, engine: EngineInfo, param: str) -> PcmChunk:
-        """`prompt`, in a thread, once one of the bounded decoding slots is free."""
         async with self._decodes:
             return await asyncio.to_thread(self.prompt, data, engine, param)
 
@@ -127,7 +119,7 @@ class VoiceCloning:
         )
 
     def _check_name(self, name: str) -> str:
-        """`name` without its outer spaces, if a clone may take it (InvalidRequest if not)."""
+        """`name` stripped, if a clone may take it (InvalidRequest if not)."""
         name = name.strip()
         if not 0 < len(name) <= MAX_NAME_CHARS:
             raise InvalidRequest(
@@ -159,8 +151,7 @@ class VoiceCloning:
         return voice
 
     def resolve(self, engine: EngineInfo, name: str, owner: str | None = None) -> str | None:
-        """The state file a stored voice of `owner`'s named `name` (or with that id) speaks
-        with on `engine`, or None when `owner` has no stored voice of that name."""
+        """The state file of `owner`'s stored voice `name` (or id) on `engine`, if any."""
         voice = self.library.find(name, owner)
         if voice is None:
             return None

@@ -1,18 +1,11 @@
 """The voice library: cloned voices kept in the data directory, surviving restarts.
 
-Each voice is two files named by its id: `<id>.safetensors`, the engine's speaker state (the
-one engine that clones, pocket-tts, exports safetensors and reads them back by that suffix),
-and `<id>.json`, its metadata, written last so that a voice exists only once both are
-complete. Ids are generated here and checked against their pattern before any lookup, so no
-client string ever becomes a path.
+Each voice is `<id>.safetensors` (the speaker state) and `<id>.json` (its metadata, written
+last, so a voice exists only once both are complete). Ids are checked against their pattern
+before any lookup, so no client string becomes a path. Thread-safe.
 
-Thread-safe: the gateway calls it from its event loop and from threads (file work), so one lock
-makes each add and delete whole (a name checked and taken at once, a voice removed once).
-
-A voice belongs to the key that cloned it (`owner`, its key id, kept in its JSON): every method
-that finds voices takes the asker's `owner` and sees only that key's voices. `owner=None` (the
-admin, or anyone on a server without keys) sees every voice. Names are unique per owner; a
-voice made with `owner=None` takes a name no voice has.
+A voice belongs to the key that cloned it (`owner`); every lookup sees only the asker's voices,
+`owner=None` (the admin, or a server without keys) every voice.
 """
 
 from __future__ import annotations
@@ -44,7 +37,6 @@ class StoredVoice:
     created_at: int
     prompt_seconds: float
     owner: str | None = None
-    """The id of the key that cloned it; None when made without a key (or by the admin)."""
 
     def visible_to(self, owner: str | None) -> bool:
         return owner is None or self.owner == owner
@@ -78,13 +70,12 @@ class VoiceLibrary:
             log.warning("skipping voice %s: id or state file missing", path.name)
 
     def list(self, owner: str | None = None) -> list[StoredVoice]:
-        """Every voice `owner` sees, oldest first."""
         with self._lock:
             voices = [voice for voice in self._voices.values() if voice.visible_to(owner)]
         return sorted(voices, key=lambda voice: (voice.created_at, voice.id))
 
     def get(self, voice_id: str, owner: str | None = None) -> StoredVoice:
-        """The voice with this id; another key's voice is not found, as if it did not exist."""
+        """The voice with this id; another key's is not found, as if it did not exist."""
         with self._lock:
             voice = self._voices.get(voice_id) if _ID.fullmatch(voice_id) else None
         if voice is None or not voice.visible_to(owner):
@@ -92,8 +83,7 @@ class VoiceLibrary:
         return voice
 
     def find(self, name_or_id: str, owner: str | None = None) -> StoredVoice | None:
-        """The voice `owner` sees with this id, or else this name (compared as catalog names
-        are; the oldest, when `owner=None` sees several keys' voices of one name)."""
+        """The voice `owner` sees with this id, or else this name (the oldest of several)."""
         with self._lock:
             return self._find(name_or_id, owner)
 
