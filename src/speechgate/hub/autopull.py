@@ -30,8 +30,8 @@ def _lock_for(key: tuple[str, str]) -> threading.Lock:
 def ensure_installed(
     ref: str, *, models: Path, hub: Hub, progress: Progress | None = None
 ) -> tuple[InstalledItem, bool]:
-    """The installed item `ref` names, pulled first if it is not installed; returns it and
-    whether this call pulled it. Blocking; thread-safe (one pull per reference at a time)."""
+    """The installed item `ref` names, pulled first if missing, and whether this call pulled
+    it. Blocking; thread-safe."""
     engine, name = parse_ref(ref)
     with _lock_for((engine, name)):
         item = find(models, engine, name)
@@ -47,11 +47,9 @@ async def autopull(
     hub: Hub,
     refresh: Callable[[], None] | None = None,
 ) -> InstalledItem:
-    """`ensure_installed` off the event loop, then `refresh()` (the gateway passes
-    `Runtime.refresh_installed`)."""
+    """`ensure_installed` off the event loop, then `refresh()`."""
     item, _ = await asyncio.to_thread(ensure_installed, ref, models=models, hub=hub)
     if refresh is not None:
-        # Even when this call did not pull: the caller that did may not have refreshed yet
-        # (it resumes after us) or ever (its client left while it waited). It is cheap.
+        # Even when this call did not pull: the caller that did may not have refreshed yet.
         refresh()
     return item

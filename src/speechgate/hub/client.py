@@ -1,12 +1,7 @@
 """Downloads from the Hugging Face hub, through huggingface_hub only, verified.
 
-Files land in huggingface_hub's cache (`Settings.hub_cache_dir`): a file already there is not
-downloaded again, so a pull that stopped half-way fetches only what it lacks on the next try. A
-dropped connection is resumed with an HTTP Range request by huggingface_hub itself (up to five
-times per file). huggingface_hub 2.x writes each download to a process-unique temporary file
-and deletes it when the call fails, so a file cut off by a killed process starts over.
-
-Thread-safety: a `Hub` holds no mutable state; calls may run in several threads.
+Files land in huggingface_hub's cache, so a pull that stopped half-way fetches only what it
+lacks next time; huggingface_hub resumes dropped connections itself. Thread-safe.
 """
 
 from __future__ import annotations
@@ -44,7 +39,7 @@ class RemoteFile:
     md5: str | None = None
     sha256: str | None = None
     git_sha1: str | None = None
-    """The git blob id, for files not in LFS (the hub's tree listing gives it)."""
+    """The git blob id, for files not in LFS."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +55,7 @@ Progress = Callable[[FileProgress], None]
 
 
 def _progress_bar(file: str, report: Progress) -> type[tqdm[Any]]:
-    """A tqdm class for huggingface_hub's `tqdm_class` that reports bytes to `report` and
-    draws nothing (the CLI and the HTTP route render progress their own way)."""
+    """A tqdm class for huggingface_hub that reports bytes to `report` and draws nothing."""
     from tqdm import tqdm
 
     class Reporter(tqdm):  # type: ignore[misc]  # tqdm ships no type hints
@@ -93,7 +87,6 @@ class Hub:
         return cls(settings.hub_cache_dir, settings.hub_endpoint)
 
     def list_files(self, repo: str, revision: str, path: str | None = None) -> list[RemoteFile]:
-        """Every file of `repo` at `revision` (under `path`), with sizes and checksums."""
         from huggingface_hub import HfApi
         from huggingface_hub.hf_api import RepoFile
 
@@ -119,9 +112,8 @@ class Hub:
         ]
 
     def fetch(self, file: RemoteFile, progress: Progress | None = None) -> Path:
-        """The local path of `file`, downloaded into the cache unless it is there, and verified
-        against every checksum `file` carries. A file that fails its check is deleted from the
-        cache (the next pull downloads it again) and ChecksumMismatch is raised."""
+        """The local path of `file`, downloaded unless cached, and verified: one that fails is
+        deleted from the cache and ChecksumMismatch raised."""
         from huggingface_hub import hf_hub_download
 
         try:
@@ -146,7 +138,6 @@ class Hub:
         return path
 
     def snapshot_commit(self, path: Path) -> str:
-        """The commit a cached file was downloaded at (its snapshot directory's name)."""
         for parent in path.parents:
             if parent.parent.name == "snapshots":
                 return parent.name

@@ -1,14 +1,8 @@
 """What can be pulled, from the indexes the projects publish.
 
-- Piper: `voices.json` of `rhasspy/piper-voices` at a pinned tag (key, language, quality,
-  speakers, and each file's size and md5).
-- Kokoro: the files of `onnx-community/Kokoro-82M-v1.0-ONNX` (the int8 graph and one `.bin`
-  per voice), sizes and sha256 from the hub's tree listing.
-- pocket-tts: the configs pocket-tts ships (`pocket_tts/config/*.yaml`, read as files: pocket
-  is not imported), whose `hf://repo/path@revision` entries name the weights and tokenizer, and
-  the built-in voices' embeddings (`languages/<config>/embeddings/<voice>.safetensors`).
-
-An `Index` caches what it fetched for its lifetime: make one per command or request.
+Piper's `voices.json` at a pinned tag, the hub's listing of Kokoro-82M's ONNX repository, and
+the configs pocket-tts ships (read as files: importing pocket-tts imports torch). An `Index`
+caches what it fetched for its lifetime: make one per command or request.
 """
 
 from __future__ import annotations
@@ -36,8 +30,7 @@ PIPER_REPO = "rhasspy/piper-voices"
 PIPER_REVISION = "v1.0.0"
 KOKORO_REPO = "onnx-community/Kokoro-82M-v1.0-ONNX"
 KOKORO_REVISION = "main"
-# The dynamically quantized int8 graph (~92 MB): inputs input_ids, style and speed, which
-# kokoro-onnx 0.6.1 runs (it takes "input_ids" or "tokens", and the speed input's dtype).
+# The int8 graph, whose inputs (input_ids, style, speed) kokoro-onnx 0.6.1 runs.
 KOKORO_GRAPH = "onnx/model_quantized.onnx"
 # pocket_tts.utils.utils.get_predefined_voice's repository and revision (a test checks that
 # they still agree with the installed pocket-tts).
@@ -47,12 +40,8 @@ POCKET_VOICES_REVISION = "a7056f505a4a8ca72d8b5fb1440071d6f1a35739"
 
 @dataclass(frozen=True)
 class Pullable:
-    """One item that can be pulled: what `search` lists and what `pull` installs.
-
-    `files` maps each role in the installed item to the hub file it comes from (pocket's
-    embeddings as `embedding:<voice>`); `size_bytes` is their total when the index gives every
-    size. `extra` carries what an engine's assembly needs (pocket: the packaged config).
-    """
+    """One item that can be pulled; `files` maps each role in the installed item to its hub
+    file, `extra` carries what the engine's assembly needs."""
 
     ref: str
     engine: str
@@ -70,8 +59,7 @@ class Pullable:
 
 
 def piper_voice_ids(key: str, speakers: dict[str, int] | None) -> list[str]:
-    """The voice ids of a Piper model: its key, or `<key>#<speaker>` per speaker of a
-    multi-speaker model (the id the engines serve it under)."""
+    """The voice ids of a Piper model: its key, or `<key>#<speaker>` per speaker."""
     if not speakers or len(speakers) < 2:
         return [key]
     return [f"{key}#{speaker}" for speaker in sorted(speakers, key=lambda s: speakers[s])]
@@ -87,7 +75,6 @@ def pocket_configs_dir() -> Path | None:
 
 
 def parse_hf_uri(uri: str) -> RemoteFile:
-    """`hf://owner/repo/path/in/repo@revision` as pocket-tts writes them."""
     owner, repo, path = uri.removeprefix("hf://").split("/", 2)
     path, _, revision = path.partition("@")
     return RemoteFile(f"{owner}/{repo}", path, revision or "main")
@@ -105,7 +92,6 @@ class Index:
         self._kokoro: Pullable | None = None
 
     def find(self, ref: str) -> Pullable:
-        """The item `ref` names; NotPullable if no index has it."""
         engine, name = parse_ref(ref)
         item: Pullable | None = None
         if engine == PIPER:
@@ -123,7 +109,6 @@ class Index:
         return item
 
     def engines(self) -> dict[str, Callable[[], list[Pullable]]]:
-        """Each engine's listing, as a function returning its items (for `search`)."""
         return {
             PIPER: lambda: list(self.piper().values()),
             KOKORO: lambda: [self.kokoro()],
@@ -262,7 +247,6 @@ class Index:
         )
 
     def _known(self, file: RemoteFile) -> RemoteFile:
-        """`file` with the size and checksums of the hub's listing of its repository."""
         return self._listing(file.repo, file.revision).get(file.path, file)
 
     def _listing(self, repo: str, revision: str) -> dict[str, RemoteFile]:

@@ -1,9 +1,7 @@
 """Pull one item: download its files (verified), assemble it in a staging directory beside
 its final place, and install it (`speechgate.voices.installed.install`, an atomic rename).
 
-A failure at any step leaves the staging directory deleted and the installed items as they
-were: nothing half-written is ever used. Files already downloaded stay in the hub cache, so
-trying again fetches only what is missing.
+A failure at any step deletes the staging directory and leaves installed items as they were.
 """
 
 from __future__ import annotations
@@ -36,13 +34,8 @@ def pull(
     progress: Progress | None = None,
     index: Index | None = None,
 ) -> InstalledItem:
-    """Download and install the item `ref` names ("piper:en_US-lessac-medium", "kokoro",
-    "pocket:german") under `models` (`Settings.models_dir`), replacing an older copy.
-
-    `progress` is called from this thread with each file's bytes so far. Raises NotPullable
-    for a reference no index knows, PullFailed when the hub fails, ChecksumMismatch for a file
-    that fails its check. Blocking: run it in a thread from async code.
-    """
+    """Download and install the item `ref` names under `models`, replacing an older copy.
+    Raises NotPullable, PullFailed or ChecksumMismatch. Blocking."""
     index = index or Index(hub)
     item = index.find(ref)
     return install_pullable(item, models=models, hub=hub, progress=progress)
@@ -51,7 +44,6 @@ def pull(
 def install_pullable(
     item: Pullable, *, models: Path, hub: Hub, progress: Progress | None = None
 ) -> InstalledItem:
-    """Download, assemble and install an item the index found."""
     downloads = {role: hub.fetch(file, progress) for role, file in item.files.items()}
     target = item_dir(models, item.engine, item.name)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -82,7 +74,7 @@ def install_pullable(
 def _source(item: Pullable, hub: Hub, downloads: dict[str, Path]) -> dict[str, object]:
     extra: dict[str, object] = {}
     if item.engine == POCKET:
-        # The weights of the repository without voice cloning: cloning from audio will not work.
+        # The ungated weights, without voice cloning.
         extra["voice_cloning"] = False
     return {
         **extra,
@@ -101,8 +93,8 @@ def _source(item: Pullable, hub: Hub, downloads: dict[str, Path]) -> dict[str, o
 
 
 def _place(source: Path, target: Path) -> None:
-    """Put a cached file into the staging directory: a hard link where the file system
-    allows (no second copy of a 1 GB model), else a copy."""
+    """Put a cached file into staging: a hard link where possible (no second copy of a
+    model), else a copy."""
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(source.resolve(), target)
@@ -137,10 +129,8 @@ def _kokoro(item: Pullable, downloads: dict[str, Path], staging: Path, _: Path) 
 def _pocket(
     item: Pullable, downloads: dict[str, Path], staging: Path, target: Path
 ) -> dict[str, str]:
-    """The weights, tokenizer and built-in voices' embeddings, and the packaged config
-    rewritten to name them by their installed (absolute) paths, so that
-    `TTSModel.load_model(config=...)` loads offline. The weights are those of the repository
-    without voice cloning (the other is gated): `weights_path` names them."""
+    """The weights (ungated: without voice cloning), tokenizer and embeddings, with the
+    packaged config rewritten to their installed paths, so the model loads offline."""
     files = {"config": "config.yaml", "weights": "model.safetensors"}
     _place(downloads["weights"], staging / files["weights"])
     config = dict(item.extra["config"])

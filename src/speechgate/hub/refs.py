@@ -1,8 +1,7 @@
 """Pull references ("piper:en_US-lessac-medium", "kokoro", "pocket:german"), as each engine's
 plugin declares them (`EnginePlugin.pull`).
 
-Everything here works without the network, so the gateway can name the exact
-`speechgate voices pull <ref>` in an error without asking the hub.
+Offline, so an error can name the exact `speechgate voices pull <ref>` without asking the hub.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ def _pullable() -> dict[str, PullRefs]:
 
 
 def parse_ref(ref: str) -> tuple[str, str]:
-    """`(engine, item name)` of a pull reference; InvalidRequest (param `ref`) if malformed."""
+    """`(engine, item name)` of a pull reference; InvalidRequest if malformed."""
     engine, _, name = ref.strip().partition(":")
     engine = engine.lower()
     refs = _pullable()
@@ -41,26 +40,20 @@ def make_ref(engine: str, name: str) -> str:
 
 
 def ref_for_voice(engine: str, voice: str) -> str | None:
-    """The reference that would install `voice` of `engine`, if its name says so: Piper voice
-    keys ("en_US-lessac-medium", optionally "#speaker"), Kokoro voice ids ("af_heart"),
-    pocket-tts' built-in voices ("juergen" -> pocket:german). None when the name alone cannot
-    tell."""
+    """The reference that would install `voice` of `engine`, if its name alone says."""
     pull = _pullable().get(engine)
     return pull.for_voice(voice) if pull is not None else None
 
 
 def ref_for_known_voice(engine: str, voice: str) -> str | None:
-    """The reference that installs `voice` if it is one a release of `engine`'s model ships
-    (Kokoro v1.0's voices, pocket-tts' built-in ones, in any case): what a client of another
-    server names. None for any other name, even one spelled like them."""
+    """The reference that installs `voice` if a release of `engine`'s model ships it: what a
+    client of another server names."""
     pull = _pullable().get(engine)
     return pull.for_known_voice(voice.strip().lower()) if pull is not None else None
 
 
 def ref_for_model(model: str) -> str | None:
-    """The reference that installs a model clients name, an engine's id or one of its model
-    aliases: "kokoro", "kokoro-82m" -> kokoro; "pocket-tts", "pocket-tts-hd", "pocket-tts-rt"
-    -> pocket:english (its default config)."""
+    """The reference that installs a model clients name ("kokoro-82m" -> kokoro)."""
     name = model.lower()
     for plugin in discover().values():
         if plugin.pull is not None and name in (plugin.id, *plugin.model_aliases):
@@ -69,8 +62,7 @@ def ref_for_model(model: str) -> str | None:
 
 
 def pull_ref(engine: str, voice: str) -> str | None:
-    """What `speechgate voices pull` takes to install `voice` of `engine` (None: no pull
-    provides it, e.g. a name that is not a Piper voice key)."""
+    """What `speechgate voices pull` takes to install `voice` of `engine`, if anything."""
     pull = _pullable().get(engine)
     if pull is None:
         return None
