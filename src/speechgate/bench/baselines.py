@@ -1,11 +1,8 @@
 """Other servers the bench compares speechgate with: their request, command and readiness.
 
-Each baseline is a `Send` for the load generator (so the same texts, the same closed loop and
-one kept-alive connection per client) and the command that serves it as a child process:
-
-- `piper-http`: piper-tts' own Flask server (`python -m piper.http_server`), `POST /synthesize`
-  with `{"text": ...}`. It synthesizes the whole text, then sends one non-streamed WAV.
-- `pocket-serve`: `pocket-tts serve`, `POST /tts` with form fields, a streamed (chunked) WAV.
+Each baseline is a `Send` for the load generator (the same texts and closed loop) and the
+command that serves it: `piper-http` (piper-tts' Flask server, one non-streamed WAV) and
+`pocket-serve` (`pocket-tts serve`, a streamed WAV).
 """
 
 from __future__ import annotations
@@ -31,9 +28,8 @@ BASELINES: tuple[BaselineName, ...] = ("piper-http", "pocket-serve")
 async def post_wav(
     client: httpx.AsyncClient, path: str, text: Text, **request: Any
 ) -> tuple[Sample, float]:
-    """`POST path` and read a WAV body to its end, timed as `speechgate.bench.load.send` times
-    OpenAI's route: first audio is the first byte past the 44-byte header. For a server that
-    sends its WAV whole, that is its first response byte. No retries, no Retry-After."""
+    """`POST path` and read a WAV body to its end, first audio timed past the 44-byte header
+    as `load.send` times OpenAI's route."""
     started = time.monotonic()
     ttfa: float | None = None
     parts: list[bytes] = []
@@ -62,13 +58,11 @@ async def post_wav(
 async def piper_http_send(
     client: httpx.AsyncClient, config: LoadConfig, text: Text
 ) -> tuple[Sample, float]:
-    """piper.http_server's `POST /synthesize`: its default voice, no other field."""
     return await post_wav(client, "/synthesize", text, json={"text": text.text})
 
 
 def pocket_serve_sender(upload: bytes | None = None) -> Send:
-    """pocket-tts serve's `POST /tts` (form: `text`; with `upload`, the voice as `voice_wav`,
-    which it encodes on every request; without, its `--default-voice`, encoded once)."""
+    """pocket-tts serve's `POST /tts`; with `upload`, the voice as `voice_wav` every request."""
 
     async def send(
         client: httpx.AsyncClient, config: LoadConfig, text: Text
@@ -97,8 +91,7 @@ class Baseline:
 
 
 def piper_http(model: Path, port: int) -> Baseline:
-    """piper.http_server on `model` (an `.onnx` with its `.onnx.json` beside it), with its own
-    defaults: one process, Flask's threads, onnxruntime's default thread count."""
+    """piper.http_server on `model`, with its own defaults."""
     command = (
         *(sys.executable, "-m", "piper.http_server"),
         *("--host", "127.0.0.1", "--port", str(port), "--model", str(model)),
@@ -116,5 +109,5 @@ def pocket_serve(config: Path, voice: Path, port: int, upload: bool = False) -> 
     )
     sender = pocket_serve_sender(voice.read_bytes() if upload else None)
     name = "pocket-tts serve" + (" (voice_wav per request)" if upload else "")
-    # Offline: pocket-tts would otherwise retry the unreachable hub for ~23 s at start-up.
+    # Offline: pocket-tts would otherwise retry the unreachable hub at start-up.
     return Baseline(name, command, port, "/health", sender, {"HF_HUB_OFFLINE": "1"})

@@ -1,9 +1,8 @@
 """The engine timed without a server: one process like one worker, one process with every
 core, and the ceiling.
 
-The ceiling is what the machine can do at best: one engine process per core, each pinned to
-it with one thread, speaking back to back. A server that reaches it adds no cost but its own
-CPU; the gap is what the gateway, queueing and IPC cost.
+The ceiling is one pinned single-thread engine process per core, back to back: the gap to it
+is what the gateway, queueing and IPC cost.
 """
 
 from __future__ import annotations
@@ -28,9 +27,7 @@ from speechgate.workers.affinity import confine
 from speechgate.workers.forking import CONTEXT, preload_engines
 from speechgate.workers.process import limit_threads
 
-# WAV at 24 kHz, what the server sends for `response_format=wav` by default.
 OUTPUT = OutputSpec(AudioFormat.WAV, 24000)
-# How long a failure sent just before the start barrier broke may take to arrive.
 _FAILURE_WAIT = 10.0
 
 
@@ -39,9 +36,7 @@ class EngineJob:
     """What one benchmark process runs; picklable for `spawn`."""
 
     engine: EngineConfig
-    # A client name ("alloy"), resolved in the process through `voice_aliases`; or an absolute
-    # path, a voice file the engine reads itself, as the server hands it a cloned voice's state
-    # file from its library (an engine with only cloned voices has no name to resolve).
+    # A client name ("alloy"), or an absolute path to a voice file (a clone's state).
     voice: str
     voice_aliases: Mapping[str, Mapping[str, str]]
     seconds: float
@@ -70,7 +65,6 @@ class InProcessRun:
 
 
 def _speak_all(job: EngineJob, ready: threading.Barrier, results: Queue[object]) -> None:
-    """Body of one benchmark process: load, warm up, wait for the others, run, report."""
     try:
         results.put(_run_job(job, ready))
     except Exception as error:
@@ -79,12 +73,10 @@ def _speak_all(job: EngineJob, ready: threading.Barrier, results: Queue[object])
 
 
 def load_pinned(job: EngineJob) -> tuple[Engine, str]:
-    """In a benchmark process: pin it, load the engine as a worker would, resolve the voice,
-    and pay the lazy initialisation with one throw-away run."""
+    """Pin the process, load the engine as a worker would and warm it up."""
     if job.cpus:
-        # Every thread, as a worker pins itself: some exist before this runs.
         confine(os.getpid(), job.cpus)
-    limit_threads(job.engine.threads)  # as a worker does, before its engine loads
+    limit_threads(job.engine.threads)
     from speechgate.catalog import Catalog
     from speechgate.engines import SynthesisRequest, load_engine
     from speechgate.engines.base import EngineInfo
@@ -107,7 +99,7 @@ def speak(
     seconds, received = 0.0, 0
     for chunk in render(engine, request, output):
         received += len(chunk.data)
-        # The same clock as the HTTP client's: first encoded bytes past any header.
+        # As the HTTP client times it: first encoded bytes past any header.
         if ttfa is None and received > offset:
             ttfa = time.monotonic() - sent
         seconds += chunk.audio_seconds
@@ -133,12 +125,8 @@ def _run_job(job: EngineJob, ready: threading.Barrier) -> _Result:
 
 def run_processes(jobs: Sequence[EngineJob], start_timeout: float = 300.0) -> InProcessRun:
     """Run `jobs` in parallel processes, started together once all have loaded their engine.
-
-    Aggregate throughput is total audio over the span from the first start to the last end.
-    Raises `RuntimeError` if a process fails to load its engine.
-    """
-    # Started as workers are (not forked from this process, whose live threads' locks a child
-    # would inherit), so each loads its own engine from scratch, as a worker does.
+    Raises `RuntimeError` if one fails to load."""
+    # Started as workers are: not forked from this process, whose threads' locks a child inherits.
     preload_engines(job.engine.name for job in jobs)
     results = CONTEXT.Queue()
     ready = CONTEXT.Barrier(len(jobs) + 1)
@@ -169,8 +157,7 @@ def run_processes(jobs: Sequence[EngineJob], start_timeout: float = 300.0) -> In
 
 
 def _failures(results: Queue[object]) -> list[str]:
-    """What the processes that broke the start barrier reported: a process sends its failure
-    before it breaks the barrier, so the first is waited for and the others taken as they are."""
+    """What the processes that broke the start barrier reported (each sends before breaking)."""
     failures: list[str] = []
     with contextlib.suppress(queue.Empty):
         item = results.get(timeout=_FAILURE_WAIT)
@@ -190,8 +177,7 @@ def measure_single(
     output: OutputSpec = OUTPUT,
     cores: Sequence[int] | None = None,
 ) -> InProcessRun:
-    """One process, one request at a time, on the first `engine.threads` of `cores` (default:
-    this process's): what one server worker does."""
+    """One process, one request at a time: what one server worker does."""
     cpus = tuple(sorted(cores or os.sched_getaffinity(0))[: engine.threads])
     return run_processes(
         [EngineJob(engine, voice, voice_aliases, seconds, cpus, tuple(texts), output)]
@@ -208,8 +194,7 @@ def measure_ceiling(
     output: OutputSpec = OUTPUT,
     cores: Sequence[int] | None = None,
 ) -> InProcessRun:
-    """`processes` single-thread engines, each pinned to its own core of `cores` (default: this
-    process's); by default one per core."""
+    """`processes` single-thread engines, each pinned to its own core (default: one per core)."""
     usable = sorted(cores or os.sched_getaffinity(0))
     count = processes or len(usable)
     if count > len(usable):
@@ -232,8 +217,7 @@ def measure_all_threads(
     output: OutputSpec = OUTPUT,
     cores: Sequence[int] | None = None,
 ) -> InProcessRun:
-    """One process with one thread per core of `cores` (default: this process's), free to move
-    among them: the best one request at a time can get, what a lone client could have."""
+    """One process with a thread per core: the best a lone client could have."""
     usable = tuple(sorted(cores or os.sched_getaffinity(0)))
     wide = replace(engine, threads=len(usable))
     # Restricted to `cores` only when given: within them, the scheduler places the threads.

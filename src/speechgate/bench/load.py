@@ -47,8 +47,7 @@ class LoadConfig:
 
 @dataclass(frozen=True)
 class LevelRun:
-    """One level; with a server pid, the resident memory of its process tree (bytes): the
-    peak over samples taken during the level, and at its end."""
+    """One level; with a server pid, its process tree's resident memory (peak and at the end)."""
 
     stats: RunStats
     samples: list[Sample]
@@ -60,8 +59,7 @@ OnSample = Callable[[int, Sample, float], None]
 """Progress hook: (concurrency, sample, seconds since the level started)."""
 
 Send = Callable[[httpx.AsyncClient, "LoadConfig", Text], Awaitable[tuple[Sample, float]]]
-"""One request, read to the end: the sample and, for a 429, the seconds to wait before the
-next. `send` speaks OpenAI's route; `speechgate.bench.baselines` has other servers' APIs."""
+"""One request, read to the end: the sample and, for a 429, the seconds to wait."""
 
 
 def _retry_after(response: httpx.Response) -> float:
@@ -74,7 +72,7 @@ def _retry_after(response: httpx.Response) -> float:
 
 
 async def send(client: httpx.AsyncClient, config: LoadConfig, text: Text) -> tuple[Sample, float]:
-    """One request, read to the end. Returns the sample and, for a 429, the Retry-After."""
+    """One request to OpenAI's route, read to the end, as a `Send`."""
     body = {
         "model": config.model,
         "input": text.text,
@@ -106,7 +104,7 @@ async def send(client: httpx.AsyncClient, config: LoadConfig, text: Text) -> tup
     seconds = (
         audio_seconds(data, config.format)
         if config.format in (AudioFormat.WAV, AudioFormat.PCM)
-        # Decoding a codec takes milliseconds: off the loop, so other clients' clocks stay true.
+        # Off the loop, so other clients' clocks stay true.
         else await asyncio.to_thread(audio_seconds, data, config.format)
     )
     return Sample(
@@ -126,8 +124,8 @@ async def run_level(
     on_sample: OnSample | None = None,
     send: Send = send,
 ) -> tuple[list[Sample], float]:
-    """`concurrency` clients send back to back until the request count or the duration is
-    reached (requests in flight then finish). Returns the samples and the wall seconds."""
+    """`concurrency` clients send back to back until the count or the duration is reached;
+    the samples and the wall seconds."""
     issued = itertools.count()
     samples: list[Sample] = []
     started = time.monotonic()
@@ -147,8 +145,7 @@ async def run_level(
             if on_sample is not None:
                 on_sample(concurrency, sample, time.monotonic() - started)
             if retry_after:
-                # Counted, not retried; but a rejected client that came straight back would
-                # only spin and steal the server's CPU, so it honours Retry-After first.
+                # Not retried, but a client coming straight back would steal the server's CPU.
                 left = deadline - time.monotonic() if deadline is not None else retry_after
                 await asyncio.sleep(max(0.0, min(retry_after, left)))
 
@@ -171,8 +168,7 @@ def make_client(config: LoadConfig, max_connections: int) -> httpx.AsyncClient:
 async def run_load(
     config: LoadConfig, on_sample: OnSample | None = None, send: Send = send
 ) -> list[LevelRun]:
-    """Warm the server up (uncounted), then run every level in order, each request through
-    `send` (by default OpenAI's `POST /v1/audio/speech`)."""
+    """Warm the server up (uncounted), then run every level in order."""
     meter = CpuMeter(config.server_pid)
     runs: list[LevelRun] = []
     async with make_client(config, max(*config.levels, config.warmup)) as client:

@@ -1,21 +1,12 @@
 """The gateway's overhead on time to first audio, measured two ways in one run.
 
-Paired: each short text is spoken through the server (one request at a time, so nothing
-queues), then by the same engine in a process pinned to the server's first worker core,
-alternately. The machine's speed drifts by tens of percent over minutes; pairs taken a few
-milliseconds apart see the same machine, so the median of their differences is the gateway's
-cost, not drift. It still holds a fixed offset between two processes: two identical engine
-processes on one core differ by up to a millisecond (their memory layouts), and cores differ
-by more (one takes the machine's interrupts).
+Paired: each short text through the server, then by the same engine in a process pinned to
+the server's first worker core, alternately, so the median of the differences is the gateway's
+cost and not the machine's drift (though it holds a fixed offset between processes).
 
-Both time the server with `Probe`, a minimal HTTP/1.1 client, so that a client library's own
-time (about a millisecond for httpx here) does not count as the gateway's.
-
-Per request: the server's `Server-Timing` says how long the engine itself took to its first
-audio, timed inside the worker around the same `render` call the in-process engine makes.
-The client's time to first audio minus that is everything the gateway adds (HTTP, validation,
-admission, the two hops to the worker and back) for that very request, on the same process
-and core, so no offset between processes enters it.
+Per request: the client's time to first audio minus the engine's own (`Server-Timing`, timed
+in the worker around the same `render` call), with no offset between processes. Both time the
+server with `Probe`, a minimal client, so a client library's own time does not count.
 """
 
 from __future__ import annotations
@@ -41,9 +32,7 @@ class Overhead:
     inprocess_ttfa_p50_ms: float
     paired_difference_p50_ms: float
     worker_engine_ttfa_p50_ms: float | None = None
-    """The engine's own time to first audio inside the server's worker (`Server-Timing`)."""
     per_request_p50_ms: float | None = None
-    """Median over requests of client time to first audio minus the worker engine's."""
 
 
 def engine_timing(header: str | None) -> float | None:
@@ -59,9 +48,8 @@ def engine_timing(header: str | None) -> float | None:
 
 
 def first_audio_texts(texts: Sequence[Text]) -> list[str]:
-    """What the pairs speak: the short texts, or in a set without any (`--texts medium` or
-    `long`) each text's first segment, which is what its first audio is made of; a whole long
-    text would make each pair take seconds for the same figure."""
+    """What the pairs speak: the short texts, else each text's first segment (what its first
+    audio is made of)."""
     return [text.text for text in texts if text.kind == "short"] or [
         segment(text.text)[0] for text in texts
     ]
@@ -79,9 +67,8 @@ def _engine_process(job: EngineJob, conn: Connection) -> None:
 def _timed_request(
     probe: Probe, body: Mapping[str, object], offset: int
 ) -> tuple[float, float | None]:
-    """Seconds from sending to the first audio bytes past any container header, and the
-    engine's own part of it as the server reports it. The whole body is read: the worker
-    stays busy until then, and the next pair must not wait for it."""
+    """Seconds to the first audio bytes, and the engine's part of it as the server reports.
+    The whole body is read, so the next pair does not wait for a busy worker."""
     response = probe.post_json("/v1/audio/speech", body, skip=offset)
     if response.status != 200:
         raise RuntimeError(f"the server answered {response.status}: {response.body[:200]!r}")
@@ -93,9 +80,8 @@ def _timed_request(
 def measure_overhead(
     url: str, model: str, job: EngineJob, pairs: int = 100, server_voice: str | None = None
 ) -> Overhead:
-    """`pairs` server/in-process pairs over `first_audio_texts(job.texts)` (warm-up excluded).
-    The server is asked for `server_voice` (default: the job's), where the two sides name one
-    voice differently (a clone: by name in the server, by its sample in-process)."""
+    """`pairs` server/in-process pairs, warm-up excluded; `server_voice` where the two sides
+    name one voice differently (a clone)."""
     texts = first_audio_texts(job.texts)
     preload_engines([job.engine.name])
     parent, child = CONTEXT.Pipe()
@@ -136,7 +122,6 @@ def measure_overhead(
             remote - inproc for remote, inproc in zip(server, local, strict=True)
         )
         * 1000,
-        # Only where the server reports its engine's timing (not a relay, not older servers).
         worker_engine_ttfa_p50_ms=(
             statistics.median(e for _, e in engine) * 1000 if engine else None
         ),

@@ -1,11 +1,8 @@
 """A minimal HTTP/1.1 client for timing one request at a time: a kept-alive socket, the
 request written in one send, the response read as it arrives.
 
-For measuring the gateway's own overhead: a client library costs time of its own between the
-socket and the caller (httpx takes about a millisecond per request on this project's 2-core
-machine, `http.client` a quarter of one), and that time is the client's, not the server's.
-This reads the bytes straight off the socket, with `TCP_NODELAY`, and decodes only what
-HTTP/1.1 needs: the status line, headers, and a chunked or sized body.
+For the gateway's own overhead: a client library's time between the socket and the caller is
+the client's, not the server's, so this decodes only what HTTP/1.1 needs.
 """
 
 from __future__ import annotations
@@ -49,7 +46,7 @@ class Probe:
 
     def post_json(self, path: str, body: Mapping[str, object], skip: int = 0) -> ProbeResponse:
         """POST `body` as JSON and read the whole response, noting when the body first held
-        more than `skip` bytes (a container header, say)."""
+        more than `skip` bytes."""
         payload = json.dumps(body).encode()
         head = (
             f"POST {path} HTTP/1.1\r\nhost: {self._host}:{self._port}\r\n"
@@ -97,8 +94,7 @@ class Probe:
         return status, headers
 
     def _body(self, headers: Mapping[str, str]) -> Iterator[bytes]:
-        """The body's data as it arrives: of a chunked body, whatever part of the current
-        chunk is in; of a sized one, all of it."""
+        """The body's data as it arrives."""
         if headers.get("transfer-encoding", "").lower() != "chunked":
             yield self._take(int(headers.get("content-length", "0")))
             return

@@ -41,13 +41,12 @@ from speechgate.settings import Settings
 @dataclass(frozen=True)
 class InProcessConfig:
     """In-process runs use the engine `settings` describes: run the bench with the server's
-    SPEECHGATE_* environment so both load the same model with the same threads."""
+    environment so both load the same model."""
 
     settings: Settings
     seconds: float = 10.0
     processes: int | None = None  # ceiling processes; default one per usable core
-    # The voice as the engine names it, when the client's name is not resolvable in-process
-    # (a clone in the server's library): e.g. the clone's sample, as an absolute path.
+    # The voice as the engine names it, where the client's name is not (a clone's sample).
     voice: str | None = None
 
 
@@ -89,8 +88,6 @@ def _server_cores(config: LoadConfig) -> list[int] | None:
 
 @dataclass(eq=False)
 class _Other:
-    """A baseline server that is up: the load config that points at it, and its levels so far."""
-
     baseline: Baseline
     load: LoadConfig
     runs: list[LevelRun] = field(default_factory=list)
@@ -103,8 +100,7 @@ def _start_baselines(
     console: Console,
     log_dir: Path | None = None,
 ) -> list[_Other]:
-    """Start each baseline as a child server on the speechgate server's cores (if known), to
-    be stopped with all its processes when `stack` closes. They sit idle until loaded."""
+    """Start each baseline on the speechgate server's cores, stopped when `stack` closes."""
     logs = log_dir or Path(tempfile.mkdtemp(prefix="speechgate-bench-"))
     cores = _server_cores(config)
     started: list[_Other] = []
@@ -137,14 +133,9 @@ def run_bench(
     baselines: Sequence[Baseline] = (),
     log_dir: Path | None = None,
 ) -> BenchReport:
-    """The HTTP load, level by level, each level on speechgate and then on each baseline
-    server back to back. With `in_process`, first the single process and the gateway overhead,
-    then a slice of one process with every core and one of the ceiling before the first level,
-    a slice of the ceiling after each level and one of every core after the first. Machines
-    drift (shared hosts, boost clocks) by tens of percent over minutes, so each level is held
-    against the ceiling measured on either side of it, the first (one client's) also against
-    one process with every core on either side, and the servers compared at a level are loaded
-    within seconds of each other."""
+    """The HTTP load, level by level, on speechgate and each baseline back to back. Machines
+    drift over minutes, so with `in_process` each level is held against slices of the ceiling
+    measured on either side of it (the first level also against one process with every core)."""
     prelude = _in_process_prelude(config, in_process, console) if in_process else None
     runs: list[LevelRun] = []
     slices: list[InProcessRun] = []
@@ -170,7 +161,6 @@ def run_bench(
 
 
 def _pooled(slices: Sequence[InProcessRun]) -> RunStats:
-    """One run's stats from the samples and wall time of its slices."""
     return summarize(
         slices[0].stats.concurrency,
         [sample for part in slices for sample in part.samples],
@@ -181,8 +171,7 @@ def _pooled(slices: Sequence[InProcessRun]) -> RunStats:
 
 @dataclass(frozen=True)
 class _Prelude:
-    """What the in-process runs measured before the levels, and how to take the slices measured
-    between them (each half `InProcessConfig.seconds`)."""
+    """What the in-process runs measured before the levels, and the slices between them."""
 
     config: LoadConfig
     in_process: InProcessConfig
@@ -217,8 +206,7 @@ class _Prelude:
     def result(
         self, runs: Sequence[LevelRun], slices: Sequence[InProcessRun], wide: Sequence[InProcessRun]
     ) -> InProcessResult:
-        """The in-process results, given the levels' `runs`, the ceiling's `slices` (one before
-        the first level and one after each) and the all-threads ones (`wide`)."""
+        """The in-process results, given the levels' `runs` and the slices around them."""
         throughputs = [part.stats.throughput for part in slices]
         beside = {
             level: (throughputs[i] + throughputs[i + 1]) / 2
@@ -240,13 +228,10 @@ class _Prelude:
 def _in_process_prelude(
     config: LoadConfig, in_process: InProcessConfig, console: Console
 ) -> _Prelude:
-    """The in-process runs that come before the levels: the single process and the gateway
-    overhead."""
     settings = in_process.settings
     engine = engine_config(settings, engine_for_model(settings, config.model))
     voice = in_process.voice or config.voice
     aliases, seconds = settings.voice_aliases, in_process.seconds
-    # The server's format at its default 24 kHz, so both sides encode the same.
     output = OutputSpec(config.format, 24000)
     # On the server's own cores, if we know them: the ceiling is of the same hardware.
     cores = _server_cores(config)

@@ -13,12 +13,8 @@ from speechgate.bench.texts import TextKind
 
 @dataclass(frozen=True)
 class Sample:
-    """One request, from the client's side (or one in-process `render` call).
-
-    Times are seconds from sending. `status` is the HTTP status, 0 when the request failed
-    before one arrived or the body broke off (`error` then names the exception).
-    `ttfa` is None unless audio arrived.
-    """
+    """One request, from the client's side (or one in-process `render` call): seconds from
+    sending; `status` 0 when it failed before one arrived (`error` names the exception)."""
 
     kind: TextKind
     status: int
@@ -43,7 +39,6 @@ class Percentiles:
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """The `q`-th percentile (0-100, linear interpolation), or None for no values."""
     return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else None
 
 
@@ -54,12 +49,8 @@ def percentiles_ms(seconds: Sequence[float]) -> Percentiles:
 
 @dataclass(frozen=True)
 class RunStats:
-    """One load level against the server, or one in-process run.
-
-    `concurrency` is clients in flight (server) or engine processes (in-process).
-    `throughput` is audio seconds of successful requests per wall second ("x real time").
-    `cpu_percent` is top-style: 100 = one core busy.
-    """
+    """One load level against the server, or one in-process run. `throughput` is audio
+    seconds of successful requests per wall second; `cpu_percent` 100 is one core busy."""
 
     concurrency: int
     requests: int
@@ -101,13 +92,8 @@ def summarize(
 
 @dataclass(frozen=True)
 class Comparison:
-    """The server against the in-process numbers of the same run.
-
-    `efficiency`: best server throughput over the levels / the pinned-process ceiling measured
-    beside that level (`ceilings`, by concurrency: the machine drifts over a run).
-    `gateway_overhead_ms`: server p50 TTFA for short texts at the lowest level (no queueing)
-    minus the single in-process p50 TTFA for the same texts.
-    """
+    """The server against the in-process numbers of the same run. `efficiency`: best server
+    throughput / the ceiling measured beside that level (the machine drifts over a run)."""
 
     saturation_concurrency: int
     saturation_throughput: float
