@@ -1,13 +1,11 @@
 # Two entry points, both of which set everything up first: `make serve` and `make test`.
-# Two jobs at once: `make test`'s Python packages (uv) and Debian packages (apt-get) install side
-# by side, most of a minute less on a fresh machine.
+# Two jobs at once: `make test`'s Python (uv) and Debian (apt-get) packages install side by side.
 MAKEFLAGS += --jobs=2
 VENV ?= .venv
 BIN := $(VENV)/bin
 # Every install goes through the tested pins (constraints.txt), so a run is reproducible. uv
-# installs them (in parallel: about half of pip's time for the test set). It reads none of pip's
-# configuration, so it is given pip's find-links, where a machine keeps local wheels (the CPU
-# build of torch, which the test set needs: PyPI's torch for Linux is a CUDA build of gigabytes).
+# reads none of pip's configuration, so it is given pip's find-links, where a machine keeps local
+# wheels (the CPU build of torch: PyPI's torch for Linux is a CUDA build of gigabytes).
 FIND_LINKS = $(shell python3 -m pip config get global.find-links 2> /dev/null)
 UV_INSTALL = $(BIN)/uv pip install --quiet --python $(VENV) --compile-bytecode \
 	--constraint constraints.txt $(foreach links,$(FIND_LINKS),--find-links $(links))
@@ -59,7 +57,7 @@ TEST_WORKERS ?= auto
 PYTEST := $(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist loadscope
 
 # The linters first, not beside the suite: the type checker there, even niced, made the suite's
-# timing-sensitive tests flaky (two failures in two runs) for a dozen seconds saved.
+# timing-sensitive tests flaky.
 test: lint docs system-packages
 	$(PYTEST)
 
