@@ -1,8 +1,5 @@
-"""Prometheus metrics, in a registry of the app's own (so several apps can live in one process).
-
-Pool state (queue depth, workers by state, restarts, rejections, job outcomes) is read from the
-pools when scraped; request figures are recorded as requests end.
-"""
+"""Prometheus metrics, in a registry of the app's own (so several apps can live in one
+process); pool state is read from the pools when scraped."""
 
 from __future__ import annotations
 

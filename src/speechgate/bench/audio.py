@@ -9,9 +9,7 @@ import av
 
 from speechgate.audio.formats import AudioFormat
 
-# OpenAI's (and speechgate's) `pcm` is headerless s16le mono at 24 kHz.
 PCM_SAMPLE_RATE = 24000
-# A streamed WAV starts with a 44-byte RIFF/fmt/data header: bytes beyond it are audio.
 WAV_HEADER_BYTES = 44
 
 _DEMUXERS = {
@@ -23,12 +21,8 @@ _DEMUXERS = {
 
 
 def wav_audio_seconds(data: bytes) -> float:
-    """Seconds of PCM in a (possibly streamed, size-less) WAV body, from its length.
-
-    Walks the RIFF chunks to `fmt ` and `data` rather than assuming 44 bytes, and ignores
-    the size fields, which a streamed WAV sets to 0xFFFFFFFF. A trailing partial frame is
-    dropped. Raises `ValueError` for anything that is not PCM WAV.
-    """
+    """Seconds of PCM in a WAV body, from its length: the size fields of a streamed WAV are
+    0xFFFFFFFF. Raises `ValueError` for anything that is not PCM WAV."""
     if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
         raise ValueError("not a RIFF/WAVE body")
     offset, block_align, rate = 12, 0, 0
@@ -50,7 +44,6 @@ def wav_audio_seconds(data: bytes) -> float:
 
 
 def audio_seconds(data: bytes, format: AudioFormat) -> float:
-    """Seconds of audio in a whole response body of `format`."""
     if format is AudioFormat.WAV:
         return wav_audio_seconds(data)
     if format is AudioFormat.PCM:
@@ -68,5 +61,4 @@ def audio_seconds(data: bytes, format: AudioFormat) -> float:
 
 
 def audio_offset(format: AudioFormat) -> int:
-    """Bytes of a body that come before the first audio: time to first audio waits past them."""
     return WAV_HEADER_BYTES if format is AudioFormat.WAV else 0

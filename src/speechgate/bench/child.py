@@ -23,7 +23,6 @@ def free_port() -> int:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without any SPEECHGATE_ setting, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPEECHGATE_")}
     return env | extra
 
@@ -38,9 +37,7 @@ def child_server(
     cpus: Sequence[int] | None = None,
 ) -> Iterator[int]:
     """Run `command` in its own process group until the block ends; yields its pid once
-    `ready` (a URL that answers 200, or a check, for a server that speaks no HTTP) holds.
-    The whole group (workers too) is stopped, killed if need be. With `cpus`, the server
-    (and what it starts) runs on those cores only."""
+    `ready` (a URL that answers 200, or a check) holds. With `cpus`, on those cores only."""
     is_ready = ready if callable(ready) else lambda: _answers(ready)
     with log.open("wb") as output:
         process = subprocess.Popen(

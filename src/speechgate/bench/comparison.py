@@ -14,8 +14,7 @@ from speechgate.bench.stats import RunStats, Sample
 
 @dataclass(frozen=True)
 class ServerRun:
-    """One server under the load: its levels and its process tree's resident memory (bytes):
-    the peak over the samples of every level, and at the end of the last one."""
+    """One server under the load: its levels and its process tree's resident memory."""
 
     name: str
     levels: list[RunStats]
@@ -68,10 +67,8 @@ def ratios(
     all_threads: RunStats | None,
     ceilings: Mapping[int, float] | None,
 ) -> list[Ratio]:
-    """The targets, for each figure this run has (a missing level or reference drops its
-    lines). First byte against the in-process per-sentence latency: speechgate streams
-    sentence by sentence, so its first audio is its first sentence's. `ceilings`: the pinned
-    ceiling's throughput to hold each level (by concurrency) against, measured beside it."""
+    """The targets, for each figure this run has. First byte is held against the in-process
+    per-sentence latency, as speechgate's first audio is its first sentence's."""
     found: list[Ratio] = []
 
     def add(
@@ -151,8 +148,7 @@ def comparison_table(
     servers: Sequence[ServerRun], references: Sequence[Reference], levels: Sequence[int]
 ) -> Table:
     """Rows: each server, then each in-process reference; columns: audio s/s and first-byte
-    p50 at each level (for a reference, its throughput and per-sentence p50 in every column),
-    then the server's resident memory."""
+    p50 at each level, then the server's resident memory."""
     table = Table(
         title="side by side: same texts, voice and format; closed loop, one kept-alive "
         "connection per client",

@@ -22,12 +22,8 @@ def _tree_times(pid: int) -> dict[_Key, float]:
 
 
 class CpuMeter:
-    """Top-style CPU percent (100 = one core) between `start()` and `stop()`.
-
-    With `pid`: that process and all its descendants (a server and its engine workers); time
-    of a child that exits within the interval is lost. Without: the whole machine, this
-    load generator included.
-    """
+    """Top-style CPU percent (100 = one core) between `start()` and `stop()`, of `pid`'s
+    process tree (a child that exits meanwhile is lost) or else the whole machine."""
 
     def __init__(self, pid: int | None = None) -> None:
         self.pid = pid

@@ -24,18 +24,14 @@ def _rss(processes: list[psutil.Process]) -> int:
 
 
 def tree_rss(pid: int) -> int:
-    """Bytes resident in `pid` and all its descendants (a server and its engine workers)."""
+    """Bytes resident in `pid` and all its descendants."""
     return _rss(_tree(pid))
 
 
 class MemoryMeter:
-    """The peak and the last of `tree_rss(pid)` over samples taken every `interval` seconds
-    while `sampling()` runs. Sampled, so a peak shorter than the interval can be missed.
-
-    The meter shares the cores with the server it loads, so it lists the tree only every
-    `relist` seconds, or when one of its processes has exited: listing reads every process
-    on the machine (~2 ms here), reading the listed ones' memory a file each. A process
-    started between listings counts from the next one."""
+    """The peak and the last of `tree_rss(pid)`, sampled every `interval` seconds while
+    `sampling()` runs. Listing reads every process on the machine, whose cores the server
+    uses, so the tree is listed only every `relist` seconds or when a process exited."""
 
     def __init__(self, pid: int, interval: float = 0.5, relist: float = 5.0) -> None:
         self.pid = pid
@@ -60,7 +56,7 @@ class MemoryMeter:
         async def loop() -> None:
             while True:
                 await asyncio.sleep(self.interval)
-                # A few /proc reads; off the loop, so they never delay a client's clock.
+                # Off the loop, so they never delay a client's clock.
                 await asyncio.to_thread(self.sample)
 
         self.sample()

@@ -26,10 +26,8 @@ from speechgate.bench.stats import Comparison, Percentiles, RunStats, Sample
 
 @dataclass(frozen=True)
 class InProcessResult:
-    """The ceiling is measured in slices: one before the first level of the HTTP load and one
-    after each. `ceiling` pools them; `ceiling_slices` are their throughputs in that order, which
-    show how the machine drifted over the run; `ceiling_beside` holds each level (by concurrency)
-    against the mean of the two slices around it, measured within a minute of it, not several."""
+    """The ceiling is measured in slices around each level of the HTTP load, so each level is
+    held against the ceiling measured within a minute of it (`ceiling_beside`), not several."""
 
     single: RunStats
     single_threads: int
@@ -55,7 +53,6 @@ class BenchReport:
     levels: list[RunStats]
     samples: list[list[Sample]]
     in_process: InProcessResult | None = None
-    # The server's process tree (with --server-pid): peak resident bytes and at the end.
     rss_peak: int | None = None
     rss_end: int | None = None
     baselines: list[ServerRun] = dataclasses.field(default_factory=list)

@@ -14,8 +14,8 @@ class Text:
     text: str
 
 
-# Short ones (~1-2 s of speech) stress time to first audio; medium ones (~6-10 s, several
-# sentences) stress throughput and streaming. Interleaved, so a prefix of any length mixes both.
+# Short ones stress time to first audio, medium ones throughput and streaming; interleaved, so
+# a prefix of any length mixes both.
 TEXTS: tuple[Text, ...] = (
     Text("short", "Hello, how can I help you today?"),
     Text(
@@ -43,9 +43,8 @@ TEXTS: tuple[Text, ...] = (
     ),
 )
 
-# Paragraphs (~30 s of speech each, seven or eight sentences of 60-110 characters), as an
-# article or a chapter is read aloud: the case a lone request's segments spoken side by side
-# speeds up (see `speechgate.lanes`). Not in `TEXTS`: a set of their own (`text_set("long")`).
+# Paragraphs, as an article is read aloud: the case side-by-side segments speed up
+# (`speechgate.lanes`). A set of their own, not in `TEXTS`.
 LONG_TEXTS: tuple[Text, ...] = (
     Text(
         "long",
@@ -86,8 +85,6 @@ TEXT_SETS = ("all", "short", "medium", "long")
 
 
 def text_set(name: str) -> tuple[Text, ...]:
-    """The texts of a set: all (`TEXTS`: short and medium interleaved), short, medium, or long
-    (`LONG_TEXTS`)."""
     if name not in TEXT_SETS:
         raise ValueError(f"the text set is one of {', '.join(TEXT_SETS)}, not {name!r}")
     if name == "long":
