@@ -1,21 +1,15 @@
 """Admission control: admit a job only if it can expect a worker within `max_queue_wait`,
-and share the workers fairly between the senders (API key, address, principal) competing.
+else refuse it at once (`QueueFull`, 429) with the predicted start as its Retry-After. The
+prediction deals the work ahead to the workers as each frees, at the measured characters per
+second of a worker's time; once admitted, only a pool serving nobody ends the wait (503).
 
-A request gets an idle worker, joins the queue if its predicted start is within
-`max_queue_wait`, or is refused at once (`QueueFull`, 429) with that prediction as its
-Retry-After. An admitted request waits its turn; only a pool serving nobody for `safety_wait`
-ends the wait (503). Predictions deal the work ahead, in fair order, to the workers as each
-frees, at the measured rate in characters per second of a worker's time.
+Senders (API key, address, principal) share the workers by start-time fair queueing on
+characters, so a flood from one sender delays that sender; a full queue pushes out the newest
+request of a sender over its share, and a sender crowded out of every slot gets a guest place.
 
-Fairness is start-time fair queueing on characters: a freed worker goes to the sender handed
-the least work, so a flood from one sender delays that sender. A full queue pushes out the
-newest request of the sender holding more than its share. A sender crowded out by others
-holding every slot gets a guest place (one per worker, beyond its slots).
-
-A refused request with a `retry_key` may keep a place due at its Retry-After: later requests
-are admitted only while the retry would still wait at most half of `max_wait`; otherwise fresh
-requests refill the queue before the retry comes. A sender keeps at most its share of places,
-so a caller looping on 429 cannot reserve the queue for itself.
+A refused request with a `retry_key` may keep a place due at its Retry-After, or fresh requests
+would refill the queue before it comes; a sender keeps at most its share of places, so a caller
+looping on 429 cannot reserve the queue for itself.
 """
 
 from __future__ import annotations

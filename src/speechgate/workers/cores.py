@@ -1,8 +1,7 @@
 """The cores a gateway's local pools share, and when one job may have them all.
 
-Every local pool pins its workers onto the same cores (one engine's pool beside another's), so
-"this job runs alone" is a question about all of them: a Kokoro job is not alone while a Piper
-job runs. The pools answer through a `SharedCores` they all join.
+Every local pool pins its workers onto the same cores, so a Kokoro job is not alone while a
+Piper job runs: the pools answer through a `SharedCores` they all join.
 """
 
 from __future__ import annotations
@@ -14,17 +13,13 @@ class CoreUser(Protocol):
     """A pool whose jobs can be widened onto every core and narrowed back."""
 
     @property
-    def jobs(self) -> int:
-        """Jobs running or waiting in this pool."""
-        ...
+    def jobs(self) -> int: ...
 
     def narrow_all(self) -> None:
         """Put every running job back on its worker's own cores."""
-        ...
 
     def widen_lone(self) -> None:
         """Give the one running job, if there is one, every core."""
-        ...
 
 
 class SharedCores:
@@ -35,7 +30,6 @@ class SharedCores:
         self._users.append(user)
 
     def jobs(self) -> int:
-        """Jobs running or waiting in every pool."""
         return sum(user.jobs for user in self._users)
 
     def narrow_all(self) -> None:

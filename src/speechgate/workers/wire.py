@@ -1,8 +1,7 @@
 """Framing of the messages between the gateway and a worker: a 4-byte length, then a pickle.
 
-The gateway reads through asyncio streams, so a worker that stalls halfway through a message
-(frozen, or killed mid-write) can never block the event loop; the worker side is plain
-blocking socket I/O, on a thread that does nothing else (`speechgate.workers.process`).
+The gateway reads through asyncio streams, so a worker that stalls mid-message never blocks
+the event loop; the worker side is plain blocking socket I/O.
 """
 
 from __future__ import annotations
