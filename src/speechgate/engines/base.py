@@ -73,7 +73,9 @@ class Engine(Protocol):
         ...
 
     @property
-    def sample_rate(self) -> int: ...
+    def sample_rate(self) -> int:
+        """The rate of every chunk `synthesize` yields."""
+        ...
 
     @property
     def supports_instructions(self) -> bool:

@@ -69,7 +69,6 @@ class PullRefs:
     """How to find a voice of a language; `{search}` is the search command."""
 
     def ref(self, engine: str, item: str) -> str:
-        """The reference that names `item` of `engine`."""
         return (
             engine if self.bare_item is not None and item == self.bare_item else f"{engine}:{item}"
         )
@@ -86,13 +85,12 @@ class EnginePlugin:
     """Its name for people ("Piper"): the Wyoming description's attribution."""
 
     description: str
-    """One line about it."""
 
     factory: str
     """`module:Class` of the engine, whose `from_config(EngineConfig)` builds it."""
 
     url: str | None = None
-    """The engine's project page (Wyoming's attribution; None: speechgate's)."""
+    """For Wyoming's attribution; None: speechgate's."""
 
     requires: tuple[str, ...] = ()
     """Top-level modules whose presence means the engine is installed (found, not imported:
