@@ -1,13 +1,8 @@
 """Text normalization: written forms ("$5.20", "Dec. 2nd", "Henry VIII") as a careful speaker
 says them, with a map back to the written characters.
 
-`normalize(text, language)` rewrites a sentence or a whole text; `say_as(text, interpret_as)`
-says one token as SSML's `<say-as>` asks. English has the full set of rules; German, French and
-Spanish have numbers, money, dates and times; any other language keeps its text as written
-(only emoji are dropped). `[[ ... ]]` phoneme blocks are never touched.
-
-Pure functions, safe to call from any thread; number words come from CLDR's rules, loaded per
-language on first use (`warm` loads them ahead).
+English has the full set of rules; German, French and Spanish numbers, money, dates and times;
+other languages keep their text (only emoji are dropped). Pure functions, thread-safe.
 """
 
 from __future__ import annotations
@@ -40,7 +35,7 @@ LANGUAGES = tuple(_RULES)
 
 
 def language_of(tag: str) -> Context:
-    """A BCP 47 tag ("en", "en-GB", "de_DE", "zh-Hant-TW") as a language and a region."""
+    """A BCP 47 tag as a language and a region."""
     parts = tag.replace("_", "-").split("-")
     region = next((p.upper() for p in parts[1:] if len(p) == 2), "")
     return Context(parts[0].lower(), region)

@@ -35,8 +35,7 @@ def engine(language: str) -> RbnfEngine:
         with _LOCK:
             found = _ENGINES.get(language)
             if found is None:
-                # Imported here: the rules load per language on first use, so importing the
-                # normalizer costs nothing for a process that never normalizes.
+                # Imported here, so a process that never normalizes pays nothing.
                 from unicode_rbnf import RbnfEngine
 
                 found = RbnfEngine.for_language(language)
@@ -46,7 +45,6 @@ def engine(language: str) -> RbnfEngine:
 
 @lru_cache(maxsize=4096)
 def spell(number: int, language: str, ruleset: str) -> str:
-    """`number` (not negative) through one of `language`'s rule sets."""
     return engine(language).format_number(number, ruleset_names=[ruleset]).text
 
 
@@ -78,11 +76,8 @@ def digits(text: str, language: str = "en") -> str:
 
 
 def decimal(integer: str, fraction: str | None, language: str = "en", sign: str = "") -> str:
-    """A number written as digits `integer` (grouping marks removed) and `fraction` (the
-    digits after the decimal mark, or None), with `sign` "-" or "+" or "".
-
-    English and German read the fraction digit by digit ("three point one four"), French and
-    Spanish as a number ("trois virgule quatorze"), keeping its leading zeros."""
+    """A number written as digits `integer` and `fraction` (or None), with `sign`. English and
+    German read the fraction digit by digit, French and Spanish as a number."""
     words = cardinal(int(integer or "0"), language)
     if fraction:
         if language in ("fr", "es"):

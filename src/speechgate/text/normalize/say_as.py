@@ -157,12 +157,8 @@ _LANGUAGES = frozenset(("en", "de", "fr", "es"))
 
 
 def say_as(text: str, interpret_as: str, format: str | None = None, language: str = "en") -> str:
-    """`text` said as `interpret_as` (SSML's `<say-as>` values: characters, spell-out,
-    cardinal, ordinal, digits, date, time, telephone, currency, fraction), with `format` where
-    the interpretation takes one (a date's part order, "mdy", "dmy", "ymd", ...).
-
-    Raises `UnknownSayAs` for an interpretation it does not know, ValueError for text that is
-    not what it says it is (a date with a letter in it)."""
+    """`text` said as `interpret_as`, with `format` where it takes one (a date's order). Raises
+    `UnknownSayAs`, or ValueError for text that is not what it says it is."""
     say = _SAY.get(interpret_as.lower())
     if say is None:
         raise UnknownSayAs(f"unknown say-as interpret-as {interpret_as!r}")
@@ -172,6 +168,5 @@ def say_as(text: str, interpret_as: str, format: str | None = None, language: st
         if say not in (_characters, _telephone):
             return text
         language = code = "en"
-    # A date, a time and an amount read the region too (a date's order); the others take the
-    # language alone, as the number words are kept by language.
+    # A date, a time and an amount read the region too (a date's order).
     return say(text, format, language if say in (_date, _time, _currency) else code)

@@ -1,9 +1,7 @@
 """The rule engine the language modules share: rules find spans, each says what to speak.
 
-Rules run in priority order over the whole text; a span that overlaps one an earlier rule took
-is skipped, so a telephone number is never read again as a range and a URL never as an
-acronym. `[[ ... ]]` phoneme blocks are taken before any rule, and emoji are dropped in every
-language.
+Rules run in priority order; a span overlapping one an earlier rule took is skipped, so a
+telephone number is never read again as a range. Phoneme blocks are taken before any rule.
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ Say = Callable[[re.Match[str], Context], "str | None"]
 
 @dataclass(frozen=True)
 class Rule:
-    """Every match of `pattern` is spoken as `say(match, context)`; None leaves it alone (and
-    lets a later rule try)."""
+    """Every match of `pattern` is spoken as `say(match, context)`; None lets a later rule try."""
 
     pattern: re.Pattern[str]
     say: Say
@@ -58,8 +55,6 @@ EMOJI = Rule(
 
 
 def apply(text: str, rules: Sequence[Rule], context: Context) -> Rewrite:
-    """`text` with every rule's replacements, in priority order, never overlapping; phoneme
-    blocks as they are."""
     starts: list[int] = []
     ends: list[int] = []
     spoken: list[str | None] = []
@@ -82,8 +77,7 @@ def apply(text: str, rules: Sequence[Rule], context: Context) -> Rewrite:
 
 
 def _apart(text: str, start: int, end: int, said: str) -> str:
-    """`said` with a space where it would otherwise run into a letter next to it: "4B" is
-    "four B", not "fourB" (one word the engine cannot read)."""
+    """`said` with a space where it would run into a letter: "4B" is "four B", not "fourB"."""
     if said[-1:].isalpha() and end < len(text) and text[end].isalpha():
         said += " "
     if said[:1].isalpha() and start > 0 and text[start - 1].isalpha():
