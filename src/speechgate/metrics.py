@@ -105,7 +105,6 @@ class Metrics:
         )
 
     def watch(self, pools: Mapping[str, Pool]) -> None:
-        """Report these pools' state at every scrape."""
         self.registry.register(_PoolCollector(pools))
 
     def record_speech(

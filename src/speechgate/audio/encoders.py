@@ -158,7 +158,6 @@ class StreamEncoder:
         return self.format.content_type
 
     def encode(self, chunk: PcmChunk) -> bytes:
-        """Encode `chunk`; return the bytes ready now."""
         self._check_open()
         if chunk.sample_rate != self.input_rate:
             raise ValueError(
@@ -179,7 +178,6 @@ class StreamEncoder:
         return self._backend.drain()
 
     def finish(self) -> bytes:
-        """Flush everything; return the rest of the stream."""
         self._check_open()
         for resampled in self._resampler.resample(None):
             self._backend.write(resampled)

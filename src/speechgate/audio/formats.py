@@ -33,7 +33,6 @@ class AudioFormat(StrEnum):
 
     @property
     def sample_rates(self) -> Sequence[int]:
-        """The output sample rates this format can be encoded at, in Hz."""
         return _SAMPLE_RATES[self]
 
     @property

@@ -24,7 +24,6 @@ def _rss(processes: list[psutil.Process]) -> int:
 
 
 def tree_rss(pid: int) -> int:
-    """Bytes resident in `pid` and all its descendants."""
     return _rss(_tree(pid))
 
 

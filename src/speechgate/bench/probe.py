@@ -94,7 +94,6 @@ class Probe:
         return status, headers
 
     def _body(self, headers: Mapping[str, str]) -> Iterator[bytes]:
-        """The body's data as it arrives."""
         if headers.get("transfer-encoding", "").lower() != "chunked":
             yield self._take(int(headers.get("content-length", "0")))
             return

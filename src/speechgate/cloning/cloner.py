@@ -68,7 +68,6 @@ class VoiceCloning:
         raise CloningUnsupported("No loaded model", param="model")
 
     def prompt(self, data: bytes, engine: EngineInfo, param: str) -> PcmChunk:
-        """The voice prompt in `data`, an audio file."""
         if not data:
             raise InvalidRequest("The audio sample is empty.", param=param, code="empty_file")
         try:

@@ -43,7 +43,6 @@ def __getattr__(name: str) -> Any:
 
 
 def load_engine(config: EngineConfig) -> Engine:
-    """Build the engine `config` names, loading its model once."""
     try:
         found = engine_plugin(config.name)
     except KeyError as error:

@@ -1,8 +1,7 @@
 """Voice blends, written as Kokoro users write them: "af_bella(2)+af_sky(1)".
 
-Each part is a voice with an optional positive weight (1 when left out); the blend speaks with
-the weighted mean of the parts' style vectors. `parse` reads a client's spelling, `spell`
-writes the canonical one that reaches the engine.
+Each part has an optional positive weight (default 1); the blend speaks with the weighted mean
+of the parts' style vectors. `spell` writes the canonical form that reaches the engine.
 """
 
 from __future__ import annotations

@@ -40,8 +40,7 @@ def search(
     language: str | None = None,
     engine: str | None = None,
 ) -> Search:
-    """Every pullable item (of `engine`; with a voice of `language`, BCP 47: "de" matches any
-    German, "en-GB" only British English), sorted by engine then name."""
+    """Every pullable item (of `engine`; with a voice of `language`), by engine then name."""
     present = {(item.manifest.engine, item.manifest.name) for item in installed(models)}
     results: list[SearchResult] = []
     errors: dict[str, str] = {}

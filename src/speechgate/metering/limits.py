@@ -11,7 +11,6 @@ from datetime import datetime
 
 
 def month_bounds(now: datetime) -> tuple[datetime, datetime]:
-    """The calendar month (UTC) containing `now`."""
     start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     end = (
         start.replace(year=start.year + 1, month=1)

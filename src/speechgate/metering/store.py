@@ -267,7 +267,6 @@ class Store:
             connection.execute(insert(usage), rows)
 
     def characters_used(self, key_id: str, start: datetime, end: datetime) -> int:
-        """Billable characters of one key in [start, end)."""
         with self.engine.connect() as connection:
             used = connection.execute(
                 select(func.coalesce(func.sum(usage.c.characters), 0)).where(

@@ -1,14 +1,11 @@
 """The code that runs inside a worker process: load the engine once, then serve the jobs the
 gateway gives it, several at once, one step at a time.
 
-A step is one segment of a job's speech or a whole cloning job. Steps never overlap and a
-segment is finished (its generator closed) before another job's begins, so engines that are
-not thread-safe stay safe. Between steps the worker picks the next job: one that has sent
+A step is one segment of a job's speech or a whole cloning job; steps never overlap, so
+engines that are not thread-safe stay safe. Between steps the worker picks a job that has sent
 nothing yet first, so a new request's first audio never waits for another's long text, then
-fairly between senders (`Job.group`, start-time fair queueing on busy seconds).
-
-Messages are read on a thread of their own (`_Inbox`), so a Cancel or Shutdown stops the
-running step's onnxruntime runs at once (`onnx_session.RUNS`) rather than after the sentence.
+fairly between senders (`Job.group`). Messages are read on a thread of their own, so a Cancel
+stops the running step's onnxruntime runs at once rather than after the sentence.
 """
 
 from __future__ import annotations

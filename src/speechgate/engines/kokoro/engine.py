@@ -258,7 +258,6 @@ class KokoroEngine:
         )
 
     def phonemize(self, text: str, lang: str) -> str:
-        """The phonemes Kokoro is given for `text` in the espeak-ng language `lang`."""
         tokenizer = self._kokoro.tokenizer
         spoken = ""
         for run in phoneme_blocks.runs(text):

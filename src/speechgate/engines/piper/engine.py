@@ -236,7 +236,6 @@ class PiperEngine:
         return stretch(resample(sentences, self.sample_rate), self.sample_rate, request.speed)
 
     def phonemize(self, text: str, voice: str) -> list[list[str]]:
-        """The phonemes `voice`'s model is given for `text`, sentence by sentence."""
         loaded, _ = self._prepare(SynthesisRequest(text, voice))
         return loaded.voice.phonemize(text)
 
