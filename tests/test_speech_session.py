@@ -1,13 +1,17 @@
-"""Streaming sessions through the WebSocket route of a real server on the fake engine, whose
-pool says which jobs ran and how they ended: a sentence is spoken ahead while the word after it
-is still being written (its audio sent only if that word starts a new sentence), and text
-written too far ahead of the audio is refused (and not kept)."""
+"""Streaming sessions through the WebSocket route of a real server on the fake engine (and
+espeak-ng), whose pool says which jobs ran and how they ended: a sentence is spoken ahead while
+the word after it is still being written (its audio sent only if that word starts a new
+sentence), text written token by token is heard as the whole text would be, false periods
+included, and text written too far ahead of the audio is refused (and not kept)."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import itertools
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -20,7 +24,7 @@ from speechgate.errors import InvalidRequest
 from speechgate.pipeline import OutputSpec
 from speechgate.service import SpeechPlan, SpeechService
 from speechgate.speech_session import MAX_PENDING_CHARS, SpeechSession
-from speechgate.text.segment import SegmentLimits
+from speechgate.text.segment import SegmentLimits, segment
 from tests.helpers.server import RunningServer, running_server
 from tests.helpers.settings import fake_settings
 from tests.helpers.streaming import session_events, speech_session
@@ -162,3 +166,104 @@ def test_refused_text_is_not_counted_as_pending() -> None:
     # What was refused is neither pending nor billed: text that fits is still taken.
     session.add_text("y")
     assert session.characters == len("No end of sentence y")
+
+
+# Periods that end no sentence, each written as the end of a piece (the next piece decides):
+# an abbreviation before a lower-case word, a domain, a decimal, a title, initials; and a
+# sentence that does end in a number.
+TRAPS = (
+    "The fee is approx. five dollars. See example.com for the rules. Dr. Smith measured 3.14 "
+    "metres. The U.S. team scored 42. Then it rained."
+)
+WRONG_GUESSES = ("See example.", "Dr. Smith measured 3.")
+
+
+def tokens(text: str, breaks: tuple[str, ...]) -> list[str]:
+    """`text` in pieces of 1 to 4 characters, as an LLM writes it, with a piece ending at the
+    end of each of `breaks`."""
+    ends = {text.index(part) + len(part) for part in breaks}
+    pieces, at, sizes = [], 0, itertools.cycle([3, 1, 4, 2, 2, 4, 1, 3])
+    while at < len(text):
+        end = min(at + next(sizes), len(text))
+        end = min([end, *(e for e in ends if at < e < end)])
+        pieces.append(text[at:end])
+        at = end
+    return pieces
+
+
+def stream_tokens(
+    server: RunningServer, engine: str, pieces: list[str], guesses: tuple[str, ...]
+) -> tuple[list[dict[str, Any]], bytes, dict[str, int]]:
+    """Send `pieces` to a session (30 ms apart, as an LLM writes) and end the text; after each
+    piece that ends one of `guesses`, wait until the job speaking it ahead has finished (its
+    audio rendered, waiting on the next piece): the events, the audio, the pool's job outcomes
+    meanwhile."""
+    pool = server.runtime.pools[engine]
+    before = dict(pool.stats().jobs)
+    with (
+        speech_session(server, model=engine, response_format="pcm") as ws,
+        concurrent.futures.ThreadPoolExecutor(1) as reader,
+    ):
+        received = reader.submit(session_events, ws)  # audio is read as it comes
+        written = ""
+        for piece in pieces:
+            ran = sum(pool.stats().jobs.values())
+            send(ws, piece)
+            written += piece
+            if any(written.endswith(guess) for guess in guesses):
+                wait_for(lambda ran=ran: sum(pool.stats().jobs.values()) > ran)
+            time.sleep(0.03)
+        ws.send(json.dumps({"type": "input_text.done"}))
+        events, audio = received.result(timeout=120)
+    assert events[-1]["type"] == "session.done", events[-1]
+    wait_for(lambda: pool.stats().in_flight == 0)
+    after = pool.stats().jobs
+    return events, audio, {outcome: after[outcome] - before.get(outcome, 0) for outcome in after}
+
+
+def whole_pcm(server: RunningServer, engine: str, text: str) -> bytes:
+    body = {"model": engine, "voice": "alloy", "input": text, "response_format": "pcm"}
+    answer = httpx.post(f"{server.url}/v1/audio/speech", json=body, timeout=60)
+    answer.raise_for_status()
+    return answer.content
+
+
+def segment_spans(events: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    """Each segment's text and how long its audio lasts."""
+    spoken = [event["text"] for event in events if event["type"] == "segment.started"]
+    done = [event for event in events if event["type"] == "segment.done"]
+    return [(text, e["audio_end"] - e["audio_start"]) for text, e in zip(spoken, done, strict=True)]
+
+
+def test_false_periods_spoken_ahead_are_never_heard(fake_server: RunningServer) -> None:
+    """Each false period's take is synthesized whole (the fake engine's tone, as long as its
+    text, marks it) and dropped: what is heard is the whole text's audio, byte for byte."""
+    pieces = tokens(TRAPS, WRONG_GUESSES)
+    events, audio, jobs = stream_tokens(fake_server, "fake", pieces, WRONG_GUESSES)
+    assert [text for text, _ in segment_spans(events)] == segment(TRAPS)
+    assert jobs["completed"] == len(segment(TRAPS)) + len(WRONG_GUESSES)
+    assert audio == whole_pcm(fake_server, "fake", TRAPS)
+
+
+@pytest.mark.slow
+def test_espeak_text_streamed_in_tokens_is_spoken_as_the_whole_text(
+    server: RunningServer,
+) -> None:
+    """A real engine: text written token by token, its false periods spoken ahead and their
+    takes cancelled, is spoken in the same segments, each as long, as the whole text.
+    (espeak-ng's samples are not the same from one run to the next, even for one request
+    repeated; their number is.)"""
+    pieces = tokens(TRAPS, WRONG_GUESSES)
+    events, audio, jobs = stream_tokens(server, "espeak", pieces, WRONG_GUESSES)
+    # One job a segment, and one for each false period's take.
+    assert sum(jobs.values()) == len(segment(TRAPS)) + len(WRONG_GUESSES)
+    assert not jobs["failed"]
+    with speech_session(server, model="espeak", response_format="pcm") as ws:
+        send(ws, TRAPS)
+        ws.send(json.dumps({"type": "input_text.done"}))
+        whole, _ = session_events(ws)
+    streamed, at_once = segment_spans(events), segment_spans(whole)
+    assert [text for text, _ in streamed] == [text for text, _ in at_once] == segment(TRAPS)
+    for (_, ours), (_, theirs) in zip(streamed, at_once, strict=True):
+        assert ours == pytest.approx(theirs, abs=0.005)
+    assert len(audio) == pytest.approx(len(whole_pcm(server, "espeak", TRAPS)), abs=480)
