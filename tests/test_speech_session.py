@@ -252,7 +252,8 @@ def test_espeak_text_streamed_in_tokens_is_spoken_as_the_whole_text(
     """A real engine: text written token by token, its false periods spoken ahead and their
     takes cancelled, is spoken in the same segments, each as long, as the whole text.
     (espeak-ng's samples are not the same from one run to the next, even for one request
-    repeated; their number is.)"""
+    repeated, and now and then a segment's length differs by tens of milliseconds too; a
+    false period's take would add most of a second.)"""
     pieces = tokens(TRAPS, WRONG_GUESSES)
     events, audio, jobs = stream_tokens(server, "espeak", pieces, WRONG_GUESSES)
     # One job a segment, and one for each false period's take.
@@ -265,5 +266,7 @@ def test_espeak_text_streamed_in_tokens_is_spoken_as_the_whole_text(
     streamed, at_once = segment_spans(events), segment_spans(whole)
     assert [text for text, _ in streamed] == [text for text, _ in at_once] == segment(TRAPS)
     for (_, ours), (_, theirs) in zip(streamed, at_once, strict=True):
-        assert ours == pytest.approx(theirs, abs=0.005)
-    assert len(audio) == pytest.approx(len(whole_pcm(server, "espeak", TRAPS)), abs=480)
+        assert ours == pytest.approx(theirs, abs=0.1)
+    # Bytes of pcm (24 kHz, 16-bit) in 0.1 s a segment.
+    slack = len(streamed) * 4800
+    assert len(audio) == pytest.approx(len(whole_pcm(server, "espeak", TRAPS)), abs=slack)
