@@ -2,10 +2,12 @@
 espeak-ng), whose pool says which jobs ran and how they ended: a sentence is spoken ahead while
 the word after it is still being written (its audio sent only if that word starts a new
 sentence), text written token by token is heard as the whole text would be, false periods
-included, and text written too far ahead of the audio is refused (and not kept)."""
+included (over Wyoming too), and text written too far ahead of the audio is refused (and not
+kept)."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import itertools
 import json
@@ -17,6 +19,14 @@ import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
+from wyoming.client import AsyncTcpClient
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeVoice,
+)
 
 from speechgate.audio.formats import AudioFormat
 from speechgate.engines.base import SynthesisRequest
@@ -25,11 +35,12 @@ from speechgate.pipeline import OutputSpec
 from speechgate.service import SpeechPlan, SpeechService
 from speechgate.speech_session import MAX_PENDING_CHARS, SpeechSession
 from speechgate.text.segment import SegmentLimits, segment
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import fake_settings
 from tests.helpers.streaming import session_events, speech_session
 from tests.helpers.tenancy import spy_usage
-from tests.helpers.waiting import wait_for
+from tests.helpers.waiting import until, wait_for
+from tests.helpers.wyoming import Audio, read_audio
 
 
 def send(ws: ClientConnection, delta: str) -> None:
@@ -270,3 +281,47 @@ def test_espeak_text_streamed_in_tokens_is_spoken_as_the_whole_text(
     # Bytes of pcm (24 kHz, 16-bit) in 0.1 s a segment.
     slack = len(streamed) * 4800
     assert len(audio) == pytest.approx(len(whole_pcm(server, "espeak", TRAPS)), abs=slack)
+
+
+@pytest.fixture(scope="module")
+def fake_wyoming() -> Iterator[tuple[RunningServer, int]]:
+    """The fake engine served over Wyoming too: the server and its Wyoming port."""
+    port = free_port()
+    with running_server(fake_settings(wyoming_uri=f"tcp://127.0.0.1:{port}")) as running:
+        yield running, port
+
+
+def test_a_wyoming_stream_with_false_periods_is_heard_as_the_whole_text(
+    fake_wyoming: tuple[RunningServer, int],
+) -> None:
+    """A `synthesize-chunk` stream is a session as well: false periods spoken ahead are dropped,
+    and the audio is what one `synthesize` of the whole text says."""
+    server, port = fake_wyoming
+    pool = server.runtime.pools["fake"]
+    voice = SynthesizeVoice(name="en-high")
+
+    async def streamed() -> Audio:
+        async with AsyncTcpClient("127.0.0.1", port) as connection:
+            await connection.write_event(SynthesizeStart(voice=voice).event())
+            heard = asyncio.create_task(read_audio(connection))  # audio is read as it comes
+            written = ""
+            for piece in tokens(TRAPS, WRONG_GUESSES):
+                ran = sum(pool.stats().jobs.values())
+                await connection.write_event(SynthesizeChunk(text=piece).event())
+                written += piece
+                if written.endswith(WRONG_GUESSES):
+                    await until(lambda ran=ran: sum(pool.stats().jobs.values()) > ran)
+                await asyncio.sleep(0.03)
+            await connection.write_event(SynthesizeStop().event())
+            return await heard
+
+    async def whole() -> Audio:
+        async with AsyncTcpClient("127.0.0.1", port) as connection:
+            await connection.write_event(Synthesize(text=TRAPS, voice=voice).event())
+            return await read_audio(connection)
+
+    before = pool.stats().jobs["completed"]
+    ours = asyncio.run(streamed())
+    wait_for(lambda: pool.stats().in_flight == 0)
+    assert pool.stats().jobs["completed"] - before == len(segment(TRAPS)) + len(WRONG_GUESSES)
+    assert ours.pcm == asyncio.run(whole()).pcm
