@@ -34,7 +34,8 @@ from speechgate.errors import InvalidRequest
 from speechgate.pipeline import OutputSpec
 from speechgate.service import SpeechPlan, SpeechService
 from speechgate.speech_session import MAX_PENDING_CHARS, SpeechSession
-from speechgate.text.segment import SegmentLimits, segment
+from speechgate.text.segment import Segmenter, SegmentLimits, segment
+from speechgate.workers.interface import Pool
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import fake_settings
 from tests.helpers.streaming import session_events, speech_session
@@ -202,6 +203,25 @@ def tokens(text: str, breaks: tuple[str, ...]) -> list[str]:
     return pieces
 
 
+def jobs_due(pieces: list[str], guesses: tuple[str, ...]) -> Iterator[tuple[str, int | None]]:
+    """Each of `pieces`, with, where it ends one of `guesses`, how many jobs a session has run
+    once that guess's has: one per segment the text so far completes, one per guess (each
+    wrong: the next piece goes on with its sentence)."""
+    segmenter, written, released, guessed = Segmenter(), "", 0, 0
+    for piece in pieces:
+        written += piece
+        released += len(list(segmenter.feed(piece)))
+        if written.endswith(guesses):
+            guessed += 1
+            yield piece, released + guessed
+        else:
+            yield piece, None
+
+
+def jobs_run(pool: Pool, before: dict[str, int]) -> int:
+    return sum(pool.stats().jobs.values()) - sum(before.values())
+
+
 def stream_tokens(
     server: RunningServer, engine: str, pieces: list[str], guesses: tuple[str, ...]
 ) -> tuple[list[dict[str, Any]], bytes, dict[str, int]]:
@@ -216,13 +236,10 @@ def stream_tokens(
         concurrent.futures.ThreadPoolExecutor(1) as reader,
     ):
         received = reader.submit(session_events, ws)  # audio is read as it comes
-        written = ""
-        for piece in pieces:
-            ran = sum(pool.stats().jobs.values())
+        for piece, due in jobs_due(pieces, guesses):
             send(ws, piece)
-            written += piece
-            if any(written.endswith(guess) for guess in guesses):
-                wait_for(lambda ran=ran: sum(pool.stats().jobs.values()) > ran)
+            if due is not None:
+                wait_for(lambda due=due: jobs_run(pool, before) >= due)
             time.sleep(0.03)
         ws.send(json.dumps({"type": "input_text.done"}))
         events, audio = received.result(timeout=120)
@@ -304,13 +321,10 @@ def test_a_wyoming_stream_with_false_periods_is_heard_as_the_whole_text(
         async with AsyncTcpClient("127.0.0.1", port) as connection:
             await connection.write_event(SynthesizeStart(voice=voice).event())
             heard = asyncio.create_task(read_audio(connection))  # audio is read as it comes
-            written = ""
-            for piece in tokens(TRAPS, WRONG_GUESSES):
-                ran = sum(pool.stats().jobs.values())
+            for piece, due in jobs_due(tokens(TRAPS, WRONG_GUESSES), WRONG_GUESSES):
                 await connection.write_event(SynthesizeChunk(text=piece).event())
-                written += piece
-                if written.endswith(WRONG_GUESSES):
-                    await until(lambda ran=ran: sum(pool.stats().jobs.values()) > ran)
+                if due is not None:
+                    await until(lambda due=due: jobs_run(pool, before) >= due)
                 await asyncio.sleep(0.03)
             await connection.write_event(SynthesizeStop().event())
             return await heard
@@ -320,8 +334,9 @@ def test_a_wyoming_stream_with_false_periods_is_heard_as_the_whole_text(
             await connection.write_event(Synthesize(text=TRAPS, voice=voice).event())
             return await read_audio(connection)
 
-    before = pool.stats().jobs["completed"]
+    before = dict(pool.stats().jobs)
     ours = asyncio.run(streamed())
     wait_for(lambda: pool.stats().in_flight == 0)
-    assert pool.stats().jobs["completed"] - before == len(segment(TRAPS)) + len(WRONG_GUESSES)
+    completed = pool.stats().jobs["completed"] - before["completed"]
+    assert completed == len(segment(TRAPS)) + len(WRONG_GUESSES)
     assert ours.pcm == asyncio.run(whole()).pcm
