@@ -12,8 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from websockets.sync.client import connect
 from wyoming.client import AsyncTcpClient
@@ -23,20 +22,11 @@ from speechgate import tracing
 from tests.helpers.otlp import OtlpReceiver
 from tests.helpers.server import RunningServer, free_port, running_server, serve_process
 from tests.helpers.settings import fake_settings
+from tests.helpers.spans import LIFECYCLE, ROUTED, recorded_spans
 from tests.helpers.waiting import wait_for
 from tests.helpers.wyoming import read_audio
 
 TEXT = "Hi."
-LIFECYCLE = {
-    tracing.REQUEST,
-    tracing.ADMISSION,
-    tracing.PLAN,
-    tracing.QUEUE,
-    tracing.FIRST_AUDIO,
-    tracing.SYNTHESIS,
-    tracing.USAGE,
-}
-ROUTED = LIFECYCLE | {tracing.ROUTE, tracing.ATTEMPT}
 ROUTES = """
 providers:
   here: {kind: local, model: fake}
@@ -65,12 +55,8 @@ def test_the_endpoint_is_a_base_url_as_otlp_http_has_it() -> None:
 
 @pytest.fixture(scope="module")
 def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    with tracing.installed(provider):
+    with recorded_spans() as exporter:
         yield exporter
-    provider.shutdown()
 
 
 class Served:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from speechgate.metering.key_secrets import KeyLimits
 from speechgate.metering.records import UsageRecord
+from speechgate.metering.store import Store
 from speechgate.metering.tenancy import Tenancy
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer, sdk_client
@@ -79,6 +83,18 @@ def held(client: openai.OpenAI, model: str = "fake") -> Iterator[None]:
         chunks = running.iter_bytes()
         next(chunks)
         yield
+
+
+def stored_key(data_dir: Path, limits: KeyLimits | None = None) -> tuple[str, str]:
+    """(id, secret) of a key made in `data_dir`'s store before a server starts there (for
+    `wyoming_principal`, which must name a key at start-up)."""
+    store = Store(f"sqlite:///{data_dir / 'speechgate.db'}")
+    store.migrate()
+    key, secret = store.create_key(
+        "wyoming", limits or KeyLimits(), datetime.now(UTC).replace(tzinfo=None)
+    )
+    store.close()
+    return key.id, secret
 
 
 def usage(server: RunningServer, key: str, **params: str) -> dict[str, Any]:

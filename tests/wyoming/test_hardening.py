@@ -30,12 +30,11 @@ from wyoming.tts import (
 
 from speechgate.api.app import create_app
 from speechgate.metering.key_secrets import KeyLimits
-from speechgate.metering.store import Store
 from speechgate.service import SpeechPlan, SpeechStream
 from speechgate.settings import Settings
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import fake_settings
-from tests.helpers.tenancy import ADMIN_KEY, spy_usage
+from tests.helpers.tenancy import ADMIN_KEY, spy_usage, stored_key
 from tests.helpers.waiting import wait_for
 from tests.helpers.wyoming import read, read_audio
 
@@ -73,14 +72,7 @@ def serving(settings: Settings) -> Iterator[Wyoming]:
 
 
 def _new_key(data_dir: Path, limits: KeyLimits | None = None) -> str:
-    """A key made in the store before the server starts (for `wyoming_principal`)."""
-    store = Store(f"sqlite:///{data_dir / 'speechgate.db'}")
-    store.migrate()
-    key, _ = store.create_key(
-        "wyoming", limits or KeyLimits(), datetime.now(UTC).replace(tzinfo=None)
-    )
-    store.close()
-    return key.id
+    return stored_key(data_dir, limits)[0]
 
 
 def _planned(
