@@ -18,7 +18,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar, cast
 
 import httpx
 import pytest
@@ -27,7 +27,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
-from wyoming.event import read_event, write_event
+from wyoming.event import Event, read_event, write_event
 from wyoming.tts import Synthesize, SynthesizeVoice
 
 from speechgate import tracing
@@ -45,10 +45,9 @@ LIMIT = 1000
 """`max_input_chars`: above the long text below, so only the text over it is refused."""
 OVER = "far too long " * (LIMIT // 13 + 1)
 """Over the bound, and one sentence: where it is not refused, it is spoken quickly."""
-SENTENCES = 30
-LONG = " ".join(f"Sentence number {n} is here." for n in range(SENTENCES))
-# Each sentence keeps the fake engine busy this long: a long text is still being made when its
-# client leaves, a short one is answered at once.
+LONG = " ".join(f"Part {n} here." for n in range(60))
+# Each sentence keeps the fake engine busy this long: the long text is still being made when
+# its client leaves (even a client held up for seconds), a short one is answered at once.
 CHUNK_DELAY = 0.1
 RATE = 24000
 """The sample rate asked of the HTTP front ends (16-bit PCM)."""
@@ -159,11 +158,20 @@ class FrontEnd:
     ) -> Spoken:
         raise NotImplementedError
 
-    @contextmanager
-    def holding(self, secret: str) -> Iterator[None]:
+    def holding(self, secret: str) -> contextlib.AbstractContextManager[None]:
         """A long answer under way (its first audio read) until the block ends, when the
         client leaves without reading the rest."""
         raise NotImplementedError
+
+
+@contextmanager
+def _held(url: str, **request: Any) -> Iterator[None]:
+    """`POST url` with `request`, its answer's first audio read, until the block ends."""
+    with httpx.stream("POST", url, timeout=120, **request) as answer:
+        assert answer.status_code == 200
+        # Kept: dropping the iterator would close the connection at once.
+        chunks = answer.iter_bytes()
+        next(chunks)
         yield
 
 
@@ -194,20 +202,12 @@ class OpenAI(FrontEnd):
             return Spoken(refusal=Refusal(answer.status_code, error["code"], error["message"]))
         return Spoken(answer.content, RATE)
 
-    @contextmanager
-    def holding(self, secret: str) -> Iterator[None]:
-        with httpx.stream(
-            "POST",
+    def holding(self, secret: str) -> contextlib.AbstractContextManager[None]:
+        return _held(
             f"{self.server.url}/v1/audio/speech",
             json=self._body(LONG, None, "fake"),
             headers={"Authorization": f"Bearer {secret}"},
-            timeout=120,
-        ) as answer:
-            assert answer.status_code == 200
-            # Kept: dropping the iterator would close the connection at once.
-            chunks = answer.iter_bytes()
-            next(chunks)
-            yield
+        )
 
 
 class Routed(OpenAI):
@@ -240,20 +240,13 @@ class ElevenLabs(FrontEnd):
             return Spoken(refusal=Refusal(answer.status_code, detail["status"], detail["message"]))
         return Spoken(answer.content, RATE)
 
-    @contextmanager
-    def holding(self, secret: str) -> Iterator[None]:
-        with httpx.stream(
-            "POST",
+    def holding(self, secret: str) -> contextlib.AbstractContextManager[None]:
+        return _held(
             f"{self.server.url}/v1/text-to-speech/alloy/stream",
             params={"output_format": f"pcm_{RATE}"},
             json={"text": LONG, "model_id": "fake"},
             headers={"xi-api-key": secret},
-            timeout=120,
-        ) as answer:
-            assert answer.status_code == 200
-            chunks = answer.iter_bytes()
-            next(chunks)
-            yield
+        )
 
 
 class WebSocket(FrontEnd):
@@ -326,21 +319,27 @@ class Wyoming(FrontEnd):
             assert answer.status_code == 200, answer.text
 
     @contextmanager
-    def _synthesizing(self, text: str, voice: str | None) -> Iterator[Any]:
+    def _synthesizing(self, text: str, voice: str | None) -> Iterator[BinaryIO]:
+        """A connection that asked for `text` to be spoken: its events to read."""
         with (
             socket.create_connection(("127.0.0.1", self.served.wyoming_port), timeout=120) as sock,
-            sock.makefile("rwb") as stream,
+            cast(BinaryIO, sock.makefile("rwb")) as stream,
         ):
             named = SynthesizeVoice(name=voice) if voice else None
             write_event(Synthesize(text=text, voice=named).event(), stream)
             yield stream
+
+    def _read(self, stream: BinaryIO) -> Event:
+        event = read_event(stream)
+        assert event is not None, "the server closed the connection mid-answer"
+        return event
 
     def speak(
         self, secret: str, text: str = TEXT, voice: str | None = None, model: str = "fake"
     ) -> Spoken:
         audio, rate = bytearray(), 0
         with self._synthesizing(text, voice) as stream:
-            while (event := read_event(stream)) is not None:
+            while not AudioStop.is_type((event := self._read(stream)).type):
                 if Error.is_type(event.type):
                     error = Error.from_event(event)
                     refusal = Refusal(None, error.code or "", error.text)
@@ -349,14 +348,12 @@ class Wyoming(FrontEnd):
                     rate = AudioStart.from_event(event).rate
                 elif AudioChunk.is_type(event.type):
                     audio += AudioChunk.from_event(event).audio
-                elif AudioStop.is_type(event.type):
-                    return Spoken(bytes(audio), rate)
-        raise AssertionError("the server closed the connection mid-answer")
+        return Spoken(bytes(audio), rate)
 
     @contextmanager
     def holding(self, secret: str) -> Iterator[None]:
         with self._synthesizing(LONG, None) as stream:
-            while not AudioChunk.is_type((event := read_event(stream)).type):
+            while not AudioChunk.is_type((event := self._read(stream)).type):
                 assert not Error.is_type(event.type), event
             yield
 
