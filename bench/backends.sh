@@ -17,14 +17,14 @@ BIN=${BIN:-.venv/bin}
 OUT=${OUT:-${TMPDIR:-/tmp}/speechgate-bench/$(date +%Y%m%d-%H%M%S)-backends-$ENGINE}
 mkdir -p "$OUT"
 EXTRA=("$@")  # for `speechgate bench`
-export SPEECHGATE_PORT=$PORT SPEECHGATE_ENGINES=$ENGINE SPEECHGATE_DEFAULT_ENGINE=$ENGINE
+export SPEECHGATE_SERVER__PORT=$PORT SPEECHGATE_ENGINES=$ENGINE SPEECHGATE_DEFAULT_ENGINE=$ENGINE
 
 SERVER_PID=
 trap '[ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; true' EXIT
 
 run() {  # backend, round
   local backend=$1 name="$1-$2"
-  SPEECHGATE_BACKEND=$backend "$BIN/speechgate" serve >"$OUT/$name.log" 2>&1 &
+  SPEECHGATE_POOL__BACKEND=$backend "$BIN/speechgate" serve >"$OUT/$name.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 240); do
     curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null && break

@@ -59,7 +59,7 @@ def main() -> None:
     env = child.clean_env(
         SPEECHGATE_ENGINES="pocket",
         SPEECHGATE_DEFAULT_ENGINE="pocket",
-        SPEECHGATE_WORKERS="1",
+        SPEECHGATE_POOL__WORKERS="1",
         SPEECHGATE_DATA_DIR=str(work / "data"),
         SPEECHGATE_ENGINE_OPTIONS=json.dumps(
             {"pocket": {"config": str(model / "config.yaml"), "eos_threshold": "1e9"}}

@@ -130,7 +130,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as data_dir:
-        settings = Settings.model_validate({"data_dir": data_dir, "auth_mode": "keys"})
+        settings = Settings.model_validate({"data_dir": data_dir, "auth": {"mode": "keys"}})
         store = Store(settings.store_url)
         store.migrate()
         _, key_a = store.create_key("flood", KeyLimits(), datetime.now())
@@ -143,8 +143,8 @@ def main() -> None:
             "PYTHONPATH": str(args.server_src.resolve()),
             "SPEECHGATE_ENGINES": "piper",
             "SPEECHGATE_DEFAULT_ENGINE": "piper",
-            "SPEECHGATE_WORKERS": "1",
-            "SPEECHGATE_AUTH_MODE": "keys",
+            "SPEECHGATE_POOL__WORKERS": "1",
+            "SPEECHGATE_AUTH__MODE": "keys",
             "SPEECHGATE_DATA_DIR": data_dir,
         }
         command = [sys.executable, "-m", "speechgate.cli", "serve", "--port", str(port)]

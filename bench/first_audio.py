@@ -62,12 +62,12 @@ def start(src: str, engine: str, port: int, data: Path, log: Path) -> subprocess
         PYTHONPATH=src,
         SPEECHGATE_ENGINES=engine,
         SPEECHGATE_DEFAULT_ENGINE=engine,
-        SPEECHGATE_PORT=str(port),
+        SPEECHGATE_SERVER__PORT=str(port),
         SPEECHGATE_DATA_DIR=str(data),
-        SPEECHGATE_USAGE_METERING="false",
+        SPEECHGATE_USAGE__METERING="false",
         # Every prompt is said again each round: answered from a phrase cache, it would time
         # the cache, not the engine.
-        SPEECHGATE_PHRASE_CACHE_BYTES="0",
+        SPEECHGATE_PHRASE_CACHE__MAX_BYTES="0",
     )
     with log.open("wb") as out:
         return subprocess.Popen(

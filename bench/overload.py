@@ -113,9 +113,9 @@ def server(engine: str, workers: int, max_queue_wait: float, queue_size: int) ->
     env = child.clean_env(
         SPEECHGATE_ENGINES=engine,
         SPEECHGATE_DEFAULT_ENGINE=engine,
-        SPEECHGATE_WORKERS=str(workers),
-        SPEECHGATE_MAX_QUEUE_WAIT=str(max_queue_wait),
-        SPEECHGATE_QUEUE_SIZE=str(queue_size),
+        SPEECHGATE_POOL__WORKERS=str(workers),
+        SPEECHGATE_POOL__MAX_QUEUE_WAIT=str(max_queue_wait),
+        SPEECHGATE_POOL__QUEUE_SIZE=str(queue_size),
         SPEECHGATE_DATA_DIR=str(work / "data"),
     )
     command = [sys.executable, "-m", "speechgate.cli", "serve", "--port", str(port)]

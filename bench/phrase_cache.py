@@ -43,7 +43,7 @@ def main() -> None:
         "SPEECHGATE_ENGINES": args.engine,
         "SPEECHGATE_DEFAULT_ENGINE": args.engine,
         "SPEECHGATE_DATA_DIR": tempfile.mkdtemp(prefix="speechgate-phrase-cache-"),
-        "SPEECHGATE_USAGE_METERING": "false",
+        "SPEECHGATE_USAGE__METERING": "false",
     }
     with speechgate_serve(env) as url, httpx.Client(timeout=120) as client:
         body: dict[str, object] = {"model": args.engine, "voice": args.voice, "input": PROMPT}

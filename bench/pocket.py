@@ -223,13 +223,13 @@ def speechgate_runs(
     port, name = child.free_port(), f"speechgate {workers}x{cores}"
     options = {"pocket": {"config": model["config"], "eos_threshold": EOS_THRESHOLD}}
     env = clean_env(
-        SPEECHGATE_HOST="127.0.0.1",
-        SPEECHGATE_PORT=str(port),
+        SPEECHGATE_SERVER__HOST="127.0.0.1",
+        SPEECHGATE_SERVER__PORT=str(port),
         SPEECHGATE_ENGINES="pocket",
         SPEECHGATE_DEFAULT_ENGINE="pocket",
         SPEECHGATE_ENGINE_OPTIONS=json.dumps(options),
-        SPEECHGATE_WORKERS=str(workers),
-        SPEECHGATE_CORES_PER_WORKER=str(cores),
+        SPEECHGATE_POOL__WORKERS=str(workers),
+        SPEECHGATE_POOL__CORES_PER_WORKER=str(cores),
         SPEECHGATE_DATA_DIR=str(work / f"data-{workers}x{cores}"),
     )
     url = f"http://127.0.0.1:{port}"

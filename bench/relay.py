@@ -96,7 +96,7 @@ def main() -> None:
         routes = scratch / "routes.yaml"
         routes.write_text(ROUTES.format(upstream=upstream, engine=args.engine))
         front = stack.enter_context(
-            serve(args.engine, 1, scratch / "front", SPEECHGATE_ROUTES_FILE=str(routes))
+            serve(args.engine, 1, scratch / "front", SPEECHGATE_ROUTING__ROUTES_FILE=str(routes))
         )
         client = stack.enter_context(httpx.Client(timeout=60))
         for _ in range(10):  # warm-up: connections, worker caches

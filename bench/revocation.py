@@ -61,11 +61,11 @@ def serve(src: Path, engine: str, data_dir: Path) -> tuple[str, subprocess.Popen
         "PYTHONPATH": str(src),
         "SPEECHGATE_ENGINES": engine,
         "SPEECHGATE_DEFAULT_ENGINE": engine,
-        "SPEECHGATE_WORKERS": "1",
-        "SPEECHGATE_AUTH_MODE": "keys",
-        "SPEECHGATE_ADMIN_KEY": ADMIN_KEY,
+        "SPEECHGATE_POOL__WORKERS": "1",
+        "SPEECHGATE_AUTH__MODE": "keys",
+        "SPEECHGATE_AUTH__ADMIN_KEY": ADMIN_KEY,
         "SPEECHGATE_DATA_DIR": str(data_dir),
-        "SPEECHGATE_PLAYGROUND": "false",
+        "SPEECHGATE_SERVER__PLAYGROUND": "false",
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "speechgate.cli", "serve", "--port", str(port)],

@@ -5,7 +5,7 @@
 #   ENGINE=espeak bench/run.sh --levels 1,2,4     # extra arguments go to `speechgate bench`
 #
 # Run from the repository root. The server's workers pin themselves inside SERVER_CORES
-# (SPEECHGATE_CORES_PER_WORKER each); the in-process ceiling runs on the same cores.
+# (SPEECHGATE_POOL__CORES_PER_WORKER each); the in-process ceiling runs on the same cores.
 set -euo pipefail
 
 ENGINE=${ENGINE:-piper}
@@ -25,7 +25,7 @@ OUT=${OUT:-${TMPDIR:-/tmp}/speechgate-bench/$(date +%Y%m%d-%H%M%S)-$ENGINE}
 BIN=${BIN:-.venv/bin}
 
 mkdir -p "$OUT"
-export SPEECHGATE_PORT=$PORT SPEECHGATE_ENGINES=$ENGINE SPEECHGATE_DEFAULT_ENGINE=$ENGINE
+export SPEECHGATE_SERVER__PORT=$PORT SPEECHGATE_ENGINES=$ENGINE SPEECHGATE_DEFAULT_ENGINE=$ENGINE
 taskset -c "$SERVER_CORES" "$BIN/speechgate" serve >"$OUT/server.log" 2>&1 &
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null || true' EXIT

@@ -103,7 +103,7 @@ def server(engine: str, workers: int | None) -> Iterator[tuple[str, int]]:
         "SPEECHGATE_DATA_DIR": str(work / "data"),
     }
     if workers is not None:
-        settings["SPEECHGATE_WORKERS"] = str(workers)
+        settings["SPEECHGATE_POOL__WORKERS"] = str(workers)
     command = [sys.executable, "-m", "speechgate.cli", "serve", "--port", str(port)]
     url = f"http://127.0.0.1:{port}"
     env = child.clean_env(**settings)

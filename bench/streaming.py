@@ -73,8 +73,8 @@ def main() -> None:
             {
                 "engines": [args.engine],
                 "default_engine": args.engine,
-                "workers": 1,
-                "llm_base_url": upstream.url,
+                "pool": {"workers": 1},
+                "llm": {"base_url": upstream.url},
             }
         )
         with running_server(settings) as server, httpx.Client(timeout=120) as client:

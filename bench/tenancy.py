@@ -48,7 +48,7 @@ def settings(data_dir: Path, **overrides: object) -> Settings:
         {
             "engines": ["espeak"],
             "default_engine": "espeak",
-            "workers": 1,
+            "pool": {"workers": 1},
             "data_dir": data_dir,
             **overrides,
         }
@@ -62,9 +62,9 @@ def percentile(values: list[float], q: float) -> float:
 
 def latency(requests: int, root: Path) -> None:
     variants = {
-        "auth none, metering off": settings(root / "a", usage_metering=False),
+        "auth none, metering off": settings(root / "a", usage={"metering": False}),
         "auth none, metering on": settings(root / "b"),
-        "auth keys + limits + metering": settings(root / "c", auth_mode="keys"),
+        "auth keys + limits + metering": settings(root / "c", auth={"mode": "keys"}),
     }
     secret = Store(variants["auth keys + limits + metering"].store_url)
     secret.migrate()
@@ -102,7 +102,7 @@ def latency(requests: int, root: Path) -> None:
 
 
 def hot_path(root: Path, calls: int = 20_000) -> None:
-    config = settings(root / "hot", auth_mode="keys")
+    config = settings(root / "hot", auth={"mode": "keys"})
     store = Store(config.store_url)
     store.migrate()
     _, key = store.create_key("hot", LIMITS, datetime.now())

@@ -34,7 +34,7 @@ def serve(source: Path, data_dir: Path, **env: str) -> AbstractContextManager[st
             "PYTHONPATH": str(source),
             "SPEECHGATE_DATA_DIR": str(data_dir),
             "SPEECHGATE_ENGINES": "fake",
-            "SPEECHGATE_WORKERS": "1",
+            "SPEECHGATE_POOL__WORKERS": "1",
             **env,
         }
     )
@@ -73,7 +73,7 @@ def main() -> None:
         servers = {
             "tracing off": stack.enter_context(serve(here, scratch / "off")),
             "tracing on": stack.enter_context(
-                serve(here, scratch / "on", SPEECHGATE_OTEL_ENDPOINT=receiver.url)
+                serve(here, scratch / "on", SPEECHGATE_TRACING__OTLP_ENDPOINT=receiver.url)
             ),
         }
         if args.before is not None:

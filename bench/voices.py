@@ -236,12 +236,12 @@ def measure_cold(models: Path, rounds: int) -> Table:
 def server(data_dir: Path, log: Path) -> Iterator[tuple[str, int]]:
     port = child.free_port()
     env = child.clean_env(
-        SPEECHGATE_HOST="127.0.0.1",
-        SPEECHGATE_PORT=str(port),
+        SPEECHGATE_SERVER__HOST="127.0.0.1",
+        SPEECHGATE_SERVER__PORT=str(port),
         SPEECHGATE_ENGINES="piper",
         SPEECHGATE_DEFAULT_ENGINE="piper",
-        SPEECHGATE_WORKERS="2",
-        SPEECHGATE_CORES_PER_WORKER="1",
+        SPEECHGATE_POOL__WORKERS="2",
+        SPEECHGATE_POOL__CORES_PER_WORKER="1",
         SPEECHGATE_DATA_DIR=str(data_dir),
     )
     url = f"http://127.0.0.1:{port}"

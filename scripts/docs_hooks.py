@@ -16,20 +16,30 @@ import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
+from pydantic_settings import BaseSettings
 
 from speechgate.cli import app
-from speechgate.settings import Settings
+from speechgate.settings import MOVED, Settings
 
 SETTINGS_PAGE = "settings.md"
 CLI_PAGE = "cli.md"
 
 _SETTINGS_INTRO = """# Settings
 
-Every setting is an environment variable `SPEECHGATE_<NAME>` (the field name in capitals),
-read once at start-up by `speechgate.settings.Settings`; lists are comma-separated, tables
+Every setting is an environment variable, read once at start-up by
+`speechgate.settings.Settings`: `SPEECHGATE_<NAME>` for the few at the top level,
+`SPEECHGATE_<GROUP>__<NAME>` (two underscores) for those in a group, e.g.
+`SPEECHGATE_POOL__WORKERS` or `SPEECHGATE_LLM__BASE_URL`. Lists are comma-separated, tables
 (dicts) JSON. `speechgate serve`'s flags override some of them (see the
 [command line](cli.md)). An invalid value or combination stops the server at start-up, naming
-the variable.
+the variable. The descriptions name a setting in a group as `group.name` (`pool.workers`);
+code that builds `Settings` passes a group as a dict or as its model:
+`Settings(pool={"workers": 2})`.
+
+The settings were once all at the top level, named with a prefix (`SPEECHGATE_RAY_ADDRESS`,
+`SPEECHGATE_MAX_INPUT_CHARS`). Those names, listed below as deprecated under each setting,
+still work, as variables and as keyword arguments of `Settings`, and log a warning naming the
+new name once.
 
 This page is generated from the settings model at each build of the docs.
 """
@@ -79,28 +89,39 @@ def _default(field: FieldInfo) -> str:
     return f"`{value}`"
 
 
-def _settings_sections(model: type[BaseModel], prefix: str, delimiter: str | None) -> list[str]:
-    sections = []
+def _field_section(variable: str, field: FieldInfo, old: str | None) -> str:
+    kind = _type_name(field.annotation)
+    bounds = _bounds(field)
+    description = (field.description or "").strip()
+    deprecated = f"\n\nDeprecated name: `{old}`." if old else ""
+    return (
+        f"### `{variable}`\n\n{description}\n\n"
+        f"Type `{kind}`{f' ({bounds})' if bounds else ''}; default {_default(field)}.{deprecated}\n"
+    )
+
+
+def _settings_sections(model: type[BaseSettings], prefix: str, delimiter: str) -> list[str]:
+    old_names = {place: f"{prefix}{old.upper()}" for old, place in MOVED.items()}
+    top: list[str] = []
+    groups: list[str] = []
     for name, field in model.model_fields.items():
-        variable = f"{prefix}{name.upper()}"
         annotation = field.annotation
-        if delimiter and isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            sections += _settings_sections(annotation, f"{variable}{delimiter}", delimiter)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            top.append(_field_section(f"{prefix}{name.upper()}", field, None))
             continue
-        kind = _type_name(annotation)
-        bounds = _bounds(field)
-        description = (field.description or "").strip()
-        sections.append(
-            f"### `{variable}`\n\n{description}\n\n"
-            f"Type `{kind}`{f' ({bounds})' if bounds else ''}; default {_default(field)}.\n"
-        )
-    return sections
+        summary = " ".join((annotation.__doc__ or "").split())
+        groups.append(f"## `{name}`\n\n{summary}\n")
+        for inner, inner_field in annotation.model_fields.items():
+            variable = f"{prefix}{name.upper()}{delimiter}{inner.upper()}"
+            groups.append(_field_section(variable, inner_field, old_names.get((name, inner))))
+    return ["## Top level\n", *top, *groups]
 
 
 def settings_reference() -> str:
-    """The settings page: one section per field, in the model's order."""
+    """The settings page: the top-level fields, then one section per group, each field with
+    its variable (and its deprecated flat name), in the model's order."""
     prefix = Settings.model_config.get("env_prefix", "")
-    delimiter = Settings.model_config.get("env_nested_delimiter")
+    delimiter = Settings.model_config.get("env_nested_delimiter") or "__"
     return "\n".join([_SETTINGS_INTRO, *_settings_sections(Settings, prefix, delimiter)])
 
 

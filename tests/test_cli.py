@@ -185,14 +185,20 @@ def test_serve_takes_the_zeroconf_flag_into_its_settings(tmp_path: Path) -> None
         env={**os.environ, "SPEECHGATE_DATA_DIR": str(tmp_path)},
     )
     assert result.returncode != 0
-    assert "wyoming_zeroconf needs wyoming_uri" in result.stderr
+    assert "settings: Value error, wyoming.zeroconf needs wyoming.uri" in result.stderr
 
 
 @pytest.mark.parametrize(
     ("args", "variable", "value", "says", "process"),
     [
         (["say", "Hi.", "-o", "out.wav"], "SPEECHGATE_ENGINES", "nosuch", "unknown engines", True),
-        (["keys", "list"], "SPEECHGATE_PORT", "eighty", "SPEECHGATE_PORT: Input should be", False),
+        (
+            ["keys", "list"],
+            "SPEECHGATE_SERVER__PORT",
+            "eighty",
+            "SPEECHGATE_SERVER__PORT: Input should be",
+            False,
+        ),
     ],
 )
 def test_invalid_settings_end_a_command_with_what_is_wrong(

@@ -20,7 +20,7 @@ from speechgate.phrase_cache import PhraseCache, PhraseKey, encode_cached
 from speechgate.pipeline import OutputSpec
 from speechgate.service import SpeechService
 from speechgate.speech_request import SpeechRequest
-from tests.helpers.settings import fake_settings
+from tests.helpers.settings import fake_settings, merged
 
 RATE = 16000
 
@@ -105,7 +105,7 @@ def _service(**overrides: object) -> SpeechService:
         {},
         {},
     )
-    settings = fake_settings(**{"phrase_cache_bytes": 1_000_000, **overrides})
+    settings = fake_settings(**merged({"phrase_cache": {"max_bytes": 1_000_000}}, overrides))
     return SpeechService(settings, catalog, pools={})
 
 
@@ -136,9 +136,9 @@ def test_an_engine_that_samples_randomly_is_cached_with_a_seed_or_by_choice() ->
     service = _service()
     assert service.phrase_key(_plan(service, "pocket")) is None  # type: ignore[arg-type]
     assert service.phrase_key(_plan(service, "pocket", seed=7)) is not None  # type: ignore[arg-type]
-    chosen = _service(phrase_cache_random=True)
+    chosen = _service(phrase_cache={"random": True})
     assert chosen.phrase_key(_plan(chosen, "pocket")) is not None  # type: ignore[arg-type]
-    off = _service(phrase_cache_bytes=0)
+    off = _service(phrase_cache={"max_bytes": 0})
     assert off.phrase_key(_plan(off)) is None  # type: ignore[arg-type]
 
 
@@ -149,7 +149,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def app_client() -> AsyncIterator[tuple[httpx.AsyncClient, object]]:
-    settings = fake_settings(phrase_cache_bytes=1_000_000, phrase_preload=["Welcome back."])
+    settings = fake_settings(phrase_cache={"max_bytes": 1_000_000, "preload": ["Welcome back."]})
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

@@ -41,10 +41,12 @@ def guarded() -> Iterator[RunningServer]:
     settings = make_settings(
         engines=["espeak"],
         default_engine="espeak",
-        workers=1,
-        max_connections=MAX_CONNECTIONS,
-        header_timeout=1.0,
-        max_header_bytes=4096,
+        pool={"workers": 1},
+        server={
+            "max_connections": MAX_CONNECTIONS,
+            "header_timeout": 1.0,
+            "max_header_bytes": 4096,
+        },
     )
     with running_server(settings) as running:
         yield running
@@ -110,7 +112,7 @@ def test_an_oversized_head_is_431_and_closed(guarded: RunningServer) -> None:
 @pytest.fixture(scope="module")
 def impatient() -> Iterator[RunningServer]:
     settings = make_settings(
-        engines=["espeak"], default_engine="espeak", workers=1, slow_reader_timeout=0.5
+        engines=["espeak"], default_engine="espeak", pool={"workers": 1, "slow_reader_timeout": 0.5}
     )
     with running_server(settings) as running:
         yield running
@@ -154,7 +156,7 @@ def test_shutdown_cuts_off_a_client_that_does_not_read(tmp_path: Path) -> None:
 def test_a_response_stalled_on_a_reader_is_aborted_after_the_bound() -> None:
     """Unit: the protocol drops a connection whose writes stay paused (a client that reads
     nothing) once the bound passes, and keeps one that resumes in time."""
-    protocol_class = guarded_protocol(make_settings(slow_reader_timeout=0.05))
+    protocol_class = guarded_protocol(make_settings(pool={"slow_reader_timeout": 0.05}))
 
     async def run() -> tuple[bool, bool]:
         loop = asyncio.get_running_loop()

@@ -24,7 +24,7 @@ def _catalog(settings: Settings) -> Catalog:
 
 
 def test_the_summary_says_what_is_served_where(tmp_path: Path) -> None:
-    settings = Settings(engines=["fake"], data_dir=tmp_path, port=8123)
+    settings = Settings(engines=["fake"], data_dir=tmp_path, server={"port": 8123})
 
     text = startup_summary(settings, _catalog(settings)).text()
 
@@ -45,17 +45,15 @@ def test_keys_a_closed_playground_and_any_interface(tmp_path: Path) -> None:
     settings = Settings(
         engines=["fake"],
         data_dir=tmp_path,
-        host="0.0.0.0",
-        auth_mode="keys",
-        admin_key="a" * 32,
-        playground=False,
+        server={"host": "0.0.0.0", "playground": False},
+        auth={"mode": "keys", "admin_key": "a" * 32},
     )
 
     summary = startup_summary(settings, _catalog(settings))
 
     assert summary.url == "http://127.0.0.1:8000"  # what a browser here can open
     assert summary.playground is None
-    assert "off (SPEECHGATE_PLAYGROUND=false)" in summary.text()
+    assert "off (SPEECHGATE_SERVER__PLAYGROUND=false)" in summary.text()
     assert "on: /v1 needs a key (speechgate keys create); admin API on" in summary.text()
 
 

@@ -76,7 +76,9 @@ def served(
     routes = tmp_path_factory.mktemp("routes") / "routes.yaml"
     routes.write_text(ROUTES)
     port = free_port()
-    settings = fake_settings(routes_file=routes, wyoming_uri=f"tcp://127.0.0.1:{port}")
+    settings = fake_settings(
+        routing={"routes_file": routes}, wyoming={"uri": f"tcp://127.0.0.1:{port}"}
+    )
     with running_server(settings) as server:
         yield Served(server, port)
 
@@ -272,7 +274,7 @@ create_app(fake_settings())
 with tracing.span(tracing.PLAN), tracing.request("openai"):
     tracing.job({}).end()
 try:
-    fake_settings(otel_endpoint="http://127.0.0.1:4318")
+    fake_settings(tracing={"otlp_endpoint": "http://127.0.0.1:4318"})
 except pydantic.ValidationError as error:
     print(error)
 """
@@ -280,5 +282,5 @@ except pydantic.ValidationError as error:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
     )
     assert ran.returncode == 0, ran.stderr
-    assert "otel_endpoint needs opentelemetry.exporter" in ran.stdout
+    assert "tracing.otlp_endpoint needs opentelemetry.exporter" in ran.stdout
     assert "speechgate[otel]" in ran.stdout

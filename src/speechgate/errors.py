@@ -137,7 +137,7 @@ class RequestTimeout(InvalidRequest):
 
 
 class SessionExpired(SpeechgateError):
-    """A streaming session reached `max_session_seconds` and was closed."""
+    """A streaming session reached `sessions.max_seconds` and was closed."""
 
     status_code = 408
     error_type = "invalid_request_error"
@@ -331,15 +331,15 @@ class InsufficientQuota(RateLimited):
 
 
 class LimitsUnavailable(SpeechgateError):
-    """The shared per-key limits (`limits_url`) cannot be reached."""
+    """The shared per-key limits (`store.limits_url`) cannot be reached."""
 
     status_code = 503
     default_code = "limits_unavailable"
 
     def __init__(self) -> None:
         super().__init__(
-            "The server cannot reach its rate-limit store (Redis at limits_url), so it cannot "
-            "check this key's limits; retry after the indicated delay.",
+            "The server cannot reach its rate-limit store (Redis at store.limits_url), so it "
+            "cannot check this key's limits; retry after the indicated delay.",
             headers=_retry_headers(1),
         )
 

@@ -24,7 +24,7 @@ from speechgate.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from speechgate.settings import Settings
+from speechgate.settings import LlmSettings
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +64,14 @@ class LlmRelay:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LlmRelay | None:
-        if settings.llm_base_url is None:
+    def from_settings(cls, settings: LlmSettings) -> LlmRelay | None:
+        if settings.base_url is None:
             return None
         return cls(
-            settings.llm_base_url,
-            api_key=settings.llm_api_key,
-            ca_bundle=settings.llm_ca_bundle,
-            timeout=settings.llm_timeout,
+            settings.base_url,
+            api_key=settings.api_key,
+            ca_bundle=settings.ca_bundle,
+            timeout=settings.timeout,
         )
 
     async def aclose(self) -> None:

@@ -33,12 +33,12 @@ _log = logging.getLogger(__name__)
 def engine_config(settings: Settings, name: str) -> EngineConfig:
     return EngineConfig(
         name=name,
-        threads=settings.cores_per_worker,
-        max_threads=settings.pool_cores if settings.elastic_threads else 0,
+        threads=settings.pool.cores_per_worker,
+        max_threads=settings.pool.pool_cores if settings.pool.elastic_threads else 0,
         options=dict(settings.engine_options.get(name, {})),
         data_dir=str(settings.data_dir / "engines" / name),
         models_dir=str(settings.models_dir),
-        loaded_voices=settings.loaded_voices,
+        loaded_voices=settings.pool.loaded_voices,
     )
 
 
@@ -49,25 +49,26 @@ async def _connect_ray(settings: Settings) -> RayCluster:
         raise StartupError(
             f"backend 'ray' needs Ray Serve: pip install 'speechgate[ray]' ({error})"
         ) from None
-    return await RayCluster.connect(settings.ray_address)
+    return await RayCluster.connect(settings.ray.address)
 
 
 def _pools(settings: Settings, cluster: RayCluster | None) -> dict[str, Pool]:
+    pool = settings.pool
     if cluster is None:
         preload_engines(settings.engines)
         shared_cores = SharedCores()
         return {
             name: WorkerPool(
                 engine_config(settings, name),
-                settings.worker_count,
-                queue_size=settings.queue_size,
-                max_queue_wait=settings.max_queue_wait,
-                job_timeout=settings.job_timeout,
-                slow_reader_timeout=settings.slow_reader_timeout,
-                jobs_per_worker=settings.jobs_per_worker,
-                max_retry_after=settings.max_retry_after,
-                stall_timeout=settings.stall_timeout,
-                cores=settings.worker_cores,
+                pool.worker_count,
+                queue_size=pool.queue_size,
+                max_queue_wait=pool.max_queue_wait,
+                job_timeout=pool.job_timeout,
+                slow_reader_timeout=pool.slow_reader_timeout,
+                jobs_per_worker=pool.jobs_per_worker,
+                max_retry_after=pool.max_retry_after,
+                stall_timeout=pool.stall_timeout,
+                cores=pool.worker_cores,
                 shared_cores=shared_cores,
             )
             for name in settings.engines
@@ -79,18 +80,18 @@ def _pools(settings: Settings, cluster: RayCluster | None) -> dict[str, Pool]:
             engine_config(settings, name),
             cluster,
             replicas=settings.replica_count,
-            max_replicas=settings.ray_max_replicas,
-            health_check_period=settings.ray_health_check_period,
-            queue_size=settings.queue_size,
-            max_queue_wait=settings.max_queue_wait,
-            job_timeout=settings.job_timeout,
+            max_replicas=settings.ray.max_replicas,
+            health_check_period=settings.ray.health_check_period,
+            queue_size=pool.queue_size,
+            max_queue_wait=pool.max_queue_wait,
+            job_timeout=pool.job_timeout,
         )
         for name in settings.engines
     }
 
 
 def _auto_pull(settings: Settings, refresh: Callable[[], None]) -> Pull:
-    """What the service pulls a voice that is not installed with (`Settings.auto_pull`)."""
+    """What the service pulls a voice that is not installed with (`hub.auto_pull`)."""
     from speechgate.hub import Hub
     from speechgate.hub.autopull import autopull
 
@@ -121,7 +122,7 @@ class Runtime:
     ) -> Runtime:
         """Start every engine's pool; raises StartupError if an engine cannot load.
         `dictionaries`: the lexicons requests are read with (None: none)."""
-        cluster = await _connect_ray(settings) if settings.backend == "ray" else None
+        cluster = await _connect_ray(settings) if settings.pool.backend == "ray" else None
         pools = _pools(settings, cluster)
         try:
             infos = await asyncio.gather(*(pool.start() for pool in pools.values()))
@@ -143,8 +144,8 @@ class Runtime:
             catalog,
             pools,
             library,
-            settings.clone_min_speech_seconds,
-            max_decodes=settings.clone_max_decodes,
+            settings.cloning.min_speech_seconds,
+            max_decodes=settings.cloning.max_decodes,
         )
         recent = RecentRequests()
         service = SpeechService(
@@ -156,16 +157,16 @@ class Runtime:
             recent=recent,
             dictionaries=dictionaries,
             pull=_auto_pull(settings, lambda: runtime.refresh_installed())
-            if settings.auto_pull
+            if settings.hub.auto_pull
             else None,
         )
         voices.on_delete.append(lambda voice: service.phrases.forget_voice(voice.id))
         # Built after the service it holds; the pull above reaches it only once a request runs.
         runtime = cls(settings, pools, catalog, service, voices, recent, cluster)
-        if settings.phrase_preload:
+        if settings.phrase_cache.preload:
             model = settings.default_engine or next(iter(catalog.engines))
             kept = await service.preload(
-                settings.phrase_preload, settings.phrase_preload_voices, model
+                settings.phrase_cache.preload, settings.phrase_cache.preload_voices, model
             )
             _log.info("phrase cache: %d phrases preloaded", kept)
         return runtime

@@ -145,10 +145,10 @@ def default_max_connections() -> int:
 def connection_caps(settings: Settings) -> tuple[int, int]:
     """(HTTP, Wyoming) connections allowed at once: shares of one budget, so neither front end
     takes the file descriptors the other needs."""
-    budget = settings.max_connections or default_max_connections()
-    if settings.wyoming_uri is None:
+    budget = settings.server.max_connections or default_max_connections()
+    if settings.wyoming.uri is None:
         return budget, 0
-    wyoming = settings.wyoming_max_connections or max(1, budget // 4)
+    wyoming = settings.wyoming.max_connections or max(1, budget // 4)
     # A cap given with the default budget may not fit the file-descriptor limit's share.
     wyoming = min(wyoming, budget - 1)
     return budget - wyoming, wyoming
@@ -159,9 +159,9 @@ def guarded_protocol(settings: Settings) -> type[GuardedHttpProtocol]:
         "GuardedHttpProtocol",
         (GuardedHttpProtocol,),
         {
-            "header_timeout": settings.header_timeout,
-            "write_stall_timeout": settings.slow_reader_timeout,
-            "max_header_bytes": settings.max_header_bytes,
+            "header_timeout": settings.server.header_timeout,
+            "write_stall_timeout": settings.pool.slow_reader_timeout,
+            "max_header_bytes": settings.server.max_header_bytes,
             "max_connections": connection_caps(settings)[0],
             "awaiting_head": {},
         },
@@ -172,11 +172,11 @@ def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Confi
     return uvicorn.Config(
         app,
         **{
-            "host": settings.host,
-            "port": settings.port,
+            "host": settings.server.host,
+            "port": settings.server.port,
             "http": guarded_protocol(settings),
             # uvicorn types it as int but asyncio.wait_for takes any number of seconds.
-            "timeout_graceful_shutdown": settings.shutdown_grace,
+            "timeout_graceful_shutdown": settings.server.shutdown_grace,
             **options,
         },
     )

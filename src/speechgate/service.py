@@ -198,7 +198,7 @@ class SpeechService:
         self._voices = voices
         self._pull = pull
         self.dictionaries = dictionaries or Dictionaries()
-        self.phrases = PhraseCache(settings.phrase_cache_bytes)
+        self.phrases = PhraseCache(settings.phrase_cache.max_bytes)
 
     async def named_dictionaries(self, request: SpeechRequest, owner: str | None) -> Named:
         """The pronunciation dictionaries `request` names, if `owner` (the asking key's id)
@@ -239,7 +239,7 @@ class SpeechService:
         """Check the request against the catalog and the limits; raises InvalidRequest.
         `owner`, the asking key's id, decides which stored voices it may name (None: all);
         `named`: the request's dictionaries, found (`named_dictionaries`)."""
-        limit = self._settings.max_input_chars
+        limit = self._settings.text.max_input_chars
         if len(request.text) > limit:
             raise InvalidRequest(
                 f"Input is {len(request.text)} characters long; the maximum is {limit}.",
@@ -281,7 +281,7 @@ class SpeechService:
             )
         fmt = request.format
         try:
-            rate = fmt.output_rate(request.sample_rate, self._settings.default_sample_rate)
+            rate = fmt.output_rate(request.sample_rate, self._settings.audio.default_sample_rate)
         except ValueError as error:
             raise InvalidRequest(str(error), param="sample_rate") from None
         return SpeechPlan(
@@ -298,7 +298,7 @@ class SpeechService:
             output=OutputSpec(
                 fmt.format,
                 rate,
-                self._settings.loudness_target_lufs,
+                self._settings.audio.loudness_target_lufs,
                 fmt.bit_rate,
                 word_times=request.word_times,
             ),
@@ -315,7 +315,7 @@ class SpeechService:
         """How the engine's text is prepared: in the request's language, else its voice's,
         with the operator's lexicon and the request's dictionaries."""
         normalize = (
-            self._settings.text_normalization
+            self._settings.text.normalization
             if request.normalization == "auto"
             else request.normalization == "on"
         )
@@ -423,7 +423,7 @@ class SpeechService:
             return None
         engine = self._catalog.engines.get(plan.engine)
         random = engine is not None and engine.samples_randomly and plan.request.seed is None
-        if random and not self._settings.phrase_cache_random:
+        if random and not self._settings.phrase_cache.random:
             return None
         request = plan.request
         key = PhraseKey(

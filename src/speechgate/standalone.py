@@ -59,7 +59,7 @@ def synthesize_to_file(
     try:
         # Stored voices need no pool: they are files the engine reads.
         voices = VoiceCloning(
-            catalog, {}, stored_voices(settings), settings.clone_min_speech_seconds
+            catalog, {}, stored_voices(settings), settings.cloning.min_speech_seconds
         )
         request = SpeechRequest(
             model=model,
@@ -71,7 +71,7 @@ def synthesize_to_file(
             word_times=captions is not None,
             normalization=normalization,
         )
-        dictionaries = Dictionaries(operator_lexicon(settings.lexicon_path))
+        dictionaries = Dictionaries(operator_lexicon(settings.text.lexicon_path))
         service = SpeechService(
             settings, catalog, pools={}, voices=voices, dictionaries=dictionaries
         )

@@ -47,7 +47,7 @@ class StartupSummary:
         rows = [
             ("engines", "; ".join(engine.text() for engine in self.engines)),
             ("openai", f"base_url={self.url}/v1"),
-            ("playground", self.playground or "off (SPEECHGATE_PLAYGROUND=false)"),
+            ("playground", self.playground or "off (SPEECHGATE_SERVER__PLAYGROUND=false)"),
             ("api docs", self.api_docs),
             (
                 "keys",
@@ -81,7 +81,7 @@ def _browsable_host(host: str) -> str:
 
 def startup_summary(settings: Settings, catalog: Catalog) -> StartupSummary:
     """What `settings` serve, with the voices `catalog` found in each engine."""
-    url = f"http://{_browsable_host(settings.host)}:{settings.port}"
+    url = f"http://{_browsable_host(settings.server.host)}:{settings.server.port}"
     engines = []
     for name in settings.engines:
         voices = [entry.id for entry in catalog.voices(name)]
@@ -99,10 +99,10 @@ def startup_summary(settings: Settings, catalog: Catalog) -> StartupSummary:
         version=__version__,
         url=url,
         engines=tuple(engines),
-        playground=f"{url}/" if settings.playground else None,
+        playground=f"{url}/" if settings.server.playground else None,
         api_docs=f"{url}/docs",
-        keys=settings.auth_mode == "keys",
-        admin_api=settings.admin_key is not None,
+        keys=settings.auth.mode == "keys",
+        admin_api=settings.auth.admin_key is not None,
         data_dir=settings.data_dir,
-        wyoming=settings.wyoming_uri,
+        wyoming=settings.wyoming.uri,
     )

@@ -353,7 +353,7 @@ def exporting(endpoint: str) -> Iterator[None]:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as error:
         raise RuntimeError(
-            f"otel_endpoint needs OpenTelemetry: pip install 'speechgate[otel]' ({error})"
+            f"tracing.otlp_endpoint needs OpenTelemetry: pip install 'speechgate[otel]' ({error})"
         ) from None
     from speechgate import __version__
 

@@ -23,9 +23,8 @@ def test_a_failed_start_stops_the_workers_it_started(tmp_path: Path) -> None:
     settings = make_settings(
         engines=["espeak"],
         default_engine="espeak",
-        workers=1,
-        llm_base_url="https://llm.invalid/v1",
-        llm_ca_bundle=bad_ca,
+        pool={"workers": 1},
+        llm={"base_url": "https://llm.invalid/v1", "ca_bundle": bad_ca},
     )
     app = create_app(settings)
     before = set(multiprocessing.active_children())
@@ -40,7 +39,7 @@ def test_a_failed_start_stops_the_workers_it_started(tmp_path: Path) -> None:
 
 
 def test_a_started_server_says_what_it_serves(caplog: pytest.LogCaptureFixture) -> None:
-    app = create_app(fake_settings(port=8123))
+    app = create_app(fake_settings(server={"port": 8123}))
 
     async def start() -> None:
         async with app.router.lifespan_context(app):

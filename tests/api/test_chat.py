@@ -41,8 +41,7 @@ def closed_port_url() -> str:
 
 def relay_settings(llm_base_url: str | None) -> Settings:
     return fake_settings(
-        llm_base_url=llm_base_url,
-        llm_api_key="sk-up" if llm_base_url else None,
+        llm={"base_url": llm_base_url, "api_key": "sk-up" if llm_base_url else None},
     )
 
 
@@ -225,7 +224,7 @@ def test_without_an_upstream_the_route_is_404() -> None:
         ):
             client.chat.completions.create(model="fake-llm", messages=MESSAGES)
     error = assert_envelope(response, 404, "llm_not_configured")
-    assert "SPEECHGATE_LLM_BASE_URL" in error["message"]
+    assert "SPEECHGATE_LLM__BASE_URL" in error["message"]
 
 
 # --- LlmRelay on its own, against the fake upstream ---------------------------------------
@@ -330,10 +329,10 @@ def test_a_last_event_without_its_blank_line_still_counts() -> None:
 @pytest.mark.parametrize(
     "values",
     [
-        {"llm_api_key": "sk-up"},
-        {"llm_base_url": "127.0.0.1:11434/v1"},
-        {"llm_base_url": "http://127.0.0.1:11434/v1", "llm_ca_bundle": "/nonexistent/ca.pem"},
-        {"llm_base_url": "http://127.0.0.1:11434/v1", "llm_timeout": 0},
+        {"llm": {"api_key": "sk-up"}},
+        {"llm": {"base_url": "127.0.0.1:11434/v1"}},
+        {"llm": {"base_url": "http://127.0.0.1:11434/v1", "ca_bundle": "/nonexistent/ca.pem"}},
+        {"llm": {"base_url": "http://127.0.0.1:11434/v1", "timeout": 0}},
     ],
 )
 def test_invalid_llm_settings_fail_at_start(values: dict[str, object]) -> None:
@@ -343,26 +342,26 @@ def test_invalid_llm_settings_fail_at_start(values: dict[str, object]) -> None:
 
 def test_the_api_key_stays_out_of_reprs() -> None:
     settings = Settings.model_validate(
-        {"llm_base_url": "https://llm.internal/v1", "llm_api_key": "sk-secret"}
+        {"llm": {"base_url": "https://llm.internal/v1", "api_key": "sk-secret"}}
     )
     assert "sk-secret" not in repr(settings)
-    assert settings.llm_api_key is not None
-    assert settings.llm_api_key.get_secret_value() == "sk-secret"
+    assert settings.llm.api_key is not None
+    assert settings.llm.api_key.get_secret_value() == "sk-secret"
 
 
 def test_a_ca_bundle_is_loaded_at_start() -> None:
     async def scenario(settings: Settings) -> None:
-        relay = LlmRelay.from_settings(settings)
+        relay = LlmRelay.from_settings(settings.llm)
         assert relay is not None
         await relay.aclose()
 
     bundle = certifi.where()
     settings = Settings.model_validate(
-        {"llm_base_url": "https://llm.internal/v1", "llm_ca_bundle": bundle}
+        {"llm": {"base_url": "https://llm.internal/v1", "ca_bundle": bundle}}
     )
-    assert settings.llm_ca_bundle == Path(bundle)
+    assert settings.llm.ca_bundle == Path(bundle)
     asyncio.run(scenario(settings))
-    assert LlmRelay.from_settings(Settings.model_validate({})) is None
+    assert LlmRelay.from_settings(Settings.model_validate({}).llm) is None
 
 
 # --- upstream answers -> errors -------------------------------------------------------------

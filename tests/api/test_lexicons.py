@@ -46,11 +46,10 @@ def keyed(tmp_path_factory: pytest.TempPathFactory, wyoming_port: int) -> Iterat
         f'- {{type: alias, string_to_replace: {OPERATOR}, alias: "{OPERATOR_SAYS}"}}\n'
     )
     settings = fake_settings(
-        auth_mode="keys",
-        admin_key=ADMIN_KEY,
-        database_url=f"sqlite:///{folder / 'store.db'}",
-        lexicon_path=lexicon,
-        wyoming_uri=f"tcp://127.0.0.1:{wyoming_port}",
+        auth={"mode": "keys", "admin_key": ADMIN_KEY},
+        store={"database_url": f"sqlite:///{folder / 'store.db'}"},
+        text={"lexicon_path": lexicon},
+        wyoming={"uri": f"tcp://127.0.0.1:{wyoming_port}"},
     )
     with running_server(settings) as server:
         yield server
@@ -256,7 +255,7 @@ def test_ssml_the_server_ignores_is_named_in_a_header_on_both_routes(keyed: Runn
 def test_a_lexicon_file_that_turned_bad_fails_start_up(tmp_path: Path) -> None:
     lexicon = tmp_path / "lexicon.json"
     lexicon.write_text(json.dumps([NGINX]))
-    settings = fake_settings(lexicon_path=lexicon)
+    settings = fake_settings(text={"lexicon_path": lexicon})
     lexicon.write_text(json.dumps([{**NGINX, "alias": "[[ x ]]"}]))
     with pytest.raises(StartupError, match=r"lexicon_path: .*lexicon\.json: rule 0 \('nginx'\)"):
         create_app(settings)
@@ -264,7 +263,7 @@ def test_a_lexicon_file_that_turned_bad_fails_start_up(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def espeak() -> Iterator[RunningServer]:
-    with running_server(make_settings(engines=["espeak"], workers=1)) as server:
+    with running_server(make_settings(engines=["espeak"], pool={"workers": 1})) as server:
         yield server
 
 

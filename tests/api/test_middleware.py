@@ -27,8 +27,7 @@ SPEECH_HEAD = b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\ncontent-type: appli
 @pytest.fixture(scope="module")
 def edge() -> Iterator[RunningServer]:
     settings = fake_settings(
-        max_body_bytes=LIMIT,
-        body_timeout=1.0,
+        server={"max_body_bytes": LIMIT, "body_timeout": 1.0},
     )
     with running_server(settings) as running:
         yield running

@@ -42,13 +42,15 @@ def speech(text: str, **extra: object) -> dict[str, object]:
 
 
 # One job at a time on the one worker: the queue behind it is the subject.
-ONE_JOB = {"jobs_per_worker": 1, "engine_options": SLOW_FAKE}
+ONE_JOB = {"jobs_per_worker": 1}
 
 
 @pytest.fixture
 def one_worker() -> Iterator[RunningServer]:
     # A predicted wait this long is never reached: only the queue's count bound refuses.
-    settings = fake_settings(queue_size=2, max_queue_wait=3600, **ONE_JOB)
+    settings = fake_settings(
+        pool={"queue_size": 2, "max_queue_wait": 3600, **ONE_JOB}, engine_options=SLOW_FAKE
+    )
     with running_server(settings) as server:
         yield server
 
@@ -123,7 +125,9 @@ def test_a_burst_beyond_the_queue_gets_exactly_the_admitted_ones_served(
 
 
 def test_admitted_requests_wait_their_turn_even_when_slower_than_predicted() -> None:
-    settings = fake_settings(queue_size=3, max_queue_wait=0.2, **ONE_JOB)
+    settings = fake_settings(
+        pool={"queue_size": 3, "max_queue_wait": 0.2, **ONE_JOB}, engine_options=SLOW_FAKE
+    )
     with running_server(settings) as server:
         # A wildly optimistic measurement (a real engine speaks a few hundred characters a second):
         # everyone the queue holds is admitted, then waits over a second (the running LONG's),
@@ -153,7 +157,9 @@ def test_admitted_requests_wait_their_turn_even_when_slower_than_predicted() -> 
 
 
 def test_a_request_predicted_to_wait_too_long_is_refused_at_once() -> None:
-    settings = fake_settings(queue_size=8, max_queue_wait=0.2, **ONE_JOB)
+    settings = fake_settings(
+        pool={"queue_size": 8, "max_queue_wait": 0.2, **ONE_JOB}, engine_options=SLOW_FAKE
+    )
     with running_server(settings) as server:
         assert asyncio.run(burst(server.url, [speech(SHORT)]))[0].status_code == 200  # measured
         responses = asyncio.run(burst(server.url, [speech(LONG)] * 4))

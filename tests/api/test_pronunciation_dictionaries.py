@@ -25,7 +25,9 @@ RULES = [
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    settings = fake_settings(auth_mode="keys", admin_key=ADMIN_KEY, database_url=url)
+    settings = fake_settings(
+        auth={"mode": "keys", "admin_key": ADMIN_KEY}, store={"database_url": url}
+    )
     with running_server(settings) as server:
         yield server
 

@@ -33,10 +33,9 @@ _WAIT = 20
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     store = tmp_path_factory.mktemp("store") / "store.db"
     settings = fake_settings(
-        auth_mode="keys",
-        admin_key=ADMIN_KEY,
-        database_url=f"sqlite:///{store}",
-        session_check_interval=0.05,
+        auth={"mode": "keys", "admin_key": ADMIN_KEY},
+        store={"database_url": f"sqlite:///{store}"},
+        sessions={"check_interval": 0.05},
     )
     with running_server(settings) as server:
         yield server

@@ -45,9 +45,8 @@ def keyed(
     else:
         url = fresh_database(request.getfixturevalue("postgres_server"))
     settings = fake_settings(
-        auth_mode="keys",
-        admin_key=ADMIN_KEY,
-        database_url=url,
+        auth={"mode": "keys", "admin_key": ADMIN_KEY},
+        store={"database_url": url},
     )
     with running_server(settings) as server:
         yield server
@@ -331,8 +330,8 @@ def test_no_key_reaches_the_logs(keyed: RunningServer, caplog: pytest.LogCapture
 
 def test_graceful_shutdown_writes_the_last_records(store_url: str) -> None:
     settings = fake_settings(
-        database_url=store_url,
-        usage_flush_interval=3600,  # only the shutdown writes
+        store={"database_url": store_url},
+        usage={"flush_interval": 3600},  # only the shutdown writes
     )
     with running_server(settings) as server, sdk_client(server, "unused") as client:
         for text in ("One.", "Two.", "Three."):

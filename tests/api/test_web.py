@@ -37,7 +37,12 @@ def test_the_page_is_not_in_the_api_document(server: RunningServer) -> None:
 
 def test_the_page_can_be_turned_off() -> None:
     with running_server(
-        make_settings(engines=["espeak"], default_engine="espeak", workers=1, playground=False)
+        make_settings(
+            engines=["espeak"],
+            default_engine="espeak",
+            pool={"workers": 1},
+            server={"playground": False},
+        )
     ) as server:
         assert httpx.get(f"{server.url}/", timeout=10).status_code == 404
         assert httpx.get(f"{server.url}/web/playground.js", timeout=10).status_code == 404

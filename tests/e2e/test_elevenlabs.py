@@ -31,10 +31,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     settings = make_settings(
         engines=["espeak"],
         default_engine="espeak",
-        workers=1,
-        auth_mode="keys",
-        admin_key=ADMIN_KEY,
-        database_url=f"sqlite:///{store}",
+        pool={"workers": 1},
+        auth={"mode": "keys", "admin_key": ADMIN_KEY},
+        store={"database_url": f"sqlite:///{store}"},
     )
     with running_server(settings) as running:
         yield running

@@ -35,9 +35,8 @@ TAIL_SECONDS = 0.1
 
 def _server(settings_overrides: dict[str, Any], store: str) -> Iterator[RunningServer]:
     settings = fake_settings(
-        auth_mode="keys",
-        admin_key=ADMIN_KEY,
-        database_url=f"sqlite:///{store}",
+        auth={"mode": "keys", "admin_key": ADMIN_KEY},
+        store={"database_url": f"sqlite:///{store}"},
         **settings_overrides,
     )
     with running_server(settings) as running:
@@ -209,7 +208,7 @@ def test_usage_counts_the_timed_routes_like_the_others(server: RunningServer) ->
 
 @pytest.fixture(scope="module")
 def espeak_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    settings = make_settings(engines=["espeak"], default_engine="espeak", workers=1)
+    settings = make_settings(engines=["espeak"], default_engine="espeak", pool={"workers": 1})
     with running_server(settings) as running:
         yield running
 
@@ -265,7 +264,7 @@ def front(
     routes = tmp_path_factory.mktemp("routes") / "routes.yaml"
     with refusing_port() as nobody:
         routes.write_text(ROUTES.format(upstream=upstream.url, nobody=nobody))
-        with running_server(fake_settings(routes_file=routes)) as running:
+        with running_server(fake_settings(routing={"routes_file": routes})) as running:
             yield running
 
 

@@ -24,10 +24,9 @@ ADMIN_KEY = "sg-admin-" + "k" * 40
 def keyed(tmp_path: Path) -> Iterator[RunningServer]:
     settings = make_settings(
         engines=["espeak"],
-        workers=1,
-        auth_mode="keys",
-        admin_key=ADMIN_KEY,
-        database_url=f"sqlite:///{tmp_path / 'store.db'}",
+        pool={"workers": 1},
+        auth={"mode": "keys", "admin_key": ADMIN_KEY},
+        store={"database_url": f"sqlite:///{tmp_path / 'store.db'}"},
     )
     with running_server(settings) as server:
         yield server

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_openai_voice_names_speak_through_kokoro() -> None:
-    settings = make_settings(engines=["kokoro"], default_engine="kokoro", workers=1)
+    settings = make_settings(engines=["kokoro"], default_engine="kokoro", pool={"workers": 1})
     with (
         running_server(settings) as server,
         sdk_client(server) as client,

@@ -41,7 +41,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     models = data_dir / "models"
     install_joe_as(models, "de_DE-thorsten-medium", "de_DE", "male")
     install_joe_as(models, "en_GB-alan-medium", "en_GB", "male")
-    settings = make_settings(engines=["piper", "espeak"], workers=1, data_dir=data_dir)
+    settings = make_settings(engines=["piper", "espeak"], pool={"workers": 1}, data_dir=data_dir)
     with running_server(settings) as running:
         yield running
 

@@ -33,7 +33,10 @@ def upstream() -> Iterator[FakeUpstream]:
 @pytest.fixture
 def relay(upstream: FakeUpstream) -> Iterator[RunningServer]:
     settings = make_settings(
-        engines=["espeak"], default_engine="espeak", workers=1, llm_base_url=upstream.url
+        engines=["espeak"],
+        default_engine="espeak",
+        pool={"workers": 1},
+        llm={"base_url": upstream.url},
     )
     with running_server(settings) as server:
         yield server

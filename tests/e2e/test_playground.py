@@ -227,7 +227,7 @@ def cloning_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
     options = {"pocket": {"config": str(model / "config.yaml"), "eos_threshold": "1e9"}}
     settings = make_settings(
         engines=["piper", "pocket"],
-        workers=1,
+        pool={"workers": 1},
         engine_options=options,
         data_dir=tmp_path_factory.mktemp("data"),
     )
@@ -340,9 +340,9 @@ def voices_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
         publish_piper_voices(hub, HUB_VOICES)
         settings = make_settings(
             engines=["piper"],
-            workers=1,
-            admin_key=ADMIN_KEY,
-            hub_endpoint=hub.url,
+            pool={"workers": 1},
+            auth={"admin_key": ADMIN_KEY},
+            hub={"endpoint": hub.url},
             data_dir=tmp_path_factory.mktemp("voices"),
         )
         with running_server(settings) as server:

@@ -29,7 +29,7 @@ from speechgate.settings import Settings
 from tests.helpers.audio import decode_audio, flac_bomb, piper_speech, wav_file
 from tests.helpers.pocket import NEEDS_POCKET, RATE, build_tiny_model
 from tests.helpers.server import RunningServer, running_server, sdk_client, serve_process
-from tests.helpers.settings import make_settings
+from tests.helpers.settings import make_settings, merged
 from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, NEEDS_POCKET]
@@ -50,12 +50,11 @@ def pocket_settings(model_dir: Path, data_dir: Path, **overrides: Any) -> Settin
     values: dict[str, Any] = {
         "engines": ["pocket", "espeak"],
         "default_engine": "pocket",
-        "workers": 1,
+        "pool": {"workers": 1},
         "engine_options": {"pocket": options},
         "data_dir": data_dir,
-        **overrides,
     }
-    return make_settings(**values)
+    return make_settings(**merged(values, overrides))
 
 
 @pytest.fixture(scope="module")
@@ -493,10 +492,9 @@ def keyed_pocket(
     settings = pocket_settings(
         model_dir,
         data,
-        auth_mode="keys",
-        admin_key=ADMIN_KEY,
-        database_url=f"sqlite:///{data / 'store.db'}",
-        routes_file=routes,
+        auth={"mode": "keys", "admin_key": ADMIN_KEY},
+        store={"database_url": f"sqlite:///{data / 'store.db'}"},
+        routing={"routes_file": routes},
     )
     with running_server(settings) as server:
         yield server

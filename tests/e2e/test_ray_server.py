@@ -50,13 +50,10 @@ def ray_server() -> Iterator[RunningServer]:
         settings = make_settings(
             engines=["espeak", "piper"],
             default_engine="espeak",
-            backend="ray",
-            ray_replicas=1,
-            queue_size=1,
-            max_queue_wait=60,
+            pool={"backend": "ray", "queue_size": 1, "max_queue_wait": 60},
+            ray={"replicas": 1, "health_check_period": 0.5},
             # A killed replica is replaced once a health check finds it dead: Serve's 10 s
             # period would be most of each replica-killed test.
-            ray_health_check_period=0.5,
         )
         with running_server(settings) as server:
             yield server
@@ -274,13 +271,10 @@ def test_two_gateways_on_one_cluster_share_its_replicas_and_one_keys_rate_limit(
     settings = make_settings(
         engines=["espeak"],
         default_engine="espeak",
-        backend="ray",
-        ray_replicas=1,
-        queue_size=1,
-        auth_mode="keys",
-        admin_key=ADMIN_KEY,
-        database_url=fresh_database(postgres_server),
-        limits_url=redis_server,
+        pool={"backend": "ray", "queue_size": 1},
+        ray={"replicas": 1},
+        auth={"mode": "keys", "admin_key": ADMIN_KEY},
+        store={"database_url": fresh_database(postgres_server), "limits_url": redis_server},
     )
     before = replica_jobs(pool_of(ray_server))["completed"]
     with running_server(settings) as first, running_server(settings) as second:

@@ -40,7 +40,7 @@ routes:
 
 
 def upstream_settings() -> Settings:
-    settings: Settings = engine_settings("espeak", auth_mode="keys", admin_key=UPSTREAM_KEY)
+    settings: Settings = engine_settings("espeak", auth={"mode": "keys", "admin_key": UPSTREAM_KEY})
     return settings
 
 
@@ -49,7 +49,7 @@ def front_of(upstream_url: str, tmp_path: Path) -> Iterator[Pair]:
     routes = tmp_path / "routes.yaml"
     routes.write_text(ROUTES.format(upstream=upstream_url, key=UPSTREAM_KEY))
     with running_server(
-        engine_settings("espeak", routes_file=routes, admin_key=ADMIN_KEY)
+        engine_settings("espeak", routing={"routes_file": routes}, auth={"admin_key": ADMIN_KEY})
     ) as front:
         yield Pair(front, upstream_url)
 

@@ -59,8 +59,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
     path = tmp_path / "routes.yaml"
     routes(path, port, timeout=30, local=100, canary=0)
     env = {
-        "SPEECHGATE_ROUTES_FILE": str(path),
-        "SPEECHGATE_ADMIN_KEY": ADMIN_KEY,
+        "SPEECHGATE_ROUTING__ROUTES_FILE": str(path),
+        "SPEECHGATE_AUTH__ADMIN_KEY": ADMIN_KEY,
         "SPEECHGATE_DATA_DIR": str(tmp_path / "data"),
     }
     with serve_process("--engine", "espeak", "--workers", "1", env=env, port=port) as (url, server):

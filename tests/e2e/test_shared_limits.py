@@ -30,10 +30,8 @@ pytestmark = pytest.mark.slow
 
 def gateway_settings(database_url: str, limits_url: str) -> Settings:
     return fake_settings(
-        auth_mode="keys",
-        admin_key=ADMIN_KEY,
-        database_url=database_url,
-        limits_url=limits_url,
+        auth={"mode": "keys", "admin_key": ADMIN_KEY},
+        store={"database_url": database_url, "limits_url": limits_url},
     )
 
 

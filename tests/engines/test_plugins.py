@@ -118,7 +118,7 @@ def test_without_its_entry_point_the_catalog_does_not_list_it() -> None:
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[RunningServer, int]]:
     port = free_port()
-    settings = fake_settings(engines=["fake", "tone"], wyoming_uri=f"tcp://127.0.0.1:{port}")
+    settings = fake_settings(engines=["fake", "tone"], wyoming={"uri": f"tcp://127.0.0.1:{port}"})
     with running_server(settings) as server:
         yield server, port
 

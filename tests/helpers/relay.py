@@ -10,14 +10,15 @@ import httpx
 import openai
 
 from tests.helpers.server import RunningServer
-from tests.helpers.settings import make_settings
+from tests.helpers.settings import make_settings, merged
 
 ADMIN_KEY = "admin-key-of-at-least-32-characters"
 TEXT = "The quick brown fox jumps over the lazy dog."
 
 
 def engine_settings(engine: str = "fake", **overrides: object) -> Any:
-    return make_settings(engines=[engine], default_engine=engine, workers=1, **overrides)
+    defaults = {"engines": [engine], "default_engine": engine, "pool": {"workers": 1}}
+    return make_settings(**merged(defaults, overrides))
 
 
 @dataclass

@@ -13,18 +13,29 @@ DATA_DIR = Path(tempfile.mkdtemp(prefix="speechgate-tests-"))
 
 def make_settings(**overrides: object) -> Settings:
     """The real default engines (Piper, espeak-ng), two workers, no phrase cache (tests count
-    the jobs repeated requests run), unless `overrides` say."""
-    values: dict[str, object] = {
+    the jobs repeated requests run), unless `overrides` say (a group's as a dict of the fields
+    to change, e.g. `pool={"queue_size": 0}`: the rest of the group keeps these defaults)."""
+    defaults: dict[str, object] = {
         "engines": ["piper", "espeak"],
-        "workers": 2,
+        "pool": {"workers": 2},
         "data_dir": DATA_DIR,
-        "phrase_cache_bytes": 0,
-        **overrides,
+        "phrase_cache": {"max_bytes": 0},
     }
-    return Settings.model_validate(values)
+    return Settings.model_validate(merged(defaults, overrides))
 
 
 def fake_settings(**overrides: object) -> Settings:
     """Settings for tests whose subject is the API, the errors, tenancy or routing, not the
     engine: the fake engine (loads in microseconds), one worker (one process to start)."""
-    return make_settings(**{"engines": ["fake"], "workers": 1, **overrides})
+    return make_settings(**merged({"engines": ["fake"], "pool": {"workers": 1}}, overrides))
+
+
+def merged(defaults: dict[str, object], overrides: dict[str, object]) -> dict[str, object]:
+    """`defaults` with `overrides` on top; a group given in both is merged field by field."""
+    values = dict(defaults)
+    for name, value in overrides.items():
+        default = values.get(name)
+        values[name] = (
+            {**default, **value} if isinstance(default, dict) and isinstance(value, dict) else value
+        )
+    return values

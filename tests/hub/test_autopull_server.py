@@ -41,9 +41,8 @@ def _server(
 ) -> Iterator[RunningServer]:
     settings = make_settings(
         engines=["piper"],
-        workers=1,
-        auto_pull=auto_pull,
-        hub_endpoint=hub.url,
+        pool={"workers": 1},
+        hub={"auto_pull": auto_pull, "endpoint": hub.url},
         data_dir=tmp_path_factory.mktemp("autopull"),
     )
     with running_server(settings) as running:

@@ -67,9 +67,9 @@ def server(hub: FakeHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[s
     settings = make_settings(
         engines=["espeak"],
         default_engine="espeak",
-        workers=1,
-        admin_key=ADMIN_KEY,
-        hub_endpoint=hub.url,
+        pool={"workers": 1},
+        auth={"admin_key": ADMIN_KEY},
+        hub={"endpoint": hub.url},
         data_dir=tmp_path_factory.mktemp("data"),
     )
     with running_server(settings) as running:

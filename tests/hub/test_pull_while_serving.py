@@ -26,8 +26,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSe
     with fake_hub() as hub:
         publish_piper_voices(hub, [LESSAC])
         settings = make_settings(
-            admin_key=ADMIN_KEY,
-            hub_endpoint=hub.url,
+            auth={"admin_key": ADMIN_KEY},
+            hub={"endpoint": hub.url},
             data_dir=tmp_path_factory.mktemp("data"),
         )
         with running_server(settings) as running:

@@ -28,7 +28,7 @@ def run(store_url: str, *args: str, ok: bool = True, process: bool = False) -> s
     its own imports speechgate anew each time, so each command group runs once that way, as
     users run it, to prove the entry point (on SQLite: the entry point is the same for every
     store)."""
-    env = {**os.environ, "SPEECHGATE_DATABASE_URL": store_url, "COLUMNS": "200"}
+    env = {**os.environ, "SPEECHGATE_STORE__DATABASE_URL": store_url, "COLUMNS": "200"}
     if process:
         result = subprocess.run(
             [*SPEECHGATE, *args], capture_output=True, text=True, timeout=120, env=env
@@ -124,7 +124,7 @@ def test_a_command_closes_its_postgresql_connections(
     postgres_server: str, monkeypatch: pytest.MonkeyPatch, args: list[str]
 ) -> None:
     url = fresh_database(postgres_server)
-    monkeypatch.setenv("SPEECHGATE_DATABASE_URL", url)
+    monkeypatch.setenv("SPEECHGATE_STORE__DATABASE_URL", url)
     # In this process, so that a connection left in the command's pool stays open to be seen.
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output

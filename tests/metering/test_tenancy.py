@@ -44,7 +44,9 @@ def clocks() -> Clocks:
 
 @pytest.fixture
 def tenancy(store_url: str, clocks: Clocks) -> Iterator[Tenancy]:
-    settings = make_settings(auth_mode="keys", admin_key=ADMIN_KEY, database_url=store_url)
+    settings = make_settings(
+        auth={"mode": "keys", "admin_key": ADMIN_KEY}, store={"database_url": store_url}
+    )
     store = Store(store_url)
     store.migrate()
     yield Tenancy(settings, store, None, clock=clocks.monotonic, now=clocks.now)
@@ -65,7 +67,7 @@ def test_key_lifecycle_through_authentication(tenancy: Tenancy, clocks: Clocks) 
     tenancy.store.revoke_key(key.id, clocks.wall)
     # Cached for key_cache_ttl: a revocation from another process lands after it ...
     assert asyncio.run(tenancy.authenticate(bearer(secret))).key_id == key.id
-    clocks.advance(tenancy.settings.key_cache_ttl)
+    clocks.advance(tenancy.settings.auth.key_cache_ttl)
     with pytest.raises(AuthenticationFailed):
         asyncio.run(tenancy.authenticate(bearer(secret)))
 
@@ -104,7 +106,7 @@ def test_admin_key_and_open_mode(tenancy: Tenancy, store_url: str) -> None:
     assert asyncio.run(tenancy.authenticate(bearer(ADMIN_KEY))) == ADMIN
     with pytest.raises(AuthenticationFailed):
         asyncio.run(tenancy.authenticate(bearer(ADMIN_KEY + "x")))
-    open_mode = Tenancy(make_settings(database_url=store_url), tenancy.store, None)
+    open_mode = Tenancy(make_settings(store={"database_url": store_url}), tenancy.store, None)
     assert asyncio.run(open_mode.authenticate(None)) == ANYONE
     assert asyncio.run(open_mode.authenticate("Bearer whatever")) == ANYONE
 

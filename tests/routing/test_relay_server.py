@@ -43,7 +43,9 @@ routes:
 def front_of(upstream_url: str, tmp_path: Path, engine: str = "fake") -> Iterator[Pair]:
     routes = tmp_path / "routes.yaml"
     routes.write_text(ROUTES.format(upstream=upstream_url, key=UPSTREAM_KEY, engine=engine))
-    settings = engine_settings(engine, routes_file=routes, admin_key=ADMIN_KEY)
+    settings = engine_settings(
+        engine, routing={"routes_file": routes}, auth={"admin_key": ADMIN_KEY}
+    )
     with running_server(settings) as front:
         yield Pair(front, upstream_url)
 

@@ -29,11 +29,10 @@ def pulling(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningS
         publish_piper_voices(hub, [KEY])
         settings = make_settings(
             engines=["piper"],
-            workers=1,
-            auto_pull=True,
-            hub_endpoint=hub.url,
+            pool={"workers": 1},
+            hub={"auto_pull": True, "endpoint": hub.url},
             data_dir=tmp_path_factory.mktemp("wyoming-autopull"),
-            wyoming_uri=f"tcp://127.0.0.1:{port}",
+            wyoming={"uri": f"tcp://127.0.0.1:{port}"},
         )
         with running_server(settings) as server:
             yield server, port

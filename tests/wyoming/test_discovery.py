@@ -62,9 +62,8 @@ def test_the_server_is_discovered_reached_and_withdrawn() -> None:
     settings = make_settings(
         engines=["espeak"],
         default_engine="espeak",
-        workers=1,
-        wyoming_uri=f"tcp://127.0.0.1:{port}",
-        wyoming_zeroconf=True,
+        pool={"workers": 1},
+        wyoming={"uri": f"tcp://127.0.0.1:{port}", "zeroconf": True},
     )
 
     async def go() -> tuple[AsyncServiceInfo, Info, str]:
@@ -101,4 +100,4 @@ def test_the_server_is_discovered_reached_and_withdrawn() -> None:
 @pytest.mark.parametrize("uri", [None, "tcp://127.0.0.1:0"])
 def test_zeroconf_needs_a_wyoming_server_on_a_fixed_port(uri: str | None) -> None:
     with pytest.raises(ValueError, match="wyoming_zeroconf needs"):
-        make_settings(wyoming_uri=uri, wyoming_zeroconf=True)
+        make_settings(wyoming={"uri": uri, "zeroconf": True})

@@ -33,7 +33,7 @@ from speechgate.metering.key_secrets import KeyLimits
 from speechgate.service import SpeechPlan, SpeechStream
 from speechgate.settings import Settings
 from tests.helpers.server import RunningServer, free_port, running_server
-from tests.helpers.settings import fake_settings
+from tests.helpers.settings import fake_settings, merged
 from tests.helpers.tenancy import ADMIN_KEY, spy_usage, stored_key
 from tests.helpers.waiting import wait_for
 from tests.helpers.wyoming import read, read_audio
@@ -58,15 +58,20 @@ class Wyoming:
 
 
 def _settings(data_dir: Path, **overrides: object) -> Settings:
-    return fake_settings(
-        default_engine="fake", data_dir=data_dir, wyoming_uri="tcp://127.0.0.1:0", **overrides
-    )
+    defaults = {
+        "default_engine": "fake",
+        "data_dir": data_dir,
+        "wyoming": {"uri": "tcp://127.0.0.1:0"},
+    }
+    return fake_settings(**merged(defaults, overrides))
 
 
 @contextmanager
 def serving(settings: Settings) -> Iterator[Wyoming]:
     port = free_port()
-    settings = settings.model_copy(update={"wyoming_uri": f"tcp://127.0.0.1:{port}"})
+    settings = settings.model_copy(
+        update={"wyoming": settings.wyoming.model_copy(update={"uri": f"tcp://127.0.0.1:{port}"})}
+    )
     with running_server(settings) as server:
         yield Wyoming(server, port)
 
@@ -108,7 +113,7 @@ async def _exchange(wyoming: Wyoming, *events: Event) -> Event:
 def test_a_client_without_the_principal_cannot_name_a_keys_stored_voice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = _settings(tmp_path, auth_mode="keys", admin_key=ADMIN_KEY)
+    settings = _settings(tmp_path, auth={"mode": "keys", "admin_key": ADMIN_KEY})
     with serving(settings) as wyoming:
         owner = _new_key(tmp_path)
         stored = wyoming.server.runtime.voices.library.add(PRIVATE, "fake", b"x", 1.0, owner)
@@ -126,7 +131,7 @@ def test_the_principal_gets_its_keys_voices_limits_and_usage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key_id = _new_key(tmp_path, KeyLimits(requests_per_second=0.001, burst=1))
-    settings = _settings(tmp_path, auth_mode="keys", wyoming_principal=key_id)
+    settings = _settings(tmp_path, auth={"mode": "keys"}, wyoming={"principal": key_id})
     with serving(settings) as wyoming:
         stored = wyoming.server.runtime.voices.library.add(PRIVATE, "fake", b"x", 1.0, key_id)
         plans, principals = _planned(wyoming.server, monkeypatch)
@@ -155,7 +160,7 @@ def test_the_principal_gets_its_keys_voices_limits_and_usage(
 
 
 def test_the_principal_must_name_a_key(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, auth_mode="keys", wyoming_principal="key_nobody")
+    settings = _settings(tmp_path, auth={"mode": "keys"}, wyoming={"principal": "key_nobody"})
     app = create_app(settings)
 
     async def start() -> None:
@@ -167,7 +172,7 @@ def test_the_principal_must_name_a_key(tmp_path: Path) -> None:
 
 
 def test_a_whole_text_has_the_same_bound_as_an_http_input(tmp_path: Path) -> None:
-    with serving(_settings(tmp_path, max_input_chars=50)) as wyoming:
+    with serving(_settings(tmp_path, text={"max_input_chars": 50})) as wyoming:
         too_long = Synthesize(text="Words. " * 8, voice=FAKE).event()
         answer = Error.from_event(asyncio.run(_exchange(wyoming, too_long)))
     assert answer.code == "string_above_max_length" and "50" in answer.text
@@ -211,7 +216,7 @@ def test_an_event_over_the_bounds_is_refused_unread(
 
 
 def test_a_header_line_without_end_is_refused(tmp_path: Path) -> None:
-    with serving(_settings(tmp_path, max_input_chars=100)) as wyoming:
+    with serving(_settings(tmp_path, text={"max_input_chars": 100})) as wyoming:
         error, rest = asyncio.run(_refused(wyoming, b'{"type": "' + b"x" * 200_000))
     assert error.code == "event_too_large"
     assert rest == b""
@@ -222,7 +227,7 @@ def test_a_header_line_without_end_is_refused(tmp_path: Path) -> None:
 
 def test_refused_stream_text_is_not_kept(tmp_path: Path) -> None:
     # A text with no end of sentence waits whole: past max_input_chars, it is refused.
-    settings = _settings(tmp_path, max_input_chars=1000)
+    settings = _settings(tmp_path, text={"max_input_chars": 1000})
     chunk = "word " * 2000  # 10 kB, each over the bound on its own
     chunks = 2000  # 20 MB sent in all
 
@@ -275,7 +280,7 @@ def test_a_refused_stream_leaves_the_connection_usable(tmp_path: Path) -> None:
             await connection.write_event(Synthesize(text="Next one.", voice=FAKE).event())
             return refused, (await read_audio(connection)).duration
 
-    with serving(_settings(tmp_path, max_input_chars=100)) as wyoming:
+    with serving(_settings(tmp_path, text={"max_input_chars": 100})) as wyoming:
         refused, duration = asyncio.run(go(wyoming))
     assert refused.code == "too_much_pending_text"
     assert duration > 0.1
@@ -304,7 +309,10 @@ def test_a_revoked_principal_stops_its_open_stream(
 ) -> None:
     key_id = _new_key(tmp_path)
     settings = _settings(
-        tmp_path, auth_mode="keys", wyoming_principal=key_id, session_check_interval=0.2
+        tmp_path,
+        auth={"mode": "keys"},
+        wyoming={"principal": key_id},
+        sessions={"check_interval": 0.2},
     )
 
     async def go(wyoming: Wyoming) -> tuple[Error, float, Pong]:
@@ -340,7 +348,7 @@ def test_an_open_stream_ends_at_the_maximum_length(tmp_path: Path) -> None:
             error, _ = await _stopped(connection, " more. And")
             return error
 
-    with serving(_settings(tmp_path, max_session_seconds=1.0)) as wyoming:
+    with serving(_settings(tmp_path, sessions={"max_seconds": 1.0})) as wyoming:
         error = asyncio.run(go(wyoming))
     assert error.code == "session_expired" and "1 s" in error.text
 
@@ -358,12 +366,12 @@ def test_an_idle_connection_is_closed(tmp_path: Path, sent: bytes) -> None:
         finally:
             writer.close()
 
-    with serving(_settings(tmp_path, wyoming_idle_timeout=0.3)) as wyoming:
+    with serving(_settings(tmp_path, wyoming={"idle_timeout": 0.3})) as wyoming:
         assert asyncio.run(go(wyoming)) == b""
 
 
 def test_a_connection_past_the_cap_pushes_out_the_oldest_idle_one(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, max_connections=40, wyoming_max_connections=3)
+    settings = _settings(tmp_path, server={"max_connections": 40}, wyoming={"max_connections": 3})
 
     async def go(wyoming: Wyoming) -> tuple[bytes, Pong]:
         opened = [await wyoming.raw() for _ in range(3)]
@@ -384,12 +392,12 @@ def test_a_connection_past_the_cap_pushes_out_the_oldest_idle_one(tmp_path: Path
 def test_wyomings_connections_are_a_share_of_the_budget(tmp_path: Path) -> None:
     from speechgate.server import connection_caps
 
-    assert connection_caps(_settings(tmp_path, max_connections=100)) == (75, 25)
-    capped = _settings(tmp_path, max_connections=100, wyoming_max_connections=10)
+    assert connection_caps(_settings(tmp_path, server={"max_connections": 100})) == (75, 25)
+    capped = _settings(tmp_path, server={"max_connections": 100}, wyoming={"max_connections": 10})
     assert connection_caps(capped) == (90, 10)
-    assert connection_caps(fake_settings(max_connections=100)) == (100, 0)
+    assert connection_caps(fake_settings(server={"max_connections": 100})) == (100, 0)
     with pytest.raises(ValueError, match="wyoming_max_connections"):
-        _settings(tmp_path, max_connections=10, wyoming_max_connections=10)
+        _settings(tmp_path, server={"max_connections": 10}, wyoming={"max_connections": 10})
 
 
 # --- bad events are answered and logged in one line -------------------------------------------

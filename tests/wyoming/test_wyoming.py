@@ -46,7 +46,7 @@ class Wyoming:
 @pytest.fixture(scope="module")
 def wyoming() -> Iterator[Wyoming]:
     port = free_port()
-    settings = make_settings(workers=2, wyoming_uri=f"tcp://127.0.0.1:{port}")
+    settings = make_settings(pool={"workers": 2}, wyoming={"uri": f"tcp://127.0.0.1:{port}"})
     with running_server(settings) as server:
         yield Wyoming(server, port)
 
@@ -241,10 +241,9 @@ def test_a_full_queue_answers_an_error_at_once_and_the_connection_stays_usable()
         # Each segment takes 1.5 s: the one job that holds the only worker stays running while
         # the second request is answered (in milliseconds: it is refused at admission).
         engine_options={"fake": {"chunk_delay": "1.5"}},
-        workers=1,
-        jobs_per_worker=1,
-        queue_size=0,  # nobody may wait: a busy worker means a full queue
-        wyoming_uri=f"tcp://127.0.0.1:{port}",
+        # Nobody may wait: a busy worker means a full queue.
+        pool={"workers": 1, "jobs_per_worker": 1, "queue_size": 0},
+        wyoming={"uri": f"tcp://127.0.0.1:{port}"},
     )
     fake = SynthesizeVoice(name="en-high")
 
@@ -275,4 +274,4 @@ def test_a_full_queue_answers_an_error_at_once_and_the_connection_stays_usable()
 @pytest.mark.parametrize("uri", ["unix:///tmp/wyoming.sock", "tcp://127.0.0.1", "127.0.0.1:10200"])
 def test_only_a_tcp_address_with_a_port_is_accepted(uri: str) -> None:
     with pytest.raises(ValueError, match="wyoming_uri"):
-        make_settings(wyoming_uri=uri)
+        make_settings(wyoming={"uri": uri})

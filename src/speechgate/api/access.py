@@ -78,7 +78,7 @@ async def require_admin(request: Request) -> Principal:
     tenancy = get_tenancy(request)
     if not tenancy.admin_enabled:
         raise NotConfigured(
-            "The admin API is off: set SPEECHGATE_ADMIN_KEY to turn it on.",
+            "The admin API is off: set SPEECHGATE_AUTH__ADMIN_KEY to turn it on.",
             code="admin_not_configured",
         )
     token = bearer_token(request.headers.get("authorization"))

@@ -47,27 +47,27 @@ log = logging.getLogger("speechgate")
 def create_app(settings: Settings) -> FastAPI:
     """Build the app; its lifespan starts the engine workers and stops them on shutdown."""
     # An invalid routes file fails here, before anything starts.
-    routes = load_routes(settings.routes_file) if settings.routes_file else None
+    routes = load_routes(settings.routing.routes_file) if settings.routing.routes_file else None
     if routes is not None:
         routing_admin.check_local_models(routes, settings)
     # Read once, here: a lexicon that became invalid since the settings were checked fails
     # before anything starts.
-    lexicon = operator_lexicon(settings.lexicon_path)
+    lexicon = operator_lexicon(settings.text.lexicon_path)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Whatever was built is closed, in reverse, on shutdown and on a failed start alike.
         async with AsyncExitStack() as built:
-            if settings.otel_endpoint is not None:
+            if settings.tracing.otlp_endpoint is not None:
                 # Stopped last: the spans of requests that end while the rest stops are sent.
-                built.enter_context(tracing.exporting(settings.otel_endpoint))
+                built.enter_context(tracing.exporting(settings.tracing.otlp_endpoint))
             tenancy = await Tenancy.open(settings)
             # Closed last: requests ended before still record their usage, and this writes it.
             built.push_async_callback(tenancy.close)
             dictionaries = Dictionaries(lexicon, tenancy.store.get_dictionary)
             runtime = await Runtime.start(settings, metrics, dictionaries)
             built.push_async_callback(runtime.close)
-            llm = LlmRelay.from_settings(settings)
+            llm = LlmRelay.from_settings(settings.llm)
             if llm is not None:
                 built.push_async_callback(llm.aclose)
             router = None
@@ -76,17 +76,17 @@ def create_app(settings: Settings) -> FastAPI:
                 built.push_async_callback(router.aclose)
                 built.enter_context(routing_admin.reload_on_sighup(router))
             store(app, AppState(settings, metrics, tenancy, runtime, llm, router))
-            if settings.wyoming_uri is not None:
+            if settings.wyoming.uri is not None:
                 # Imported here: the `wyoming` extra is needed only by those who turn it on.
                 from speechgate import wyoming
 
                 built.push_async_callback(
                     await wyoming.start(
-                        settings.wyoming_uri, runtime, tenancy, settings.wyoming_zeroconf
+                        settings.wyoming.uri, runtime, tenancy, settings.wyoming.zeroconf
                     )
                 )
             summary = startup_summary(settings, runtime.catalog)
-            if settings.log_format == "json":
+            if settings.log.format == "json":
                 log.info("serving", extra={"serving": summary.fields()})
             else:
                 log.info("%s", summary.text())
@@ -119,15 +119,15 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(routing_admin.admin)
     app.include_router(ops.router)
-    if settings.playground:
+    if settings.server.playground:
         web.install(app)
     # Added innermost first: request ids and response counts see every response, 413s included.
     app.add_middleware(
         BodyLimitMiddleware,
-        max_bytes=settings.max_body_bytes,
+        max_bytes=settings.server.max_body_bytes,
         # An upload's multipart framing and form fields come on top of the file itself.
-        max_bytes_by_path={"/v1/audio/voices": settings.clone_max_upload_bytes + 65536},
-        body_timeout=settings.body_timeout,
+        max_bytes_by_path={"/v1/audio/voices": settings.cloning.max_upload_bytes + 65536},
+        body_timeout=settings.server.body_timeout,
     )
     app.add_middleware(UsageMiddleware)
     app.add_middleware(ResponseMetricsMiddleware, metrics=metrics)

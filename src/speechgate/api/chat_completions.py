@@ -31,7 +31,7 @@ async def get_llm(request: Request) -> LlmRelay:
     llm = app_state(request).llm
     if llm is None:
         raise NotConfigured(
-            "This server relays chat completions only when SPEECHGATE_LLM_BASE_URL names an "
+            "This server relays chat completions only when SPEECHGATE_LLM__BASE_URL names an "
             "OpenAI-compatible LLM server, and it is not set.",
             code="llm_not_configured",
         )

@@ -64,9 +64,9 @@ def start_router(
     return Router(
         config,
         make_provider,
-        path=settings.routes_file,
+        path=settings.routing.routes_file,
         metrics=RoutingMetrics(metrics.registry),
-        default_sample_rate=settings.default_sample_rate,
+        default_sample_rate=settings.audio.default_sample_rate,
     )
 
 
@@ -98,7 +98,7 @@ def reload_on_sighup(router: Router) -> Iterator[None]:
 async def get_router(request: Request) -> Router:
     router = app_state(request).router
     if router is None:
-        raise NotConfigured("Routing is not configured (SPEECHGATE_ROUTES_FILE is unset).")
+        raise NotConfigured("Routing is not configured (SPEECHGATE_ROUTING__ROUTES_FILE is unset).")
     return router
 
 

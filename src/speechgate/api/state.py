@@ -37,9 +37,9 @@ class AppState:
     runtime: Runtime
     """The engine pools, the catalog and the voice library."""
     llm: LlmRelay | None
-    """The chat relay; None unless SPEECHGATE_LLM_BASE_URL is set."""
+    """The chat relay; None unless SPEECHGATE_LLM__BASE_URL is set."""
     router: Router | None
-    """The provider router; None unless SPEECHGATE_ROUTES_FILE is set."""
+    """The provider router; None unless SPEECHGATE_ROUTING__ROUTES_FILE is set."""
 
     @property
     def service(self) -> SpeechService:

@@ -185,13 +185,13 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
     )
     feeder = asyncio.create_task(_feed(websocket, session))
     settings = state.settings
-    pacer = SendPacer(settings.session_max_lead_seconds or None)
+    pacer = SendPacer(settings.sessions.max_lead_seconds or None)
     speaker = asyncio.create_task(_speak(websocket, session, pacer))
     check = partial(
         check_key, partial(tenancy.authenticate, credentials(websocket)), principal, meter.model
     )
     guard = asyncio.create_task(
-        guard_session(check, settings.session_check_interval, settings.max_session_seconds)
+        guard_session(check, settings.sessions.check_interval, settings.sessions.max_seconds)
     )
     # Whichever ends first decides: the speech ending (done or failed) stops the listening;
     # the client leaving or sending garbage stops the speech, and the job in its worker; the

@@ -105,7 +105,7 @@ async def create_voice(
     # that clones by default.
     meter = await admit_speech(request, model or engine.name, name, 0)
     meter.engine = engine.name
-    limit = app_state(request).settings.clone_max_upload_bytes
+    limit = app_state(request).settings.cloning.max_upload_bytes
     data = await audio_sample.read(limit + 1)
     if len(data) > limit:
         raise PayloadTooLarge(

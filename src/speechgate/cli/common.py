@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from speechgate.metering.store import Store
-from speechgate.settings import Settings
+from speechgate.settings import ENV_PREFIX, NESTED_DELIMITER, Settings
 
 console = Console()
 errors = Console(stderr=True)
@@ -33,17 +33,32 @@ def require_extra(extra: str, *modules: str) -> None:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment, with the command-line flags that were given on top;
-    invalid ones end the command with what is wrong with each, not a traceback."""
+    """Settings from the environment, with the command-line flags that were given on top
+    (a group's as a dict, e.g. `server={"port": port}`: a flag left out is None, and leaves
+    the environment's value); invalid ones end the command with what is wrong with each, not a
+    traceback."""
     try:
-        return Settings(**{key: value for key, value in overrides.items() if value is not None})
+        return Settings(**_given(overrides))
     except ValidationError as error:
         for problem in error.errors():
-            where = ".".join(str(part) for part in problem["loc"])
-            name = f"SPEECHGATE_{where.upper()}" if where else "settings"
-            given = f" (got {problem['input']!r})" if where else ""
+            # A value error is a check of several fields, which its message names.
+            one_field = problem["loc"] and problem["type"] != "value_error"
+            where = NESTED_DELIMITER.join(str(part) for part in problem["loc"])
+            name = f"{ENV_PREFIX}{where.upper()}" if one_field else "settings"
+            given = f" (got {problem['input']!r})" if one_field else ""
             errors.print(f"[red]error:[/red] {name}: {escape(problem['msg'] + given)}")
         raise typer.Exit(2) from None
+
+
+def _given(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` without the Nones, in groups too, and without the groups left empty."""
+    given = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            value = _given(value) or None
+        if value is not None:
+            given[key] = value
+    return given
 
 
 def megabytes(size: int | None) -> str:

@@ -1,7 +1,7 @@
 """`speechgate keys ...` and `speechgate usage`: the store, straight from the command line.
 
-They open the same store as the server (SPEECHGATE_DATABASE_URL, or SQLite in the data
-directory). A running server sees changes made here within `key_cache_ttl` seconds.
+They open the same store as the server (SPEECHGATE_STORE__DATABASE_URL, or SQLite in the data
+directory). A running server sees changes made here within `auth.key_cache_ttl` seconds.
 """
 
 from __future__ import annotations
@@ -242,5 +242,7 @@ def usage(
         raise _fail(error) from None
     with open_store() as store:
         totals = store.usage_totals(begins, ends)
-    pricing = Pricing(settings.prices, settings.compute_cost_per_hour, settings.reference_prices)
+    pricing = Pricing(
+        settings.usage.prices, settings.usage.compute_cost_per_hour, settings.usage.reference_prices
+    )
     show_table(usage_table(pricing.report(totals, begins, ends, by_key=by_key)))

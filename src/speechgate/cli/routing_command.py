@@ -11,7 +11,7 @@ from speechgate.cli.common import console, load_settings
 app = typer.Typer(help="Provider routing of a running server (needs its admin key).")
 
 _URL_OPTION = typer.Option(help="speechgate server.")
-_KEY_OPTION = typer.Option(help="Admin key [default: SPEECHGATE_ADMIN_KEY].")
+_KEY_OPTION = typer.Option(help="Admin key [default: SPEECHGATE_AUTH__ADMIN_KEY].")
 
 
 def _admin(method: str, path: str, url: str, admin_key: str | None, body: Any = None) -> None:
@@ -19,7 +19,7 @@ def _admin(method: str, path: str, url: str, admin_key: str | None, body: Any = 
     import httpx
 
     if admin_key is None:
-        secret = load_settings().admin_key
+        secret = load_settings().auth.admin_key
         admin_key = secret.get_secret_value() if secret else ""
     try:
         response = httpx.request(

@@ -55,7 +55,7 @@ def serve(
         list[str] | None,
         typer.Option(
             help="Render this phrase into the phrase cache at start-up (repeatable; "
-            "SPEECHGATE_PHRASE_PRELOAD_VOICES says in which voices)."
+            "SPEECHGATE_PHRASE_CACHE__PRELOAD_VOICES says in which voices)."
         ),
     ] = None,
 ) -> None:
@@ -68,18 +68,14 @@ def serve(
 
     engines = engine
     settings = load_settings(
-        host=host,
-        port=port,
         engines=engines,
-        workers=workers,
         default_engine=default_engine or (engines[0] if engines else None),
-        backend=backend,
-        ray_address=ray_address,
-        wyoming_uri=wyoming,
-        wyoming_zeroconf=wyoming_zeroconf,
-        log_format=log_format,
-        log_level=log_level,
-        phrase_preload=preload,
+        server={"host": host, "port": port},
+        pool={"workers": workers, "backend": backend},
+        ray={"address": ray_address},
+        wyoming={"uri": wyoming, "zeroconf": wyoming_zeroconf},
+        log={"format": log_format, "level": log_level},
+        phrase_cache={"preload": preload},
     )
     if pull:
         from speechgate.hub.refs import parse_ref
@@ -91,7 +87,7 @@ def serve(
         except SpeechgateError as error:
             console.print(f"[red]error:[/red] {error.message}")
             raise typer.Exit(1) from None
-    configure_logging(settings.log_format, settings.log_level)
+    configure_logging(settings.log.format, settings.log.level)
     # Access lines come from speechgate.access, when each request ends (see RequestIdMiddleware);
     # uvicorn's own records go through the handler configured above (log_config=None).
     server = uvicorn.Server(
@@ -99,7 +95,7 @@ def serve(
             create_app(settings),
             settings,
             log_config=None,
-            log_level=settings.log_level,
+            log_level=settings.log.level,
             access_log=False,
         )
     )

@@ -84,7 +84,7 @@ class Hub:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Hub:
-        return cls(settings.hub_cache_dir, settings.hub_endpoint)
+        return cls(settings.hub_cache_dir, settings.hub.endpoint)
 
     def list_files(self, repo: str, revision: str, path: str | None = None) -> list[RemoteFile]:
         from huggingface_hub import HfApi

@@ -2,7 +2,7 @@
 
 A limiter only counts (a key's token bucket, requests in flight, month's characters);
 `Tenancy` decides who asks and how a refusal looks. `MemoryLimiter` counts in this process,
-`RedisLimiter` for every gateway sharing `limits_url`.
+`RedisLimiter` for every gateway sharing `store.limits_url`.
 """
 
 from __future__ import annotations

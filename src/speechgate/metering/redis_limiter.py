@@ -1,11 +1,11 @@
-"""Per-key limits kept in Redis, shared by every gateway pointed at it (`limits_url`).
+"""Per-key limits kept in Redis, shared by every gateway pointed at it (`store.limits_url`).
 
 One Lua script round trip admits a request atomically, on Redis' own clock (`TIME`), so
 gateways agree without synchronised clocks. Keys are `speechgate:{<key id>}:...` (the braces
 keep a key's state in one Cluster slot, as a script needs):
 
 - `bucket:<rate>:<burst>`: the token bucket. Its name holds the limits, so gateways that still
-  see old limits (up to `key_cache_ttl`) count in the old bucket rather than reset the new one.
+  see old limits (up to `auth.key_cache_ttl`) count in the old bucket rather than reset the new one.
 - `leases`: requests in flight, scored by lease expiry; renewed every `lease / 3`, so a dead
   gateway's slots come back within `lease`.
 - `quota:<YYYY-MM>`: the month's characters, seeded once from the store (SET NX).

@@ -1,7 +1,7 @@
 """Usage reports: totals per model and provider (optionally per key), priced.
 
-Cost is what the operator says speechgate costs (`prices` per 1M characters, default 0 for
-local engines, plus `compute_cost_per_hour` of request time); reference costs are what the
+Cost is what the operator says speechgate costs (`usage.prices` per 1M characters, default 0 for
+local engines, plus `usage.compute_cost_per_hour` of request time); reference costs are what the
 same characters would have cost at other services' list prices.
 """
 

@@ -55,7 +55,7 @@ usage = Table(
 )
 
 # Pronunciation dictionaries (ElevenLabs' name for lexicons), each owned by the key that made it
-# (`key_id` NULL: made without a key, with auth_mode `none`).
+# (`key_id` NULL: made without a key, with auth.mode `none`).
 pronunciation_dictionaries = Table(
     "pronunciation_dictionaries",
     metadata,

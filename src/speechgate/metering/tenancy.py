@@ -85,9 +85,13 @@ class Tenancy:
         # Read at each use: tests move this object's clock.
         self.limiter = limiter or MemoryLimiter(lambda: self.clock(), self._characters_used)
         self.pricing = Pricing(
-            settings.prices, settings.compute_cost_per_hour, settings.reference_prices
+            settings.usage.prices,
+            settings.usage.compute_cost_per_hour,
+            settings.usage.reference_prices,
         )
-        self._admin_key = settings.admin_key.get_secret_value() if settings.admin_key else None
+        self._admin_key = (
+            settings.auth.admin_key.get_secret_value() if settings.auth.admin_key else None
+        )
         self._keys: dict[str, tuple[float, StoredKey]] = {}
         self._keys_by_id: dict[str, tuple[float, ApiKey | None]] = {}
 
@@ -97,14 +101,14 @@ class Tenancy:
         store = Store(settings.store_url)
         await asyncio.to_thread(store.migrate)
         recorder = None
-        if settings.usage_metering:
-            recorder = UsageRecorder(store, settings.usage_flush_interval)
+        if settings.usage.metering:
+            recorder = UsageRecorder(store, settings.usage.flush_interval)
             recorder.start()
         tenancy = cls(settings, store, recorder)
-        if settings.limits_url is not None:
+        if settings.store.limits_url is not None:
             try:
                 tenancy.limiter = await _redis_limiter(
-                    settings.limits_url, tenancy._characters_used
+                    settings.store.limits_url, tenancy._characters_used
                 )
             except BaseException:
                 await tenancy.close()
@@ -134,7 +138,7 @@ class Tenancy:
         token = bearer_token(authorization)
         if self.is_admin(token):
             return ADMIN
-        if self.settings.auth_mode == "none":
+        if self.settings.auth.mode == "none":
             return ANYONE
         if token is None:
             raise AuthenticationFailed(
@@ -155,7 +159,7 @@ class Tenancy:
                 # Unknown keys are not cached: anyone could fill the cache with them.
                 self._keys.pop(key_hash, None)
                 return None
-            cached = (self.clock() + self.settings.key_cache_ttl, stored)
+            cached = (self.clock() + self.settings.auth.key_cache_ttl, stored)
             self._keys[key_hash] = cached
         stored = cached[1]
         # Found by its hash; compared again in constant time, so no comparison leaks by timing.
@@ -167,7 +171,7 @@ class Tenancy:
         cached = self._keys_by_id.get(key_id)
         if cached is None or cached[0] <= self.clock():
             key = await asyncio.to_thread(self.store.get_key, key_id)
-            cached = (self.clock() + self.settings.key_cache_ttl, key)
+            cached = (self.clock() + self.settings.auth.key_cache_ttl, key)
             # Only configured ids are looked up by id, never a client's: no bound needed.
             self._keys_by_id[key_id] = cached
         key = cached[1]
@@ -265,6 +269,6 @@ async def _redis_limiter(url: str, used: UsedSoFar) -> Limiter:
         from speechgate.metering.redis_limiter import RedisLimiter
     except ImportError as error:
         raise RuntimeError(
-            f"limits_url needs the Redis client: pip install 'speechgate[redis]' ({error})"
+            f"store.limits_url needs the Redis client: pip install 'speechgate[redis]' ({error})"
         ) from None
     return await RedisLimiter.connect(url, used)

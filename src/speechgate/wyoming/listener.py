@@ -2,7 +2,7 @@
 
 Its connections are capped (`server.connection_caps`: Wyoming's share of the connection
 budget the HTTP server has the rest of), so idle Wyoming clients cannot take the file
-descriptors HTTP needs; each connection is closed after `wyoming_idle_timeout` of silence.
+descriptors HTTP needs; each connection is closed after `wyoming.idle_timeout` of silence.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ _STOP_TIMEOUT = 5.0
 
 
 def connection_limits(settings: Settings) -> ConnectionLimits:
-    event_bytes = max_event_bytes(settings.max_input_chars)
+    event_bytes = max_event_bytes(settings.text.max_input_chars)
     return ConnectionLimits(
         events=EventLimits(max_line_bytes=event_bytes, max_data_bytes=event_bytes),
-        idle_timeout=settings.wyoming_idle_timeout,
-        write_timeout=settings.slow_reader_timeout,
-        max_pending_chars=settings.max_input_chars,
+        idle_timeout=settings.wyoming.idle_timeout,
+        write_timeout=settings.pool.slow_reader_timeout,
+        max_pending_chars=settings.text.max_input_chars,
     )
 
 
@@ -58,15 +58,15 @@ async def start(
     uri: str, runtime: Runtime, tenancy: Tenancy, zeroconf: bool = False
 ) -> Callable[[], Awaitable[None]]:
     """Listen on `uri` (tcp://host:port), advertised over zeroconf if asked; returns what
-    stops it, its connections' jobs with it. Fails at once if `wyoming_principal` names no
+    stops it, its connections' jobs with it. Fails at once if `wyoming.principal` names no
     key."""
     settings = runtime.settings
-    if settings.wyoming_principal is not None:
+    if settings.wyoming.principal is not None:
         try:
             await wy.caller(runtime, tenancy)
         except AuthenticationFailed:
             raise RuntimeError(
-                f"wyoming_principal {settings.wyoming_principal!r} names no usable key "
+                f"wyoming.principal {settings.wyoming.principal!r} names no usable key "
                 "(unknown, revoked or expired): `speechgate keys list` shows the ids"
             ) from None
     limits = connection_limits(settings)

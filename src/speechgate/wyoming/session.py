@@ -49,10 +49,10 @@ async def caller(runtime: Runtime, tenancy: Tenancy) -> Caller:
     """The connection's caller now: `wyoming_principal`'s key (AuthenticationFailed once it
     is revoked or expired), or no key, which sees no key's stored voices where keys are in use."""
     settings = runtime.settings
-    if settings.wyoming_principal is not None:
-        principal = await tenancy.key_principal(settings.wyoming_principal)
+    if settings.wyoming.principal is not None:
+        principal = await tenancy.key_principal(settings.wyoming.principal)
         return Caller(principal, principal.key_id)
-    return Caller(ANYONE, None if settings.auth_mode == "none" else _NO_KEY)
+    return Caller(ANYONE, None if settings.auth.mode == "none" else _NO_KEY)
 
 
 def _engine_for(runtime: Runtime, voice: str | None, owner: str | None) -> str:
@@ -172,7 +172,7 @@ def stream_guard(runtime: Runtime, tenancy: Tenancy, caller: Caller, model: str)
         else _nothing_to_check
     )
     return partial(
-        guard_session, check, settings.session_check_interval, settings.max_session_seconds
+        guard_session, check, settings.sessions.check_interval, settings.sessions.max_seconds
     )
 
 
