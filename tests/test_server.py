@@ -141,7 +141,7 @@ def test_a_client_that_stops_reading_is_dropped_and_its_worker_freed(
 
 
 def test_shutdown_cuts_off_a_client_that_does_not_read(tmp_path: Path) -> None:
-    env = {"SPEECHGATE_DATA_DIR": str(tmp_path), "SPEECHGATE_SHUTDOWN_GRACE": "1"}
+    env = {"SPEECHGATE_DATA_DIR": str(tmp_path), "SPEECHGATE_SERVER__SHUTDOWN_GRACE": "1"}
     port = free_port()
     with (
         serve_process("--engine", "espeak", "--workers", "1", env=env, port=port) as (_, server),

@@ -1,4 +1,4 @@
-"""The pronunciation lexicon a request is read with: the operator's (`Settings.lexicon_path`),
+"""The pronunciation lexicon a request is read with: the operator's (`Settings.text.lexicon_path`),
 under the pronunciation dictionaries the request names, which must be its own key's.
 
 As on ElevenLabs, a request is read with the dictionaries it names, not every one its key made;

@@ -1,6 +1,6 @@
 """OpenTelemetry traces: one per speech request, whichever front end it came through.
 
-Off unless `Settings.otel_endpoint` is set: until then every function hands out shared
+Off unless `Settings.tracing.otlp_endpoint` is set: until then every function hands out shared
 do-nothing objects and OpenTelemetry is not imported. Spans go to a tracer provider of
 speechgate's own, not the global one FastAPI's telemetry uses. A front end opens the root
 (`request`); the serving path opens the children, found through the current context.
@@ -28,7 +28,7 @@ ADMISSION = "speechgate.admission"
 PLAN = "speechgate.plan"
 """Model, voice and format resolved, the voice pulled first where it is missing."""
 PULL = "speechgate.pull"
-"""A voice pulled from the hub while planning (`Settings.auto_pull`)."""
+"""A voice pulled from the hub while planning (`Settings.hub.auto_pull`)."""
 ROUTE = "speechgate.route"
 """The router's choice among a route's providers; one `ATTEMPT` child per provider tried."""
 ATTEMPT = "speechgate.route.attempt"

@@ -29,7 +29,7 @@ def hub() -> Iterator[FakeHub]:
 
 
 def _env(hub: FakeHub, data_dir: Path) -> dict[str, str]:
-    return {"SPEECHGATE_HUB_ENDPOINT": hub.url, "SPEECHGATE_DATA_DIR": str(data_dir)}
+    return {"SPEECHGATE_HUB__ENDPOINT": hub.url, "SPEECHGATE_DATA_DIR": str(data_dir)}
 
 
 def test_cli_searches_by_language_and_pulls(hub: FakeHub, tmp_path: Path) -> None:

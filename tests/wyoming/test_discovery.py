@@ -99,5 +99,5 @@ def test_the_server_is_discovered_reached_and_withdrawn() -> None:
 
 @pytest.mark.parametrize("uri", [None, "tcp://127.0.0.1:0"])
 def test_zeroconf_needs_a_wyoming_server_on_a_fixed_port(uri: str | None) -> None:
-    with pytest.raises(ValueError, match="wyoming_zeroconf needs"):
+    with pytest.raises(ValueError, match=r"wyoming\.zeroconf needs"):
         make_settings(wyoming={"uri": uri, "zeroconf": True})

@@ -167,7 +167,7 @@ def test_the_principal_must_name_a_key(tmp_path: Path) -> None:
         async with app.router.lifespan_context(app):
             pytest.fail("started for a key that does not exist")
 
-    with pytest.raises(RuntimeError, match="wyoming_principal 'key_nobody'"):
+    with pytest.raises(RuntimeError, match=r"wyoming\.principal 'key_nobody'"):
         asyncio.run(start())
 
 
@@ -396,7 +396,7 @@ def test_wyomings_connections_are_a_share_of_the_budget(tmp_path: Path) -> None:
     capped = _settings(tmp_path, server={"max_connections": 100}, wyoming={"max_connections": 10})
     assert connection_caps(capped) == (90, 10)
     assert connection_caps(fake_settings(server={"max_connections": 100})) == (100, 0)
-    with pytest.raises(ValueError, match="wyoming_max_connections"):
+    with pytest.raises(ValueError, match=r"wyoming\.max_connections"):
         _settings(tmp_path, server={"max_connections": 10}, wyoming={"max_connections": 10})
 
 

@@ -1,7 +1,7 @@
 """Voices and models pulled by name from the Hugging Face hub (`speechgate voices pull`).
 
 `index` says what can be pulled, `client` downloads and verifies, `pull` assembles and installs
-an item, `autopull` serves `Settings.auto_pull`. Nothing here loads an engine.
+an item, `autopull` serves `Settings.hub.auto_pull`. Nothing here loads an engine.
 """
 
 from speechgate.hub.client import FileProgress, Hub, Progress

@@ -1,4 +1,4 @@
-"""Pulling on first request (`Settings.auto_pull`): what the gateway calls when a request
+"""Pulling on first request (`Settings.hub.auto_pull`): what the gateway calls when a request
 names a voice or model that is not installed but can be pulled.
 
 One pull per reference at a time: concurrent requests for the same missing voice wait for the
