@@ -36,10 +36,9 @@ the variable. The descriptions name a setting in a group as `group.name` (`pool.
 code that builds `Settings` passes a group as a dict or as its model:
 `Settings(pool={"workers": 2})`.
 
-The settings were once all at the top level, named with a prefix (`SPEECHGATE_RAY_ADDRESS`,
-`SPEECHGATE_MAX_INPUT_CHARS`). Those names, listed below as deprecated under each setting,
-still work, as variables and as keyword arguments of `Settings`, and log a warning naming the
-new name once.
+Each setting in a group also answers to a deprecated flat name, listed under it
+(`SPEECHGATE_RAY_ADDRESS` for `SPEECHGATE_RAY__ADDRESS`): it still works, as a variable and as
+a keyword argument of `Settings`, and logs a warning naming the new name once per process.
 
 This page is generated from the settings model at each build of the docs.
 """

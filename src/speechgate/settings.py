@@ -3,7 +3,7 @@
 Only this module reads the environment. Build `Settings` once and pass it down; tests build
 their own. Settings are grouped by concern in nested models (`settings.pool`,
 `settings.wyoming`, ...), each set in the environment as `SPEECHGATE_<GROUP>__<NAME>`, so a
-module can be handed the one group it needs. The flat names of before the grouping
+module can be handed the one group it needs. Deprecated flat names
 (`SPEECHGATE_RAY_ADDRESS`, `Settings(max_input_chars=...)`) are still read, into their
 group, with a warning naming the new name (see `MOVED`).
 """
@@ -624,9 +624,9 @@ MOVED: dict[str, tuple[str, str]] = {
     "routes_file": ("routing", "routes_file"),
     "otel_endpoint": ("tracing", "otlp_endpoint"),
 }
-"""Each setting's flat name of before the grouping -> (its group, its name there). The old
-names are still read, as keyword arguments and as `SPEECHGATE_<OLD NAME>` variables, so
-that no deployment breaks; each is warned about once per process."""
+"""Deprecated flat names -> (group, name in it). They are still read, as keyword arguments
+and as `SPEECHGATE_<FLAT NAME>` variables, so that existing deployments keep working; each
+logs one warning per process, naming its replacement."""
 
 _warned: set[str] = set()
 
@@ -649,7 +649,7 @@ def _merged(group: object, name: str, value: object) -> dict[str, Any]:
 
 
 class _MovedEnvironment(PydanticBaseSettingsSource):
-    """The `SPEECHGATE_<OLD NAME>` variables of `MOVED`, read into their groups. It ranks
+    """The `SPEECHGATE_<FLAT NAME>` variables of `MOVED`, read into their groups. It ranks
     below the environment's own source, so that a group's new variable wins over its old
     name."""
 
