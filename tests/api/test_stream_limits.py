@@ -127,7 +127,7 @@ def test_a_session_ends_at_its_maximum_length_and_is_billed(
     keyed: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     records = spy_usage(keyed, monkeypatch, "ws_")
-    monkeypatch.setattr(keyed.state.settings, "max_session_seconds", 0.5)
+    monkeypatch.setattr(keyed.state.settings.sessions, "max_seconds", 0.5)
     _, secret = new_key(keyed)
     with open_session(keyed, secret) as ws:
         error, code = closing(ws)
