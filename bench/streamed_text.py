@@ -258,13 +258,13 @@ def main() -> None:
                 {
                     "SPEECHGATE_ENGINES": engine,
                     "SPEECHGATE_DEFAULT_ENGINE": engine,
-                    "SPEECHGATE_WORKERS": "1",
+                    "SPEECHGATE_POOL__WORKERS": "1",
                     "SPEECHGATE_DATA_DIR": data,
-                    "SPEECHGATE_USAGE_METERING": "false",
+                    "SPEECHGATE_USAGE__METERING": "false",
                     # The alone side says each first sentence again every round.
-                    "SPEECHGATE_PHRASE_CACHE_BYTES": "0",
+                    "SPEECHGATE_PHRASE_CACHE__MAX_BYTES": "0",
                     # A session read to its end is read as fast as it is made.
-                    "SPEECHGATE_SESSION_MAX_LEAD_SECONDS": "3600",
+                    "SPEECHGATE_SESSIONS__MAX_LEAD_SECONDS": "3600",
                 }
             ) as url,
         ):

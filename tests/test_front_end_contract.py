@@ -92,18 +92,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             engines=["fake", "piper"],
             default_engine="fake",
             engine_options={"fake": {"chunk_delay": str(CHUNK_DELAY)}},
-            max_input_chars=LIMIT,
-            auth_mode="keys",
-            admin_key=ADMIN_KEY,
-            auto_pull=True,
-            hub_endpoint=hub.url,
+            text={"max_input_chars": LIMIT},
+            auth={"mode": "keys", "admin_key": ADMIN_KEY},
+            hub={"auto_pull": True, "endpoint": hub.url},
             data_dir=data_dir,
-            routes_file=routes,
-            wyoming_uri=f"tcp://127.0.0.1:{port}",
-            wyoming_principal=principal[0],
-            usage_flush_interval=0.1,
+            routing={"routes_file": routes},
+            wyoming={"uri": f"tcp://127.0.0.1:{port}", "principal": principal[0]},
+            usage={"flush_interval": 0.1},
             # Sessions send audio as fast as it is read: a text not refused is over quickly.
-            session_max_lead_seconds=0,
+            sessions={"max_lead_seconds": 0},
         )
         with running_server(settings) as server:
             yield Served(server, port, principal)

@@ -304,7 +304,7 @@ def test_espeak_text_streamed_in_tokens_is_spoken_as_the_whole_text(
 def fake_wyoming() -> Iterator[tuple[RunningServer, int]]:
     """The fake engine served over Wyoming too: the server and its Wyoming port."""
     port = free_port()
-    with running_server(fake_settings(wyoming_uri=f"tcp://127.0.0.1:{port}")) as running:
+    with running_server(fake_settings(wyoming={"uri": f"tcp://127.0.0.1:{port}"})) as running:
         yield running, port
 
 
