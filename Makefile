@@ -44,7 +44,7 @@ lint: setup
 # The reference in docs/ as a site (into site/), its settings and command-line pages generated
 # from the code (scripts/docs_hooks.py); --strict: a broken link or anchor fails.
 docs: setup
-	$(BIN)/mkdocs build --strict --quiet
+	$(BIN)/mkdocs build --strict
 
 # Debian's chromium, PostgreSQL and Redis, for the browser, store and shared-limits tests
 # (apt-get, only if missing).
