@@ -16,8 +16,8 @@ from speechgate.audio.formats import AudioFormat, parse_format
 from speechgate.audio.pcm import PcmChunk
 from speechgate.catalog import Catalog
 from speechgate.engines.base import EngineInfo, Voice
-from speechgate.phrase_cache import PhraseCache, PhraseKey, encode_cached
-from speechgate.pipeline import OutputSpec
+from speechgate.phrase_cache import PhraseCache, PhraseKey, Rendition, encode_cached
+from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.service import SpeechService
 from speechgate.speech_request import SpeechRequest
 from tests.helpers.settings import fake_settings, merged
@@ -39,10 +39,30 @@ def test_the_cache_stays_within_its_bound_under_ten_thousand_distinct_prompts() 
         cache.put(key(f"prompt {index}"), pcm(0.25 + (index % 7) * 0.1))
         assert cache.size <= cache.max_bytes
     assert 0 < len(cache) < 10_000
-    assert cache.size == sum(entry.pcm.samples.nbytes for entry in cache._entries.values())
+    assert cache.size == sum(entry.size for entry in cache._entries.values())
     # The most recent are there, the first long gone.
     assert cache.get(key("prompt 9999")) is not None
     assert cache.get(key("prompt 0")) is None
+
+
+def test_renditions_share_the_bound_and_go_with_their_voice() -> None:
+    output = OutputSpec(AudioFormat.MP3, 24000)
+    cache = PhraseCache(max_bytes=100_000)
+    clone = key("hi", "/voices/voice_1.safetensors", "voice_1", "alice")
+    cache.put(clone, pcm(0.1))
+    encoded = Rendition.of([EncodedChunk(b"", 0.1), EncodedChunk(b"x" * 500, 0.2)])
+    assert encoded.chunks == (EncodedChunk(b"x" * 500, pytest.approx(0.3)),)
+    assert cache.put_rendition(clone, output, encoded)
+    assert cache.rendition(clone, output) is encoded
+    assert cache.rendition(clone, OutputSpec(AudioFormat.MP3, 16000)) is None
+    assert cache.size == pcm(0.1).samples.nbytes + 500 and len(cache) == 1
+    for index in range(200):  # renditions of other phrases push the oldest out
+        cache.put_rendition(key(f"p{index}"), output, Rendition((EncodedChunk(b"y" * 900, 1),)))
+        assert cache.size <= cache.max_bytes
+    assert cache.rendition(clone, output) is None
+    cache.put_rendition(clone, output, encoded)
+    assert cache.forget_voice("voice_1") == 1
+    assert cache.rendition(clone, output) is None
 
 
 def test_the_least_recently_used_goes_first() -> None:
@@ -182,6 +202,30 @@ async def test_a_repeated_request_is_a_hit_with_the_same_audio_and_no_job(
     assert pool.stats().jobs["completed"] == jobs  # no worker spoke the hits
     metrics = (await client.get("/metrics")).text
     assert 'speechgate_phrase_cache_total{engine="fake",outcome="hit"} 4.0' in metrics
+
+
+@pytest.mark.anyio
+async def test_a_hit_in_a_format_asked_before_runs_no_encoder(
+    app_client: tuple[httpx.AsyncClient, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import speechgate.phrase_cache
+
+    encoders = []
+
+    class Counted(speechgate.phrase_cache.StreamEncoder):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            encoders.append(args)
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(speechgate.phrase_cache, "StreamEncoder", Counted)
+    client, _ = app_client
+    await _say(client, "Hold on.")  # the miss: rendered by the worker
+    for fmt in ("mp3", "opus", "pcm"):
+        first = await _say(client, "Hold on.", fmt)
+        again = await _say(client, "Hold on.", fmt)
+        assert first.headers["x-speechgate-cache"] == again.headers["x-speechgate-cache"] == "hit"
+        assert again.content == first.content
+    assert len(encoders) == 3  # one per format, for its first hit only
 
 
 @pytest.mark.anyio

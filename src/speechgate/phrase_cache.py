@@ -3,9 +3,13 @@ at once, with no worker and no place in the queue.
 
 An entry is the engine's PCM (pauses and loudness included, before resampling and encoding),
 keyed by everything that decides that audio; a hit is encoded into whatever format the request
-asks for. The cache is bounded in bytes of PCM: the least recently used entries go first, but
-pinned ones (phrases pre-rendered at start-up) never do, and pinning stops once they would take
-the whole bound. Not thread-safe: used from the gateway's event loop only.
+asks for. The bytes of that encoding are kept too, as a `Rendition` of the phrase for that
+output (format, rate, bit rate), so that a repeat in a format asked before runs no encoder at
+all: its bytes go out as they are. The cache is bounded in bytes, PCM and renditions together:
+the least recently used entries go first, but pinned ones (phrases pre-rendered at start-up)
+never do, and pinning stops once they would take the whole bound. Renditions are never pinned:
+a pinned phrase can always be encoded again. Not thread-safe: used from the gateway's event
+loop only.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speechgate.audio.encoders import StreamEncoder
+from speechgate.audio.formats import AudioFormat
 from speechgate.audio.pcm import PcmChunk
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.text.prepare import TextOptions
@@ -47,47 +52,115 @@ class PhraseKey:
     text_options: TextOptions | None = None
 
 
+@dataclass(frozen=True)
+class RenditionKey:
+    """A phrase encoded for one output: what `OutputSpec` says of the bytes beyond the key's
+    audio (its loudness target is the key's; word times are never cached)."""
+
+    phrase: PhraseKey
+    format: AudioFormat
+    sample_rate: int
+    bit_rate: int | None
+
+    @classmethod
+    def of(cls, phrase: PhraseKey, output: OutputSpec) -> RenditionKey:
+        return cls(phrase, output.format, output.sample_rate, output.bit_rate)
+
+
+@dataclass(frozen=True)
+class Rendition:
+    """A phrase's encoded bytes, in the chunks the encoder gave them (a short one first), with
+    the seconds of audio each completes."""
+
+    chunks: tuple[EncodedChunk, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(len(chunk.data) for chunk in self.chunks)
+
+    @classmethod
+    def of(cls, chunks: list[EncodedChunk]) -> Rendition:
+        """The bytes and seconds of `chunks`, without what else they carry; a chunk with no
+        bytes (an encoder's buffering) has its seconds counted with the next that has some."""
+        kept: list[EncodedChunk] = []
+        seconds = 0.0
+        for chunk in chunks:
+            seconds += chunk.audio_seconds
+            if chunk.data:
+                kept.append(EncodedChunk(chunk.data, seconds))
+                seconds = 0.0
+        if seconds and kept:
+            last = kept.pop()
+            kept.append(EncodedChunk(last.data, last.audio_seconds + seconds))
+        return cls(tuple(kept))
+
+    async def replay(self) -> AsyncGenerator[EncodedChunk]:
+        for chunk in self.chunks:
+            yield chunk
+
+
 @dataclass
 class _Entry:
-    pcm: PcmChunk
+    value: PcmChunk | Rendition
     pinned: bool
 
     @property
     def size(self) -> int:
-        return int(self.pcm.samples.nbytes)
+        if isinstance(self.value, Rendition):
+            return self.value.size
+        return int(self.value.samples.nbytes)
 
 
 class PhraseCache:
-    """Rendered PCM by `PhraseKey`, within `max_bytes` (0: caches nothing)."""
+    """Rendered PCM by `PhraseKey`, and its renditions by `RenditionKey`, within `max_bytes`
+    (0: caches nothing)."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[PhraseKey, _Entry] = OrderedDict()
-        self.size = 0  # bytes of PCM held
+        self._entries: OrderedDict[PhraseKey | RenditionKey, _Entry] = OrderedDict()
+        self.size = 0  # bytes of PCM and renditions held
         self.pinned_size = 0
 
     def __len__(self) -> int:
-        return len(self._entries)
+        """How many phrases (PCM entries) are held, renditions aside."""
+        return sum(isinstance(key, PhraseKey) for key in self._entries)
 
     def get(self, key: PhraseKey) -> PcmChunk | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        self._entries.move_to_end(key)
-        return entry.pcm
+        value = self._get(key)
+        return value if isinstance(value, PcmChunk) else None
+
+    def rendition(self, key: PhraseKey, output: OutputSpec) -> Rendition | None:
+        """The bytes of `key`'s phrase encoded as `output` asks, if kept."""
+        value = self._get(RenditionKey.of(key, output))
+        return value if isinstance(value, Rendition) else None
 
     def put(self, key: PhraseKey, pcm: PcmChunk, pinned: bool = False) -> bool:
         """Keep `pcm` for `key`, evicting the least recently used unpinned entries to make room;
         False if it is not kept (larger than the room pinned entries leave)."""
-        entry = _Entry(pcm, pinned)
+        return self._put(key, _Entry(pcm, pinned))
+
+    def put_rendition(self, key: PhraseKey, output: OutputSpec, rendition: Rendition) -> bool:
+        """Keep `rendition`, `key`'s phrase encoded as `output` asks, as `put` keeps PCM."""
+        return self._put(RenditionKey.of(key, output), _Entry(rendition, pinned=False))
+
+    def _get(self, key: PhraseKey | RenditionKey) -> PcmChunk | Rendition | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        self._entries.move_to_end(key)
+        return entry.value
+
+    def _put(self, key: PhraseKey | RenditionKey, entry: _Entry) -> bool:
+        pinned = entry.pinned
         room = self.max_bytes - self.pinned_size
         if entry.size > room:
             return False
         self._remove(key)
-        for old in [k for k, e in self._entries.items() if not e.pinned]:
-            if self.size + entry.size <= self.max_bytes:
-                break
-            self._remove(old)
+        if self.size + entry.size > self.max_bytes:
+            for old in [k for k, e in self._entries.items() if not e.pinned]:
+                self._remove(old)
+                if self.size + entry.size <= self.max_bytes:
+                    break
         self._entries[key] = entry
         self.size += entry.size
         if pinned:
@@ -97,17 +170,22 @@ class PhraseCache:
     def forget_voice(self, voice_id: str) -> int:
         """Drop every entry spoken with `voice_id` (a stored voice deleted or replaced);
         returns how many."""
-        gone = [key for key in self._entries if voice_id in (key.voice_id, key.voice)]
+        gone = [key for key in self._entries if voice_id in _voices(key)]
         for key in gone:
             self._remove(key)
         return len(gone)
 
-    def _remove(self, key: PhraseKey) -> None:
+    def _remove(self, key: PhraseKey | RenditionKey) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
             self.size -= entry.size
             if entry.pinned:
                 self.pinned_size -= entry.size
+
+
+def _voices(key: PhraseKey | RenditionKey) -> tuple[str, str]:
+    phrase = key if isinstance(key, PhraseKey) else key.phrase
+    return phrase.voice_id, phrase.voice
 
 
 def options_key(options: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:

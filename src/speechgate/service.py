@@ -34,7 +34,14 @@ from speechgate.errors import (
     disk_full,
 )
 from speechgate.metrics import Metrics
-from speechgate.phrase_cache import PhraseCache, PhraseKey, encode_cached, joined, options_key
+from speechgate.phrase_cache import (
+    PhraseCache,
+    PhraseKey,
+    Rendition,
+    encode_cached,
+    joined,
+    options_key,
+)
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
 from speechgate.speech_request import SpeechRequest, StreamFormat
@@ -373,13 +380,12 @@ class SpeechService:
         started = self._clock()
         key = self.phrase_key(plan)
         if key is not None:
-            cached = self.phrases.get(key)
+            hit = self._cached(key, plan.output)
             if self._metrics is not None:
-                outcome = "miss" if cached is None else "hit"
+                outcome = "miss" if hit is None else "hit"
                 self._metrics.phrase_cache.labels(plan.engine, outcome).inc()
-            if cached is not None:
-                # No worker and no queue: encoded here, a short first chunk first.
-                return await self._stream(plan, encode_cached(cached, plan.output), started, "hit")
+            if hit is not None:
+                return await self._stream(plan, hit, started, "hit")
         # The plan's hash, not the plan: a kept place must not keep a long text alive.
         retry_key = None if sender is None else (sender, hash(plan))
         output = plan.output if key is None else dataclasses.replace(plan.output, keep_pcm=True)
@@ -444,6 +450,30 @@ class SpeechService:
         except TypeError:  # text options holding something unhashable: not worth a cache
             return None
         return key
+
+    def _cached(self, key: PhraseKey, output: OutputSpec) -> AsyncGenerator[EncodedChunk] | None:
+        """A hit's chunks, with no worker and no queue: the bytes kept from an earlier hit in
+        this output, else the PCM encoded here (a short first chunk first), its bytes then kept
+        for the next; None on a miss."""
+        rendition = self.phrases.rendition(key, output)
+        if rendition is not None:
+            return rendition.replay()
+        pcm = self.phrases.get(key)
+        if pcm is None:
+            return None
+        return self._keeping_rendition(key, output, encode_cached(pcm, output))
+
+    async def _keeping_rendition(
+        self, key: PhraseKey, output: OutputSpec, chunks: AsyncGenerator[EncodedChunk]
+    ) -> AsyncGenerator[EncodedChunk]:
+        """`chunks`, their bytes kept as `key`'s rendition for `output` once the last has
+        come (not if cut short)."""
+        encoded: list[EncodedChunk] = []
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                encoded.append(chunk)
+                yield chunk
+        self.phrases.put_rendition(key, output, Rendition.of(encoded))
 
     async def _keeping(
         self, key: PhraseKey, chunks: AsyncGenerator[EncodedChunk], sample_rate: int
