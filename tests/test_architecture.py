@@ -93,7 +93,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "serving",
         "the one serving path: plan, admit, open, stream; sessions and their bounds; cloned voices",
-        ("service", "phrase_cache", "speech_session", "session_guard", "cloning"),
+        ("service", "phrase_cache", "phrase_store", "speech_session", "session_guard", "cloning"),
     ),
     (
         "composition",

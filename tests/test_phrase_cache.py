@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -17,6 +18,7 @@ from speechgate.audio.pcm import PcmChunk
 from speechgate.catalog import Catalog
 from speechgate.engines.base import EngineInfo, Voice
 from speechgate.phrase_cache import PhraseCache, PhraseKey, Rendition, encode_cached
+from speechgate.phrase_store import PhraseStore
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.service import SpeechService
 from speechgate.speech_request import SpeechRequest
@@ -276,3 +278,57 @@ def test_streamed_text_is_cut_for_the_engine_s_speed_measured_or_estimated() -> 
     assert service.segment_limits("slow") == SegmentLimits.for_speed(15.0)
     pools["slow"].service_times.record(1.0, audio_seconds=1.0, characters=300)
     assert service.segment_limits("slow") == SegmentLimits.for_speed(300.0)
+
+
+def test_the_store_keeps_to_its_bound_and_ignores_an_entry_cut_short(tmp_path: Path) -> None:
+    store = PhraseStore(tmp_path, max_bytes=3 * 8000 * 2)
+    for index in range(5):
+        store.save(f"d{index}", pcm(0.5, index), "voice_1" if index % 2 else "alloy")
+        assert store.size <= store.max_bytes
+    assert len(list(tmp_path.glob("*/*.pcm"))) == 3
+    (tmp_path / "crash").mkdir()
+    (tmp_path / "crash" / "d9.pcm").write_bytes(b"\0\0" * 10)  # its .json never written
+    again = PhraseStore(tmp_path, max_bytes=2 * 8000 * 2)
+    loaded = again.load()
+    # The newest first, as many as the bound holds; the one left over is removed.
+    assert [entry.digest for entry in loaded] == ["d4", "d3"]
+    assert loaded[0].pcm.sample_rate == RATE and int(loaded[1].pcm.samples[0]) == 3
+    assert len(list(tmp_path.glob("*/*.json"))) == 2
+    assert again.forget_voice("voice_1") == 1
+    assert [entry.digest for entry in PhraseStore(tmp_path, 10**6).load()] == ["d4"]
+
+
+def test_a_phrase_s_digest_changes_with_its_voice_s_state_file(tmp_path: Path) -> None:
+    service = _service(phrase_cache={"persist": True}, data_dir=tmp_path)
+    state = tmp_path / "voice_1.safetensors"
+    state.write_bytes(b"one")
+    clone = key("Hi.", str(state), "voice_1", "alice")
+    before = service._digest(clone)
+    assert service._digest(clone) == before
+    assert service._digest(key("Hi.")) != before
+    state.write_bytes(b"another")  # the voice replaced: its audio is no longer found
+    assert service._digest(clone) != before
+
+
+@pytest.mark.anyio
+async def test_a_restarted_server_answers_a_hit_from_disk(tmp_path: Path) -> None:
+    phrase_cache = {"max_bytes": 1_000_000, "persist": True}
+    settings = fake_settings(phrase_cache=phrase_cache, data_dir=tmp_path)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            first = await _say(client, "Please hold.")
+            assert first.headers["x-speechgate-cache"] == "miss"
+    assert list((tmp_path / "phrase-cache").glob("*/*.json"))
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        pool = started(app).runtime.pools["fake"]
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            again = await _say(client, "Please hold.")
+            assert again.headers["x-speechgate-cache"] == "hit"
+            assert again.content == first.content
+            other = await _say(client, "Please hold!")
+            assert other.headers["x-speechgate-cache"] == "miss"
+        assert pool.stats().jobs["completed"] == 1  # the other text only

@@ -218,6 +218,10 @@ class Catalog:
         self.refresh()
         return True
 
+    def installed_marks(self, engine: str) -> Marks:
+        """What changes when `engine`'s installed items do (as last read)."""
+        return self._voices.marks.get(engine, ())
+
     def _read(self) -> _Voices:
         # Marked before reading: a change while the items are read is noticed next time.
         marks = {name: _marks(self._models_dir, name) for name in self.engines}

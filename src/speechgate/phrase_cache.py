@@ -6,10 +6,11 @@ keyed by everything that decides that audio; a hit is encoded into whatever form
 asks for. The bytes of that encoding are kept too, as a `Rendition` of the phrase for that
 output (format, rate, bit rate), so that a repeat in a format asked before runs no encoder at
 all: its bytes go out as they are. The cache is bounded in bytes, PCM and renditions together:
-the least recently used entries go first, but pinned ones (phrases pre-rendered at start-up)
-never do, and pinning stops once they would take the whole bound. Renditions are never pinned:
-a pinned phrase can always be encoded again. Not thread-safe: used from the gateway's event
-loop only.
+the least recently used entries go first (PCM read from disk at start-up before any: it waits
+under its digest for the first request with that key, `speechgate.phrase_store`), but pinned
+ones (phrases pre-rendered at start-up) never do, and pinning stops once they would take the
+whole bound. Renditions are never pinned: a pinned phrase can always be encoded again. Not
+thread-safe: used from the gateway's event loop only.
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ class Rendition:
             yield chunk
 
 
+_Key = PhraseKey | RenditionKey | str  # a str: the digest of PCM read from disk
+
+
 @dataclass
 class _Entry:
     value: PcmChunk | Rendition
@@ -117,13 +121,15 @@ class PhraseCache:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[PhraseKey | RenditionKey, _Entry] = OrderedDict()
+        self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
         self.size = 0  # bytes of PCM and renditions held
         self.pinned_size = 0
+        self.stored = 0
+        """How many entries read from disk still wait for their key (`take_stored`)."""
 
     def __len__(self) -> int:
         """How many phrases (PCM entries) are held, renditions aside."""
-        return sum(isinstance(key, PhraseKey) for key in self._entries)
+        return sum(not isinstance(key, RenditionKey) for key in self._entries)
 
     def get(self, key: PhraseKey) -> PcmChunk | None:
         value = self._get(key)
@@ -143,14 +149,30 @@ class PhraseCache:
         """Keep `rendition`, `key`'s phrase encoded as `output` asks, as `put` keeps PCM."""
         return self._put(RenditionKey.of(key, output), _Entry(rendition, pinned=False))
 
-    def _get(self, key: PhraseKey | RenditionKey) -> PcmChunk | Rendition | None:
+    def put_stored(self, digest: str, pcm: PcmChunk) -> bool:
+        """Keep `pcm`, read from disk, under its `phrase_store.digest` until `take_stored`."""
+        kept = self._put(digest, _Entry(pcm, pinned=False))
+        self.stored += kept
+        return kept
+
+    def take_stored(self, digest: str, key: PhraseKey) -> PcmChunk | None:
+        """The PCM read from disk under `digest`, kept from now on under `key` (whose digest
+        it is), if it is still held."""
+        entry = self._entries.get(digest)
+        if entry is None or not isinstance(entry.value, PcmChunk):
+            return None
+        self._remove(digest)
+        self._put(key, entry)
+        return entry.value
+
+    def _get(self, key: _Key) -> PcmChunk | Rendition | None:
         entry = self._entries.get(key)
         if entry is None:
             return None
         self._entries.move_to_end(key)
         return entry.value
 
-    def _put(self, key: PhraseKey | RenditionKey, entry: _Entry) -> bool:
+    def _put(self, key: _Key, entry: _Entry) -> bool:
         pinned = entry.pinned
         room = self.max_bytes - self.pinned_size
         if entry.size > room:
@@ -175,15 +197,18 @@ class PhraseCache:
             self._remove(key)
         return len(gone)
 
-    def _remove(self, key: PhraseKey | RenditionKey) -> None:
+    def _remove(self, key: _Key) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
+            self.stored -= isinstance(key, str)
             self.size -= entry.size
             if entry.pinned:
                 self.pinned_size -= entry.size
 
 
-def _voices(key: PhraseKey | RenditionKey) -> tuple[str, str]:
+def _voices(key: _Key) -> tuple[str, ...]:
+    if isinstance(key, str):  # read from disk: a voice deleted since is never asked for again
+        return ()
     phrase = key if isinstance(key, PhraseKey) else key.phrase
     return phrase.voice_id, phrase.voice
 

@@ -160,9 +160,12 @@ class Runtime:
             if settings.hub.auto_pull
             else None,
         )
-        voices.on_delete.append(lambda voice: service.phrases.forget_voice(voice.id))
+        voices.on_delete.append(lambda voice: service.forget_voice(voice.id))
         # Built after the service it holds; the pull above reaches it only once a request runs.
         runtime = cls(settings, pools, catalog, service, voices, recent, cluster)
+        if settings.phrase_cache.persist:
+            loaded = await service.load_phrases()
+            _log.info("phrase cache: %d phrases read from disk", loaded)
         if settings.phrase_cache.preload:
             model = settings.default_engine or next(iter(catalog.engines))
             kept = await service.preload(

@@ -10,6 +10,7 @@ but not installed is pulled from the hub first.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -17,9 +18,10 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 
-from speechgate import tracing
+from speechgate import __version__, tracing
 from speechgate.activity import RecentRequests
 from speechgate.audio.formats import parse_format
+from speechgate.audio.pcm import PcmChunk
 from speechgate.catalog import Catalog
 from speechgate.cloning.cloner import CloningUnsupported, VoiceCloning
 from speechgate.dictionaries import LOCATORS_PARAM, NAMED_NONE, Dictionaries, Named
@@ -42,6 +44,7 @@ from speechgate.phrase_cache import (
     joined,
     options_key,
 )
+from speechgate.phrase_store import PhraseStore, digest, file_version
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.settings import Settings
 from speechgate.speech_request import SpeechRequest, StreamFormat
@@ -205,7 +208,13 @@ class SpeechService:
         self._voices = voices
         self._pull = pull
         self.dictionaries = dictionaries or Dictionaries()
-        self.phrases = PhraseCache(settings.phrase_cache.max_bytes)
+        phrase_cache = settings.phrase_cache
+        self.phrases = PhraseCache(phrase_cache.max_bytes)
+        self._store = (
+            PhraseStore(settings.data_dir / "phrase-cache", phrase_cache.max_bytes)
+            if phrase_cache.persist and phrase_cache.max_bytes > 0
+            else None
+        )
 
     async def named_dictionaries(self, request: SpeechRequest, owner: str | None) -> Named:
         """The pronunciation dictionaries `request` names, if `owner` (the asking key's id)
@@ -460,6 +469,8 @@ class SpeechService:
             return rendition.replay()
         pcm = self.phrases.get(key)
         if pcm is None:
+            pcm = self._take_stored(key)
+        if pcm is None:
             return None
         return self._keeping_rendition(key, output, encode_cached(pcm, output))
 
@@ -484,7 +495,43 @@ class SpeechService:
             async for chunk in chunks:
                 pieces.append(chunk.pcm)
                 yield dataclasses.replace(chunk, pcm=b"")
-        self.phrases.put(key, joined(pieces, sample_rate))
+        await self._keep(key, joined(pieces, sample_rate))
+
+    async def _keep(self, key: PhraseKey, pcm: PcmChunk, pinned: bool = False) -> bool:
+        """`pcm` put in the cache for `key`, and on disk if the cache persists."""
+        kept = self.phrases.put(key, pcm, pinned)
+        if kept and self._store is not None:
+            await asyncio.to_thread(self._store.save, self._digest(key), pcm, key.voice_id)
+        return kept
+
+    async def load_phrases(self) -> int:
+        """Read the phrases kept on disk into the cache (`Settings.phrase_cache.persist`);
+        returns how many."""
+        if self._store is None:
+            return 0
+        stored = await asyncio.to_thread(self._store.load)
+        # The newest last: the least recently used in the cache are the oldest on disk.
+        return sum(self.phrases.put_stored(entry.digest, entry.pcm) for entry in stored[::-1])
+
+    def _take_stored(self, key: PhraseKey) -> PcmChunk | None:
+        if not self.phrases.stored:  # nothing read from disk waits: no digest to work out
+            return None
+        return self.phrases.take_stored(self._digest(key), key)
+
+    def _digest(self, key: PhraseKey) -> str:
+        """`key`'s name on disk, with the version of its voice's files: a stored voice's
+        state, the engine's installed items, and speechgate's own (its pipeline)."""
+        marks = self._catalog.installed_marks(key.engine)
+        # A stored voice is spoken with its state file; a built-in one is named.
+        state = file_version(key.voice) if key.voice != key.voice_id else ""
+        return digest(key, f"{__version__}|{state}|{marks}")
+
+    def forget_voice(self, voice_id: str) -> int:
+        """Drop the phrases spoken with `voice_id` (a stored voice deleted), from memory and
+        disk; returns how many were in memory."""
+        if self._store is not None:
+            self._store.forget_voice(voice_id)
+        return self.phrases.forget_voice(voice_id)
 
     async def preload(self, phrases: list[str], voices: list[str], model: str) -> int:
         """Render `phrases` in each of `voices` with `model` into the cache, pinned; returns
@@ -498,6 +545,10 @@ class SpeechService:
                     key = self.phrase_key(plan)
                     if key is None:
                         continue
+                    stored = self._take_stored(key)
+                    if stored is not None:  # rendered before the server last stopped
+                        kept += self.phrases.put(key, stored, pinned=True)
+                        continue
                     output = dataclasses.replace(plan.output, keep_pcm=True)
                     pieces = [
                         chunk.pcm
@@ -506,7 +557,7 @@ class SpeechService:
                 except SpeechgateError as error:
                     _log.warning("phrase %r in voice %r not preloaded: %s", text, voice, error)
                     continue
-                kept += self.phrases.put(key, joined(pieces, plan.engine_rate), pinned=True)
+                kept += await self._keep(key, joined(pieces, plan.engine_rate), pinned=True)
         return kept
 
     def segment_limits(self, engine: str) -> SegmentLimits:

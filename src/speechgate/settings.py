@@ -300,6 +300,11 @@ class PhraseCacheSettings(_Group):
     """Bytes of rendered PCM kept in memory for repeated phrases, answered without a worker;
     0: no cache."""
 
+    persist: bool = False
+    """Also keep the cached phrases' PCM under `<data_dir>/phrase-cache/` (within `max_bytes`
+    there too), read back at start-up: a restarted server answers them from its first
+    request."""
+
     random: bool = False
     """Also cache engines that sample randomly (pocket-tts) for requests without a seed: a
     repeat then sounds the same instead of differing as a fresh take would."""
