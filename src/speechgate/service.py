@@ -402,7 +402,7 @@ class SpeechService:
             await self.prepare(plan), output, retry_key, principal
         )
         if key is not None:
-            chunks = self._keeping(key, chunks, plan.engine_rate)
+            chunks = self._keeping(key, plan.output, chunks, plan.engine_rate)
         return await self._stream(plan, chunks, started, None if key is None else "miss")
 
     async def _stream(
@@ -487,15 +487,25 @@ class SpeechService:
         self.phrases.put_rendition(key, output, Rendition.of(encoded))
 
     async def _keeping(
-        self, key: PhraseKey, chunks: AsyncGenerator[EncodedChunk], sample_rate: int
+        self,
+        key: PhraseKey,
+        output: OutputSpec,
+        chunks: AsyncGenerator[EncodedChunk],
+        sample_rate: int,
     ) -> AsyncGenerator[EncodedChunk]:
-        """`chunks`, their PCM kept in the cache once the last has come (not if cut short)."""
+        """`chunks`, their PCM kept in the cache once the last has come (not if cut short),
+        and their bytes as its rendition for `output`: a repeat in the same format, the
+        usual case, runs no encoder either."""
         pieces: list[bytes] = []
+        encoded: list[EncodedChunk] = []
         async with contextlib.aclosing(chunks):
             async for chunk in chunks:
                 pieces.append(chunk.pcm)
-                yield dataclasses.replace(chunk, pcm=b"")
-        await self._keep(key, joined(pieces, sample_rate))
+                chunk = dataclasses.replace(chunk, pcm=b"")
+                encoded.append(chunk)
+                yield chunk
+        if await self._keep(key, joined(pieces, sample_rate)):
+            self.phrases.put_rendition(key, output, Rendition.of(encoded))
 
     async def _keep(self, key: PhraseKey, pcm: PcmChunk, pinned: bool = False) -> bool:
         """`pcm` put in the cache for `key`, and on disk if the cache persists."""
