@@ -8,7 +8,8 @@ checkout's sources beside it), speaks the prompt once in each format (a miss, th
 hit of each format), then takes `--requests` rounds, one request at a time: in each round every
 server is sent `GET /readyz` (the floor of any request on the machine at that moment) and the
 prompt in each format, the order of servers and formats turning from round to round, timing the
-first byte of audio (a WAV header counts) of each. Prints p50 and p99 per format and server.
+first byte of audio (a WAV header counts) of each. Prints p50, p90 and p99 per format and
+server.
 """
 
 from __future__ import annotations
@@ -95,9 +96,9 @@ def main() -> None:
         for what in ("readyz", *FORMATS):
             line = [f"{what:6s}"]
             for name in names:
-                p50, p99 = np.percentile(times[name, what], [50, 99]) * 1000
+                p50, p90, p99 = np.percentile(times[name, what], [50, 90, 99]) * 1000
                 seen = ",".join(sorted(outcomes.get((name, what), set())))
-                line.append(f"{name} p50 {p50:5.1f} ms p99 {p99:5.1f} ms {seen:4s}")
+                line.append(f"{name} p50 {p50:5.1f} p90 {p90:5.1f} p99 {p99:5.1f} ms {seen:4s}")
             print("  ".join(line))
 
 

@@ -22,7 +22,10 @@ from speechgate.phrase_store import PhraseStore
 from speechgate.pipeline import EncodedChunk, OutputSpec
 from speechgate.service import SpeechService
 from speechgate.speech_request import SpeechRequest
+from tests.helpers.server import running_server
 from tests.helpers.settings import fake_settings, merged
+from tests.helpers.tenancy import ADMIN_KEY, new_key, spy_usage
+from tests.helpers.waiting import wait_for
 
 RATE = 16000
 
@@ -56,6 +59,7 @@ def test_renditions_share_the_bound_and_go_with_their_voice() -> None:
     assert encoded.chunks == (EncodedChunk(b"x" * 500, pytest.approx(0.3)),)
     assert cache.put_rendition(clone, output, encoded)
     assert cache.rendition(clone, output) is encoded
+    assert cache.rendition(dataclasses.replace(clone, owner="bob"), output) is None
     assert cache.rendition(clone, OutputSpec(AudioFormat.MP3, 16000)) is None
     assert cache.size == pcm(0.1).samples.nbytes + 500 and len(cache) == 1
     for index in range(200):  # renditions of other phrases push the oldest out
@@ -333,3 +337,30 @@ async def test_a_restarted_server_answers_a_hit_from_disk(tmp_path: Path) -> Non
             other = await _say(client, "Please hold!")
             assert other.headers["x-speechgate-cache"] == "miss"
         assert pool.stats().jobs["completed"] == 1  # the other text only
+
+
+def test_hits_are_metered_for_the_key_that_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    settings = fake_settings(
+        auth={"mode": "keys", "admin_key": ADMIN_KEY},
+        store={"database_url": url},
+        phrase_cache={"max_bytes": 1_000_000},
+    )
+    with running_server(settings) as server:
+        _, secret = new_key(server)
+        records = spy_usage(server, monkeypatch)
+        headers = {"Authorization": f"Bearer {secret}"}
+        outcomes = []
+        with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
+            for fmt in ("pcm", "pcm", "mp3"):
+                body = {"model": "fake", "voice": "alloy", "input": "Hi there."}
+                response = client.post("/v1/audio/speech", json={**body, "response_format": fmt})
+                assert response.status_code == 200, response.text
+                outcomes.append(response.headers["x-speechgate-cache"])
+        assert outcomes == ["miss", "hit", "hit"]
+        wait_for(lambda: len(records) == 3)
+    assert [(r.status, r.characters) for r in records] == [(200, 9)] * 3
+    assert records[1].audio_seconds == pytest.approx(records[0].audio_seconds)
+    assert records[2].audio_seconds == pytest.approx(records[0].audio_seconds, abs=0.01)
