@@ -178,11 +178,17 @@ class PhraseCache:
         if entry.size > room:
             return False
         self._remove(key)
-        if self.size + entry.size > self.max_bytes:
-            for old in [k for k, e in self._entries.items() if not e.pinned]:
-                self._remove(old)
-                if self.size + entry.size <= self.max_bytes:
-                    break
+        # The oldest unpinned entries that make room, found without a pass over the rest.
+        short = self.size + entry.size - self.max_bytes
+        victims = []
+        for old, held in self._entries.items():
+            if short <= 0:
+                break
+            if not held.pinned:
+                victims.append(old)
+                short -= held.size
+        for old in victims:
+            self._remove(old)
         self._entries[key] = entry
         self.size += entry.size
         if pinned:
