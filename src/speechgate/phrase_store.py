@@ -1,16 +1,14 @@
 """The phrase cache's PCM kept on disk (`Settings.phrase_cache.persist`), so that a restarted
 server answers a phrase it rendered before from its first request.
 
-An entry is two files in its voice's folder of the store's directory, named by the entry's
-digest: `<digest>.pcm` (the engine's int16 mono samples) and `<digest>.json` (their rate),
-the second written last, so an entry cut short by a crash has none and is ignored; a voice
-deleted takes its folder with it. A `PhraseKey` holds
-objects that are not written out (a lexicon), so entries are found by `digest`: of the key and
-of the voice's version (a stored voice's state file, the engine's installed items), so audio of
-a voice replaced or re-installed since is never found again. They are read at start-up, the
-newest first, and taken by the first request whose key has the digest. The store keeps to the
-cache's bound in bytes of PCM: the oldest written go first, at start-up and as new ones are
-written. Reading and writing block: call them from a thread; they take turns.
+An entry is `<digest>.pcm` (int16 mono samples) and `<digest>.json` (their rate, written last:
+an entry a crash cut short has none and is ignored), in a folder per voice, which a deleted
+voice takes with it. A `PhraseKey` holds what is not written out (a lexicon), so an entry is
+found by `digest`, of the key and of the voice's version: audio of a voice replaced or
+re-installed since is never found again. Entries are read at start-up, the newest first, and
+taken by the first request whose key has the digest; the store keeps to the cache's bound in
+bytes, the oldest written going first. Its methods block (call them from a thread) and take
+turns.
 """
 
 from __future__ import annotations
