@@ -3,7 +3,9 @@ API (in-process, the fake engine)."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -233,6 +235,22 @@ async def test_a_hit_in_a_format_asked_before_runs_no_encoder(
         assert again.content == first.content
     # The first hit in mp3 and in opus only: pcm's bytes are the miss's own.
     assert len(encoders) == 2
+
+
+@pytest.mark.anyio
+async def test_a_hit_streams_as_events_too(app_client: tuple[httpx.AsyncClient, object]) -> None:
+    client, _ = app_client
+    body = {"model": "fake", "voice": "en-high", "input": "Got it.", "stream_format": "sse"}
+    answers = []
+    for _ in range(2):
+        response = await client.post("/v1/audio/speech", json={**body, "response_format": "pcm"})
+        assert response.status_code == 200, response.text
+        events = [json.loads(line[6:]) for line in response.text.splitlines() if line]
+        audio = b"".join(base64.b64decode(e["audio"]) for e in events if "audio" in e)
+        answers.append((response.headers["x-speechgate-cache"], audio, events[-1]["usage"]))
+    (miss, first, usage), (hit, again, usage_again) = answers
+    assert (miss, hit) == ("miss", "hit")
+    assert again == first and first and usage_again == usage
 
 
 @pytest.mark.anyio
