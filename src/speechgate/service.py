@@ -431,7 +431,7 @@ class SpeechService:
     def phrase_key(self, plan: SpeechPlan) -> PhraseKey | None:
         """What `plan`'s audio is cached under; None if it is not cached: no cache, a one-off
         voice prompt, word times asked for, or an engine that samples randomly without a seed
-        (unless `phrase_cache_random`)."""
+        (unless `phrase_cache.random`)."""
         if self.phrases.max_bytes <= 0 or plan.reference_audio is not None:
             return None
         if plan.output.word_times:
