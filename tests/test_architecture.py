@@ -12,7 +12,7 @@ submodule does not count as importing the package that holds it.
 from __future__ import annotations
 
 import ast
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 import speechgate
@@ -92,8 +92,17 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     (
         "serving",
-        "the one serving path: plan, admit, open, stream; sessions and their bounds; cloned voices",
-        ("service", "phrase_cache", "phrase_store", "speech_session", "session_guard", "cloning"),
+        "the one serving path: the lifecycle every front end calls (resolve, limit, admit, "
+        "route, open, meter), plans and streams, sessions and their bounds; cloned voices",
+        (
+            "serving",
+            "service",
+            "phrase_cache",
+            "phrase_store",
+            "speech_session",
+            "session_guard",
+            "cloning",
+        ),
     ),
     (
         "composition",
@@ -310,6 +319,52 @@ def test_every_exception_is_still_needed() -> None:
 
 def test_the_web_framework_stays_in_the_http_front_end() -> None:
     assert _offenders(WEB_FRAMEWORKS) == {}
+
+
+def _makes_a_router(tree: ast.AST) -> bool:
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "APIRouter"
+        for node in ast.walk(tree)
+    )
+
+
+def _route_modules() -> dict[str, Path]:
+    """The HTTP front end's route modules: those of `speechgate.api` that make an
+    `APIRouter`."""
+    return {
+        module: path
+        for module, path in _modules()
+        if _within(module, API) and _makes_a_router(ast.parse(path.read_text(), str(path)))
+    }
+
+
+def _route_imports(routes: Mapping[str, Path], modules: Collection[str]) -> dict[str, list[str]]:
+    """Route modules importing another route module: module -> 'line: name'."""
+    found: dict[str, list[str]] = {}
+    for module, path in routes.items():
+        for name, line in _imports(module, path):
+            target = _module_named(name, modules)
+            if target is not None and target != module and target in routes:
+                found.setdefault(module, []).append(f"{line}: {name}")
+    return found
+
+
+def test_the_route_modules_are_found() -> None:
+    assert {
+        "speechgate.api.openai_speech",
+        "speechgate.api.elevenlabs",
+        "speechgate.api.stream",
+    } <= set(_route_modules())
+
+
+def test_no_route_module_imports_another() -> None:
+    routes = _route_modules()
+    assert _route_imports(routes, dict(_modules())) == {}, (
+        "What several routes share belongs in one module named for what it is "
+        "(speechgate.api.http, speechgate.api.state), not in one of the routes"
+    )
 
 
 def _reads_app_state(tree: ast.AST) -> Iterator[int]:

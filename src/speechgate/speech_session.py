@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -96,10 +96,12 @@ class SpeechSession:
         plan: SpeechPlan,
         max_pending_chars: int = MAX_PENDING_CHARS,
         before_segment: Callable[[int], Awaitable[None]] | None = None,
+        sender: Hashable = None,
     ) -> None:
         """`before_segment(characters)` runs before a segment is synthesized with the characters
         it adds to those counted so far (a wrong guess's count the next segment's); what it
-        raises ends the session (a key's quota running out, say)."""
+        raises ends the session (a key's quota running out, say). `sender`: whom the pools'
+        admission shares the workers fairly between (`Caller.share`)."""
         self._service = service
         self._pool = service.pool(plan.engine)
         self._plan = plan
@@ -133,10 +135,16 @@ class SpeechSession:
             bit_rate=plan.output.bit_rate,
         )
         self._before_segment = before_segment
+        self._sender = sender
         self.characters = 0
         self.audio_seconds = 0.0
         self.completed = False
         self.time_to_first_audio: float | None = None  # of the first segment, once it speaks
+
+    @property
+    def plan(self) -> SpeechPlan:
+        """What the session speaks with: its engine, voice and output."""
+        return self._plan
 
     def add_text(self, delta: str) -> None:
         """Raises InvalidRequest when more than `max_pending_chars` would wait to be spoken;
@@ -205,7 +213,9 @@ class SpeechSession:
                 self._forget_before(offset)
                 await self._reserve(len(text))
                 asked = time.perf_counter()
-                chunks = self._pool.synthesize(replace(request, text=text), self._raw)
+                chunks = self._pool.synthesize(
+                    replace(request, text=text), self._raw, sender=self._sender
+                )
                 try:
                     first = await _ahead(chunks, segment.decided)
                     if first is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from starlette.types import Message
 
-from speechgate.api.openai_speech import AnswerResponse, unless_disconnected
+from speechgate.api.http import AnswerResponse, unless_disconnected
 from speechgate.routing.breaker import BreakerState
 from speechgate.routing.providers import Answer
 from speechgate.service import SpeechStream

@@ -7,6 +7,7 @@ from collections.abc import AsyncGenerator
 
 from speechgate.audio.formats import parse_format
 from speechgate.errors import UpstreamUnavailable
+from speechgate.metering.tenancy import Caller
 from speechgate.routing.config import ProviderConfig, RoutesConfig
 from speechgate.routing.providers import Answer, Relayed
 from speechgate.routing.router import Router
@@ -27,9 +28,9 @@ class FakeProvider:
         self.answers_closed = 0
         self.closed = False
 
-    async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
+    async def open(self, request: SpeechRequest, request_id: str, caller: Caller) -> Answer:
         self.opened += 1
-        self.owners.append(owner)
+        self.owners.append(caller.owner)
         if self.error is not None:
             raise self.error
         self.answered += 1

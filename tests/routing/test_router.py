@@ -16,6 +16,7 @@ from speechgate.errors import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
+from speechgate.metering.tenancy import Caller
 from speechgate.routing.breaker import BreakerState
 from speechgate.routing.router import Router
 from tests.helpers.clock import Clock
@@ -191,7 +192,7 @@ async def test_the_asking_key_reaches_the_provider_and_its_shadow(
     fakes: dict[str, FakeProvider],
 ) -> None:
     router = make_router(fakes, config(shadow={"provider": "c", "percent": 100}))
-    answer = await router.open(BODY, "k", "req_1", owner="key_1")
+    answer = await router.open(BODY, "k", "req_1", caller=Caller(owner="key_1"))
     assert b"".join([chunk async for chunk in answer.body]) == AUDIO
     await until(lambda: len(router.shadow_log.recent) == 1)
     assert fakes["a"].owners == fakes["c"].owners == ["key_1"]

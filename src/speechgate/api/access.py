@@ -1,14 +1,13 @@
 """Keys, limits and metering at the HTTP edge.
 
-`UsageMiddleware` gives every speech request a `Meter` and, when the request is over
-(answered, failed or abandoned by its client), frees its limits and records its usage.
-`authenticate` guards the /v1 routes; `admit_speech` applies a key's limits to one speech
-request; `require_admin` guards the admin API.
+`UsageMiddleware` gives every speech request its `Call` (`speechgate.serving`) and, when the
+request is over (answered, failed or abandoned by its client), finishes it: its limits freed,
+its usage recorded. `authenticate` guards the /v1 routes; `admit_speech` applies a key's limits
+to a cloning request (speech is admitted by its call); `require_admin` guards the admin API.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -21,7 +20,7 @@ from speechgate import tracing
 from speechgate.api.state import app_state, started
 from speechgate.errors import AuthenticationFailed, NotConfigured, PermissionDenied, SpeechgateError
 from speechgate.metering.key_secrets import bearer_token
-from speechgate.metering.meter import Meter, finish
+from speechgate.metering.meter import Meter
 from speechgate.metering.records import CLIENT_CLOSED, is_billable
 from speechgate.metering.tenancy import Principal, Tenancy
 
@@ -90,7 +89,8 @@ async def require_admin(request: Request) -> Principal:
 
 
 async def admit_speech(request: Request, model: str, voice: str, characters: int) -> Meter:
-    """Apply the caller's limits to a speech request (403 or 429 if it may not run now)."""
+    """Apply the caller's limits to a metered request that is no speech (a voice cloned: it
+    takes a worker); 403 or 429 if it may not run now."""
     meter: Meter = request.state.meter
     meter.model, meter.voice, meter.characters = model, voice, characters
     principal: Principal = request.state.principal
@@ -110,9 +110,14 @@ class UsageMiddleware:
         if scope["type"] != "http" or not is_metered(scope["method"], scope["path"]):
             await self.app(scope, receive, send)
             return
+        app_state = started(scope["app"])
+        if app_state is None:  # not started: nothing can be served, nor recorded
+            await self.app(scope, receive, send)
+            return
         state = scope.setdefault("state", {})
-        meter = Meter(state.get("request_id", ""), time.perf_counter())
-        state["meter"] = meter
+        call = app_state.serving.call(state.get("request_id", ""))
+        state["call"] = call
+        meter = state["meter"] = call.meter
         status: int | None = None
         client_left = False
 
@@ -143,10 +148,7 @@ class UsageMiddleware:
                 failed = True
                 raise
             finally:
-                # No state: the app was never started, so there is nothing to record into.
-                if (state := started(scope["app"])) is not None:
-                    recorded = recorded_status(meter, status, failed, client_left)
-                    finish(state.tenancy, meter, recorded)
+                call.finish(recorded_status(meter, status, failed, client_left))
 
 
 def front_end(path: str) -> str:

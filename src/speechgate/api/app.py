@@ -38,6 +38,7 @@ from speechgate.metrics import Metrics
 from speechgate.openai_upstream import LlmRelay
 from speechgate.routing.config import load_routes
 from speechgate.runtime import Runtime
+from speechgate.serving import Serving
 from speechgate.settings import Settings
 from speechgate.startup_summary import startup_summary
 
@@ -70,19 +71,20 @@ def create_app(settings: Settings) -> FastAPI:
             llm = LlmRelay.from_settings(settings.llm)
             if llm is not None:
                 built.push_async_callback(llm.aclose)
-            router = None
+            serving = Serving(runtime.service, tenancy, sse=openai_speech.sse_events)
             if routes is not None:
-                router = routing_admin.start_router(settings, routes, runtime.service, metrics)
-                built.push_async_callback(router.aclose)
-                built.enter_context(routing_admin.reload_on_sighup(router))
-            store(app, AppState(settings, metrics, tenancy, runtime, llm, router))
+                # The router's local provider serves through `serving` again, so it comes second.
+                serving.router = routing_admin.start_router(settings, routes, serving, metrics)
+                built.push_async_callback(serving.router.aclose)
+                built.enter_context(routing_admin.reload_on_sighup(serving.router))
+            store(app, AppState(settings, metrics, tenancy, runtime, llm, serving.router, serving))
             if settings.wyoming.uri is not None:
                 # Imported here: the `wyoming` extra is needed only by those who turn it on.
                 from speechgate import wyoming
 
                 built.push_async_callback(
                     await wyoming.start(
-                        settings.wyoming.uri, runtime, tenancy, settings.wyoming.zeroconf
+                        settings.wyoming.uri, runtime, serving, settings.wyoming.zeroconf
                     )
                 )
             summary = startup_summary(settings, runtime.catalog)

@@ -12,7 +12,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from speechgate.api.error_handlers import error_body
-from speechgate.api.openai_speech import ClientGone, require_json, unless_disconnected
+from speechgate.api.http import ClientGone, require_json, unless_disconnected
 from speechgate.api.schemas import ErrorResponse, error_responses
 from speechgate.api.state import app_state
 from speechgate.errors import NotConfigured, UpstreamError

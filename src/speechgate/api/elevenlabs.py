@@ -28,22 +28,19 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
-from speechgate.api.access import CurrentPrincipal, admit_speech
+from speechgate.api.access import CurrentPrincipal
 from speechgate.api.error_handlers import http_error, validation_error
-from speechgate.api.models import get_catalog
-from speechgate.api.openai_speech import (
+from speechgate.api.http import (
     AUDIO_CONTENT,
     AnswerResponse,
     ClientGone,
-    check_dictionaries,
     open_answer,
     require_json,
     respond,
     unless_disconnected,
 )
 from speechgate.api.schemas import DictionaryLocators
-from speechgate.api.state import app_state
-from speechgate.api.voice_routes import get_voices
+from speechgate.api.state import app_state, get_catalog, get_voices
 from speechgate.audio.formats import OutputFormat, parse_format
 from speechgate.catalog import Catalog, Model, normalize
 from speechgate.cloning.cloner import VoiceCloning
@@ -58,7 +55,6 @@ from speechgate.errors import (
     VoiceNotFound,
     VoiceNotInstalled,
 )
-from speechgate.metering.meter import Meter
 from speechgate.metering.store import StoredDictionary
 from speechgate.routing.providers import Answer
 from speechgate.routing.router import Router
@@ -352,14 +348,14 @@ LatencyQuery = Annotated[
 ]
 
 
-async def _translate(
+def _translate(
     request: Request,
     voice_id: str,
     body: TextToSpeechBody,
     output_format: str,
     word_times: bool = False,
-) -> tuple[SpeechRequest, Meter, dict[str, str]]:
-    """The body as a speech request, admitted; and the headers that say what was ignored."""
+) -> tuple[SpeechRequest, dict[str, str]]:
+    """The body as a speech request; and the headers that say what was ignored."""
     fmt = _output_format(output_format)
     normalization = _normalization(body.apply_text_normalization)
     state = app_state(request)
@@ -379,17 +375,15 @@ async def _translate(
         normalization=normalization,
         dictionaries=tuple(locator.locator() for locator in body.pronunciation_dictionary_locators),
     )
-    await check_dictionaries(request, speech)
-    meter = await admit_speech(request, model, voice_id, len(body.text))
     ignored = _ignored(body, seed)
-    return speech, meter, {IGNORED_HEADER: ", ".join(ignored)} if ignored else {}
+    return speech, {IGNORED_HEADER: ", ".join(ignored)} if ignored else {}
 
 
 async def _speak(
     request: Request, voice_id: str, body: TextToSpeechBody, output_format: str
 ) -> Response:
-    speech, meter, headers = await _translate(request, voice_id, body, output_format)
-    return await respond(request, speech, meter, headers=headers)
+    speech, headers = _translate(request, voice_id, body, output_format)
+    return await respond(request, speech, headers=headers)
 
 
 def _alignment(found: CharacterAlignment) -> Alignment:
@@ -438,10 +432,8 @@ async def _lines(answer: Answer, feed: WordFeed, text: str) -> AsyncGenerator[by
 async def _speak_timed(
     request: Request, voice_id: str, body: TextToSpeechBody, output_format: str, stream: bool
 ) -> Response:
-    speech, meter, headers = await _translate(
-        request, voice_id, body, output_format, word_times=True
-    )
-    answer = await open_answer(request, speech, meter)
+    speech, headers = _translate(request, voice_id, body, output_format, word_times=True)
+    answer = await open_answer(request, speech)
     if answer is None:
         return Response(status_code=499)
     feed = answer.words

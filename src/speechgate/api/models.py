@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
 from speechgate.api.schemas import (
     AudioModelCard,
@@ -13,21 +13,10 @@ from speechgate.api.schemas import (
     ModelList,
     error_responses,
 )
-from speechgate.api.state import app_state
+from speechgate.api.state import get_catalog
 from speechgate.catalog import Catalog, Model
-from speechgate.runtime import Runtime
 
 router = APIRouter()
-
-
-# Dependencies are `async def` on purpose: FastAPI runs plain `def` ones in a thread pool,
-# two thread hops per request for what is only an attribute read.
-async def get_runtime(request: Request) -> Runtime:
-    return app_state(request).runtime
-
-
-async def get_catalog(request: Request) -> Catalog:
-    return app_state(request).runtime.catalog
 
 
 @router.get("/v1/models", response_model=ModelList)

@@ -7,9 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 
-from speechgate.api.models import get_runtime
 from speechgate.api.schemas import Health, Readiness
-from speechgate.api.state import CurrentState
+from speechgate.api.state import CurrentState, get_runtime
 from speechgate.runtime import Runtime
 
 router = APIRouter()

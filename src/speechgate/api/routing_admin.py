@@ -9,14 +9,12 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
 from speechgate.api.access import require_admin
-from speechgate.api.openai_speech import serve_locally
 from speechgate.api.schemas import error_responses
 from speechgate.api.state import app_state
 from speechgate.catalog import engine_for_model
@@ -36,7 +34,7 @@ from speechgate.routing.providers import (
     RemoteProvider,
 )
 from speechgate.routing.router import Router
-from speechgate.service import SpeechService
+from speechgate.serving import Serving
 from speechgate.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,11 +50,13 @@ def check_local_models(config: RoutesConfig, settings: Settings) -> None:
 
 
 def start_router(
-    settings: Settings, config: RoutesConfig, service: SpeechService, metrics: Metrics
+    settings: Settings, config: RoutesConfig, serving: Serving, metrics: Metrics
 ) -> Router:
+    """The router for `config`; its local providers serve through `serving`'s local part."""
+
     def make_provider(name: str, provider: ProviderConfig) -> Provider:
         if isinstance(provider, LocalProviderConfig):
-            return LocalProvider(name, provider, partial(serve_locally, service))
+            return LocalProvider(name, provider, serving.serve_locally)
         if isinstance(provider, ElevenLabsProviderConfig):
             return ElevenLabsProvider(name, provider)
         return RemoteProvider(name, provider)

@@ -14,12 +14,15 @@ from fastapi import Depends
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection
 
+from speechgate.catalog import Catalog
+from speechgate.cloning.cloner import VoiceCloning
 from speechgate.metering.tenancy import Tenancy
 from speechgate.metrics import Metrics
 from speechgate.openai_upstream import LlmRelay
 from speechgate.routing.router import Router
 from speechgate.runtime import Runtime
 from speechgate.service import SpeechService
+from speechgate.serving import Serving
 from speechgate.settings import Settings
 
 # The one attribute of Starlette's `app.state` that speechgate uses.
@@ -40,6 +43,8 @@ class AppState:
     """The chat relay; None unless SPEECHGATE_LLM__BASE_URL is set."""
     router: Router | None
     """The provider router; None unless SPEECHGATE_ROUTING__ROUTES_FILE is set."""
+    serving: Serving
+    """The one lifecycle every speech request goes through."""
 
     @property
     def service(self) -> SpeechService:
@@ -72,3 +77,15 @@ async def get_app_state(connection: HTTPConnection) -> AppState:
 
 
 CurrentState = Annotated[AppState, Depends(get_app_state)]
+
+
+async def get_runtime(connection: HTTPConnection) -> Runtime:
+    return app_state(connection).runtime
+
+
+async def get_catalog(connection: HTTPConnection) -> Catalog:
+    return app_state(connection).runtime.catalog
+
+
+async def get_voices(connection: HTTPConnection) -> VoiceCloning:
+    return app_state(connection).runtime.voices

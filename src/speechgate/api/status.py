@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
 from speechgate.activity import Summary
-from speechgate.api.models import get_runtime
+from speechgate.api.state import get_runtime
 from speechgate.runtime import Runtime
 
 router = APIRouter()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from functools import partial
 from typing import Annotated, Literal
@@ -24,9 +23,9 @@ from speechgate.errors import (
     SessionExpired,
     SpeechgateError,
 )
-from speechgate.metering.meter import Meter, finish
 from speechgate.metering.records import CLIENT_CLOSED
-from speechgate.metering.tenancy import Principal
+from speechgate.metering.tenancy import Caller, Principal
+from speechgate.serving import SessionCall
 from speechgate.session_guard import check_key, guard_session, stopped_status
 from speechgate.speech_session import (
     SegmentDone,
@@ -132,44 +131,34 @@ async def _feed(websocket: WebSocket, session: SpeechSession) -> None:
 @router.websocket("/v1/audio/speech/stream")
 async def speech_stream(websocket: WebSocket) -> None:
     await websocket.accept()
-    # A session is metered like a request: the key's limits at the start, its quota for each
-    # segment as it is spoken, one usage record at the end.
-    principal: Principal = websocket.state.principal
-    meter = Meter(f"ws_{uuid.uuid4().hex}", time.perf_counter(), principal)
+    # A session is one call: admitted at the start, its quota counted for each segment as it
+    # is spoken, one usage record at the end.
+    call = app_state(websocket).serving.session(f"ws_{uuid.uuid4().hex}")
     status = CLIENT_CLOSED
     # One trace for the session: its root span is current for the tasks that serve it.
     with tracing.request("websocket", trace_context(websocket.scope)):
         try:
-            status = await _serve(websocket, meter, principal)
+            status = await _serve(websocket, call)
         finally:
-            if meter.admission is not None:
-                meter.characters = meter.admission.characters
-            finish(app_state(websocket).tenancy, meter, status)
+            call.finish(status)
 
 
-async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> int:
+async def _serve(websocket: WebSocket, call: SessionCall) -> int:
     """Run the session; returns the status to record (HTTP's codes, 499 for a client gone)."""
     state = app_state(websocket)
-    service, tenancy = state.service, state.tenancy
+    principal: Principal = websocket.state.principal
+    address = websocket.client.host if websocket.client else None
     try:
         update = await _receive(websocket)
         if not isinstance(update, SessionUpdate):
             raise InvalidRequest("The first message must be session.update.", param="type")
-        meter.model, meter.voice = update.session.model, update.session.voice_name
-        plan = await service.plan_options_or_pull(
-            update.session.to_speech(), owner=principal.key_id
-        )
-        meter.engine = plan.engine
-        admission = meter.admission = await tenancy.admit(principal, meter.model, 0)
+        session = await call.open(update.session.to_speech(), Caller.of(principal, address))
     except SpeechgateError as error:
         await _fail(websocket, error)
         return error.status_code
     except WebSocketDisconnect:
         return CLIENT_CLOSED
-    session = SpeechSession(
-        service, plan, before_segment=lambda characters: tenancy.reserve(admission, characters)
-    )
-    meter.stream = session
+    plan = session.plan
     await websocket.send_json(
         {
             "type": "session.created",
@@ -187,8 +176,12 @@ async def _serve(websocket: WebSocket, meter: Meter, principal: Principal) -> in
     settings = state.settings
     pacer = SendPacer(settings.sessions.max_lead_seconds or None)
     speaker = asyncio.create_task(_speak(websocket, session, pacer))
+    tenancy = state.tenancy
     check = partial(
-        check_key, partial(tenancy.authenticate, credentials(websocket)), principal, meter.model
+        check_key,
+        partial(tenancy.authenticate, credentials(websocket)),
+        principal,
+        update.session.model,
     )
     guard = asyncio.create_task(
         guard_session(check, settings.sessions.check_interval, settings.sessions.max_seconds)

@@ -12,7 +12,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 
 from speechgate.api.access import CurrentPrincipal, admit_speech
-from speechgate.api.models import get_catalog
 from speechgate.api.schemas import (
     StoredVoiceCard,
     VoiceCard,
@@ -20,7 +19,7 @@ from speechgate.api.schemas import (
     VoiceList,
     error_responses,
 )
-from speechgate.api.state import app_state
+from speechgate.api.state import app_state, get_catalog, get_voices
 from speechgate.catalog import Catalog
 from speechgate.cloning.cloner import VoiceCloning
 from speechgate.cloning.library import StoredVoice
@@ -28,10 +27,6 @@ from speechgate.errors import PayloadTooLarge
 from speechgate.voices.naming import matches_filter
 
 router = APIRouter()
-
-
-async def get_voices(request: Request) -> VoiceCloning:
-    return app_state(request).runtime.voices
 
 
 @router.get("/v1/audio/voices", response_model=VoiceList, responses=error_responses(404))

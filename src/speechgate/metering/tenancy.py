@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -55,6 +55,38 @@ class Principal:
 
 ANYONE = Principal()
 ADMIN = Principal(admin=True)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a speech request comes from, however its front end learned it: `principal` for
+    the key's limits and usage, `address` (the client's host) for its place in the queue,
+    `owner` for the stored voices it may name (None: every one)."""
+
+    principal: Principal = ANYONE
+    address: str | None = None
+    owner: str | None = None
+
+    @classmethod
+    def of(cls, principal: Principal, address: str | None = None) -> Caller:
+        """A caller who sees the stored voices of its key (all of them without one)."""
+        return cls(principal, address, principal.key_id)
+
+    @property
+    def sender(self) -> tuple[str | None, str | None]:
+        """What a client keeps across a retry: its key and its address (a refused request
+        may keep a place for the retry that names the same)."""
+        return self.principal.key_id, self.address
+
+    @property
+    def share(self) -> Hashable:
+        """Whom the workers are shared fairly between: a key, or else an address."""
+        key_id = self.principal.key_id
+        return key_id if key_id is not None else ("address", self.address)
+
+
+NOBODY = Caller()
+"""The caller of work the server does of its own accord (a shadow request)."""
 
 
 @dataclass

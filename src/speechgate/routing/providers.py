@@ -31,6 +31,8 @@ from speechgate.errors import (
     UpstreamBadResponse,
     UpstreamRejected,
 )
+from speechgate.metering.meter import Metered
+from speechgate.metering.tenancy import Caller
 from speechgate.openai_upstream import raise_for_error, upstream_errors
 from speechgate.routing.answer_check import SSE_CONTENT_TYPE, AnswerCheck
 from speechgate.routing.config import (
@@ -54,19 +56,6 @@ _OWN_HEADERS = ("x-speechgate-time-to-first-audio-ms",)
 _RETRY_HEADERS = ("retry-after", "retry-after-ms")
 
 
-class Progress(Protocol):
-    """How far a response got, as metering reads it when the response ends."""
-
-    @property
-    def time_to_first_audio(self) -> float: ...
-
-    @property
-    def audio_seconds(self) -> float: ...
-
-    @property
-    def completed(self) -> bool: ...
-
-
 @dataclass
 class Relayed:
     """The progress of a relayed response."""
@@ -85,10 +74,13 @@ class Answer:
     body: AsyncGenerator[bytes]
     """Iterate once at most; then (or instead) `aclose` the answer, which stops the provider's
     work."""
-    progress: Progress
+    progress: Metered
     headers: dict[str, str] = field(default_factory=dict)
     provider: str = "local"
     """The provider that answered (the router names it)."""
+    engine: str = ""
+    """The engine that spoke, where the provider says (this server's, or a speechgate
+    upstream's)."""
     on_close: Callable[[], Awaitable[None]] | None = None
     """What ends the provider's work and bookkeeping; `aclose` runs it."""
     words: WordFeed | None = None
@@ -98,7 +90,8 @@ class Answer:
 
     @property
     def time_to_first_audio(self) -> float:
-        return self.progress.time_to_first_audio
+        # An answer exists once its first audio does.
+        return self.progress.time_to_first_audio or 0.0
 
     async def aclose(self) -> None:
         """End the answer however far its body got, also when nobody ever iterated it (an
@@ -118,10 +111,10 @@ class Provider(Protocol):
 
     name: str
 
-    async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
+    async def open(self, request: SpeechRequest, request_id: str, caller: Caller) -> Answer:
         """Start the request; return when its first audio exists. Raises SpeechgateError
         (a 429 or 5xx means the provider failed, anything else that the request is wrong).
-        `owner`, the asking key's id, decides which stored voices it may name (None: all)."""
+        `caller`: who asks; `caller.owner` decides which stored voices they may name."""
         ...
 
     async def aclose(self) -> None:
@@ -219,10 +212,11 @@ async def _first_pieces(pieces: AsyncIterator[Piece], check: AnswerCheck) -> lis
     return firsts
 
 
-LocalServe = Callable[[SpeechRequest, str | None], Awaitable[Answer]]
-"""This server's serving path, as the layer above routing gives it to the local provider:
-`(request, owner)` -> the response the speech route would send (headers, SSE), once its first
-audio exists. Routing calls it and knows nothing of the service behind it."""
+LocalServe = Callable[[SpeechRequest, Caller], Awaitable[Answer]]
+"""The local part of the serving path (`speechgate.serving.Serving.serve_locally`), as the
+floor above routing gives it to the local provider: `(request, caller)` -> the answer an
+unrouted request would get (headers, SSE), once its first audio exists. The caller was
+admitted before routing; routing calls it and knows nothing of the service behind it."""
 
 
 class LocalProvider:
@@ -233,8 +227,8 @@ class LocalProvider:
         self.config = config
         self._serve = serve
 
-    async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
-        return await self._serve(_mapped(request, self.config.model, self.config.voices), owner)
+    async def open(self, request: SpeechRequest, request_id: str, caller: Caller) -> Answer:
+        return await self._serve(_mapped(request, self.config.model, self.config.voices), caller)
 
     async def aclose(self) -> None:
         pass
@@ -303,8 +297,8 @@ class _Relay:
         """`_pieces` with each piece's words, as this upstream's API can tell them."""
         raise NotImplementedError
 
-    async def open(self, request: SpeechRequest, request_id: str, owner: str | None) -> Answer:
-        # The upstream's own keys decide what its voices are; `owner` means nothing there.
+    async def open(self, request: SpeechRequest, request_id: str, caller: Caller) -> Answer:
+        # The upstream's own keys decide what its voices are; `caller` means nothing there.
         started = self._clock()
         upstream_request = self._request(request, request_id)
         # A traced upstream (another speechgate) goes on with this request's trace.
@@ -347,6 +341,7 @@ class _Relay:
             headers=headers,
             on_close=response.aclose,
             words=words,
+            engine=response.headers.get("x-speechgate-engine", ""),
         )
 
     async def _relay(

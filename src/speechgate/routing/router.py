@@ -18,6 +18,7 @@ from typing import Any
 
 from speechgate import tracing
 from speechgate.errors import NoProviderAvailable
+from speechgate.metering.tenancy import NOBODY, Caller
 from speechgate.routing import choice
 from speechgate.routing.breaker import CircuitBreaker, Outcome
 from speechgate.routing.config import RoutesConfig, load_routes
@@ -104,14 +105,14 @@ class Router:
         key: str,
         request_id: str,
         on_attempt: Callable[[str], object] = lambda _: None,
-        owner: str | None = None,
+        caller: Caller = NOBODY,
     ) -> Answer:
         """The first provider's answer that produced audio. Raises the last provider's error
         when every one failed, NoProviderAvailable when every breaker is open. `on_attempt`
-        hears each provider's name as it is tried (metering names the last one); `owner`, the
-        asking key's id, decides which stored voices it may name (None: all)."""
+        hears each provider's name as it is tried (metering names the last one); `caller`: who
+        asks (the stored voices they may name; their place in this server's queue)."""
         with tracing.span(tracing.ROUTE) as routed:
-            answer = await self._open(request, key, request_id, on_attempt, owner, routed)
+            answer = await self._open(request, key, request_id, on_attempt, caller, routed)
             routed.set({"speechgate.provider": answer.provider})
             return answer
 
@@ -121,7 +122,7 @@ class Router:
         key: str,
         request_id: str,
         on_attempt: Callable[[str], object],
-        owner: str | None,
+        caller: Caller,
         routed: tracing.Span,
     ) -> Answer:
         state = self._state
@@ -137,7 +138,7 @@ class Router:
             on_attempt(name)
             try:
                 with tracing.span(tracing.ATTEMPT, {"speechgate.provider": name}):
-                    answer = await self._opened(entry.provider, request, request_id, owner)
+                    answer = await self._opened(entry.provider, request, request_id, caller)
             except Exception as error:
                 if not counts_as_failure(error):
                     entry.breaker.record(Outcome.NEUTRAL)
@@ -152,7 +153,10 @@ class Router:
             except BaseException:  # cancelled: the client left
                 entry.breaker.record(Outcome.NEUTRAL)
                 raise
-            shadow = self._shadow(state, route_name, request, key, request_id, name, owner)
+            # A shadow names the stored voices its caller may, but takes none of their place
+            # in the queue: the caller would hear nothing of it.
+            shadowed = Caller(owner=caller.owner)
+            shadow = self._shadow(state, route_name, request, key, request_id, name, shadowed)
             watched = _Watched(
                 name,
                 answer,
@@ -173,18 +177,19 @@ class Router:
                 provider=name,
                 on_close=watched.aclose,
                 words=answer.words,
+                engine=answer.engine,
             )
         if last_error is not None:
             raise last_error
         raise NoProviderAvailable(route_name)
 
     async def _opened(
-        self, provider: Provider, request: SpeechRequest, request_id: str, owner: str | None
+        self, provider: Provider, request: SpeechRequest, request_id: str, caller: Caller
     ) -> Answer:
         """`provider.open`, counted in flight until its answer ends (a reload waits for it)."""
         self._in_flight[provider] = self._in_flight.get(provider, 0) + 1
         try:
-            return await provider.open(request, request_id, owner)
+            return await provider.open(request, request_id, caller)
         except BaseException:
             self._leave(provider)
             raise
@@ -206,7 +211,7 @@ class Router:
         key: str,
         request_id: str,
         primary: str,
-        owner: str | None,
+        caller: Caller,
     ) -> asyncio.Future[Sample | None] | None:
         config = state.routes[route].shadow
         if (
@@ -222,7 +227,7 @@ class Router:
         provider = state.providers[config.provider].provider
         self._shadows += 1
         comparison = self._compare(
-            route, provider, request, request_id, owner, primary, primary_sample
+            route, provider, request, request_id, caller, primary, primary_sample
         )
         self._spawn(self._bounded(comparison, f"route {route}: shadow of {request_id}"))
         return primary_sample
@@ -242,13 +247,13 @@ class Router:
         provider: Provider,
         request: SpeechRequest,
         request_id: str,
-        owner: str | None,
+        caller: Caller,
         primary_name: str,
         primary: asyncio.Future[Sample | None],
     ) -> None:
         started = self._clock()
         try:
-            answer = await self._opened(provider, request, f"{request_id}-shadow", owner)
+            answer = await self._opened(provider, request, f"{request_id}-shadow", caller)
             try:
                 data = b"".join([chunk async for chunk in answer.body])
             finally:

@@ -26,11 +26,9 @@ from wyoming.tts import (
 
 from speechgate import tracing
 from speechgate.errors import SpeechgateError
-from speechgate.metering.meter import Meter
 from speechgate.metering.records import CLIENT_CLOSED
-from speechgate.metering.tenancy import Tenancy
 from speechgate.runtime import Runtime
-from speechgate.service import SpeechPlan
+from speechgate.serving import Call, Serving, SessionCall
 from speechgate.speech_session import SpeechSession
 from speechgate.wyoming import session as wy
 from speechgate.wyoming.events import BadEvent, EventLimits, read_event
@@ -98,7 +96,7 @@ class WyomingHandler:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         runtime: Runtime,
-        tenancy: Tenancy,
+        serving: Serving,
         limits: ConnectionLimits,
         bad_events: BadEventLog,
         clock: Callable[[], float] = time.monotonic,
@@ -106,7 +104,7 @@ class WyomingHandler:
         self.reader = reader
         self.writer = writer
         self._runtime = runtime
-        self._tenancy = tenancy
+        self._serving = serving
         self._limits = limits
         self._bad_events = bad_events
         self._clock = clock
@@ -240,40 +238,42 @@ class WyomingHandler:
         root = tracing.request(wy.CLIENT)
         try:
             with root.attached():
-                caller = await wy.caller(self._runtime, self._tenancy)
-                plan = await wy.plan(self._runtime, caller, voice, text)
+                caller = await wy.caller(self._runtime, self._serving.tenancy, self._host)
+                request = wy.speech_request(self._runtime, caller, voice, text)
         except SpeechgateError as error:
             root.end(error.status_code)
             await self._send_error(error)
             return
-        meter = wy.new_meter(plan, caller.principal)
-        whole = wy.WholeText(self._runtime.service, plan, caller, self._host)
-        self._queue(plan, whole, meter, plan.characters, root)
+        # Opened when its turn comes: the connection's syntheses are spoken one at a time.
+        call = self._serving.call(wy.request_id())
+        rate = request.sample_rate or 0
+        self._queue(call, rate, wy.whole_text(call, request, caller), root)
 
     async def _start_stream(self, voice: SynthesizeVoice | None) -> None:
         self._stop_stream()  # a stream left open: what it has is spoken, and it ends
         self._streamed = hashlib.sha256()
         root = tracing.request(wy.CLIENT)
+        tenancy = self._serving.tenancy
         try:
             with root.attached():
-                caller = await wy.caller(self._runtime, self._tenancy)
-                plan = await wy.plan(self._runtime, caller, voice)
+                caller = await wy.caller(self._runtime, tenancy, self._host)
+                request = wy.speech_request(self._runtime, caller, voice)
+                # Opened now, since its text comes before its turn does.
+                call = self._serving.session(wy.request_id())
+                try:
+                    stream = await call.open(request, caller, self._limits.max_pending_chars)
+                except SpeechgateError as error:
+                    call.finish(error.status_code)
+                    raise
         except SpeechgateError as error:
             root.end(error.status_code)
             await self._send_error(error)
             self._stream_refused = True
             return
-        meter = wy.new_meter(plan, caller.principal)
-        stream = SpeechSession(
-            self._runtime.service,
-            plan,
-            max_pending_chars=self._limits.max_pending_chars,
-            before_segment=wy.reserving(self._tenancy, meter),
-        )
         self._stream = stream
-        # A stream is admitted with no text, its characters counted segment by segment.
-        guard = wy.stream_guard(self._runtime, self._tenancy, caller, plan.engine)
-        self._stream_job = self._queue(plan, stream, meter, 0, root, stream=guard)
+        guard = wy.stream_guard(self._runtime, tenancy, caller, request.model)
+        rate = request.sample_rate or 0
+        self._stream_job = self._queue(call, rate, stream.audio, root, stream=guard)
 
     async def _add_text(self, text: str) -> None:
         self._streamed.update(text.encode(errors="replace"))
@@ -301,10 +301,9 @@ class WyomingHandler:
 
     def _queue(
         self,
-        plan: SpeechPlan,
-        utterance: wy.Utterance,
-        meter: Meter,
-        characters: int,
+        call: Call | SessionCall,
+        rate: int,
+        audio: wy.Audio,
         root: tracing.RequestSpan,
         stream: wy.Guard | None = None,
     ) -> asyncio.Task[None]:
@@ -324,9 +323,7 @@ class WyomingHandler:
             if previous is not None:
                 await asyncio.wait([previous])
             try:
-                await wy.speak(
-                    self._tenancy, plan, utterance, self.write_event, meter, characters, stream
-                )
+                await wy.speak(call, rate, audio, self.write_event, stream)
                 if stream is not None:
                     await self.write_event(SynthesizeStopped().event())
             except SpeechgateError as error:

@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from urllib.parse import urlparse
 
 from speechgate.errors import AuthenticationFailed
-from speechgate.metering.tenancy import Tenancy
 from speechgate.runtime import Runtime
 from speechgate.server import connection_caps
+from speechgate.serving import Serving
 from speechgate.settings import Settings
 from speechgate.wyoming import session as wy
 from speechgate.wyoming.events import EventLimits, max_event_bytes
@@ -55,7 +55,7 @@ class _Connections:
 
 
 async def start(
-    uri: str, runtime: Runtime, tenancy: Tenancy, zeroconf: bool = False
+    uri: str, runtime: Runtime, serving: Serving, zeroconf: bool = False
 ) -> Callable[[], Awaitable[None]]:
     """Listen on `uri` (tcp://host:port), advertised over zeroconf if asked; returns what
     stops it, its connections' jobs with it. Fails at once if `wyoming.principal` names no
@@ -63,7 +63,7 @@ async def start(
     settings = runtime.settings
     if settings.wyoming.principal is not None:
         try:
-            await wy.caller(runtime, tenancy)
+            await wy.caller(runtime, serving.tenancy)
         except AuthenticationFailed:
             raise RuntimeError(
                 f"wyoming.principal {settings.wyoming.principal!r} names no usable key "
@@ -76,7 +76,7 @@ async def start(
     assert parsed.hostname is not None and parsed.port is not None  # settings check the URI
 
     async def connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        handler = WyomingHandler(reader, writer, runtime, tenancy, limits, bad_events)
+        handler = WyomingHandler(reader, writer, runtime, serving, limits, bad_events)
         if not connections.admit(handler):
             writer.transport.abort()
             return

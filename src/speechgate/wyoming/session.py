@@ -1,16 +1,15 @@
-"""One Wyoming synthesis, sent as audio events at the engine's rate and metered like a
-request: a `synthesize` is one job, as an HTTP request is (`WholeText`); a `synthesize-start`
-... `synthesize-stop` stream is a `SpeechSession`, a job per segment as its text arrives."""
+"""One Wyoming synthesis, served through the one lifecycle (`speechgate.serving`) and sent
+as audio events at the engine's rate: a `synthesize` is one `Call`, as an HTTP request is; a
+`synthesize-start` ... `synthesize-stop` stream is a `SessionCall`, a job per segment as its
+text arrives."""
 
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from functools import partial
-from typing import NoReturn, Protocol
+from typing import NoReturn
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
@@ -19,11 +18,10 @@ from wyoming.tts import SynthesizeVoice
 from speechgate.audio.formats import parse_format
 from speechgate.catalog import normalize
 from speechgate.errors import SpeechgateError, VoiceNotInstalled
-from speechgate.metering.meter import Meter, Metered, finish
 from speechgate.metering.records import CLIENT_CLOSED
-from speechgate.metering.tenancy import ANYONE, Principal, Tenancy
+from speechgate.metering.tenancy import ANYONE, Caller, Tenancy
 from speechgate.runtime import Runtime
-from speechgate.service import SpeechPlan, SpeechService, SpeechStream
+from speechgate.serving import Call, SessionCall
 from speechgate.session_guard import check_key, guard_session, stopped_status, until_stopped
 from speechgate.speech_request import SpeechRequest
 
@@ -36,23 +34,15 @@ _NO_KEY = ""
 """The owner that no stored voice has: who sees only the engines' own voices."""
 
 
-@dataclass(frozen=True)
-class Caller:
-    """Who a Wyoming connection acts for: `principal` for the key's limits and usage, `owner`
-    for the stored voices it may name (None: every one)."""
-
-    principal: Principal
-    owner: str | None
-
-
-async def caller(runtime: Runtime, tenancy: Tenancy) -> Caller:
-    """The connection's caller now: `wyoming_principal`'s key (AuthenticationFailed once it
-    is revoked or expired), or no key, which sees no key's stored voices where keys are in use."""
+async def caller(runtime: Runtime, tenancy: Tenancy, address: str | None = None) -> Caller:
+    """Who a Wyoming connection from `address` acts for now: `wyoming_principal`'s key
+    (AuthenticationFailed once it is revoked or expired), with its limits and stored voices;
+    or no key, which sees no key's stored voices where keys are in use."""
     settings = runtime.settings
     if settings.wyoming.principal is not None:
         principal = await tenancy.key_principal(settings.wyoming.principal)
-        return Caller(principal, principal.key_id)
-    return Caller(ANYONE, None if settings.auth.mode == "none" else _NO_KEY)
+        return Caller.of(principal, address)
+    return Caller(ANYONE, address, None if settings.auth.mode == "none" else _NO_KEY)
 
 
 def _engine_for(runtime: Runtime, voice: str | None, owner: str | None) -> str:
@@ -81,82 +71,44 @@ def _engine_for(runtime: Runtime, voice: str | None, owner: str | None) -> str:
     return default
 
 
-async def plan(
-    runtime: Runtime, caller: Caller, voice: SynthesizeVoice | None, text: str | None = None
-) -> SpeechPlan:
-    """Raw 16-bit PCM at the engine's own rate: Wyoming clients resample themselves. `text`
-    for a whole one (checked as an HTTP request's `input` is); none for a stream's (its
-    session is given it as it comes). A voice known but not installed is pulled first, where
-    the server pulls."""
+def speech_request(
+    runtime: Runtime, caller: Caller, voice: SynthesizeVoice | None, text: str = ""
+) -> SpeechRequest:
+    """Raw 16-bit PCM at the engine's own rate (Wyoming clients resample themselves), with
+    the engine whose voice `voice` names as the model (the protocol names none). `text`:
+    a whole one; none for a stream's, which comes as it is written."""
     name = voice.name if voice is not None else None
     language = voice.language if voice is not None else None
     engine = _engine_for(runtime, name, caller.owner)
-    rate = runtime.catalog.engines[engine].sample_rate
-    request = SpeechRequest(
+    return SpeechRequest(
         model=engine,
         voice=name or _FALLBACK_VOICE,
         format=parse_format("pcm"),
-        text=text or "",
-        sample_rate=rate,
+        text=text,
+        sample_rate=runtime.catalog.engines[engine].sample_rate,
         language=language or None,
     )
-    service = runtime.service
-    if text is None:
-        return await service.plan_options_or_pull(request, caller.owner)
-    return await service.plan_or_pull(request, caller.owner)
 
 
 Send = Callable[[Event], Awaitable[None]]
 Guard = Callable[[], Awaitable[NoReturn]]
+Audio = Callable[[], AsyncGenerator[bytes]]
 
 
-class Utterance(Metered, Protocol):
-    """What one synthesis says: its PCM, as it is made, and what the meter reads off it (a
-    `SpeechSession` is one, for a stream)."""
+def whole_text(call: Call, request: SpeechRequest, caller: Caller) -> Audio:
+    """A text known whole at once, as one job through `call` (opened when its turn comes):
+    its segments follow each other in one worker with no round trip to the gateway between
+    them (a stream's are a job each)."""
 
-    @property
-    def characters(self) -> int: ...
-
-    def audio(self) -> AsyncGenerator[bytes]: ...
-
-
-class WholeText:
-    """A text known whole at once: one job, whose segments follow each other in one worker
-    with no round trip to the gateway between them (a session's are a job each)."""
-
-    def __init__(
-        self, service: SpeechService, plan: SpeechPlan, caller: Caller, address: str | None
-    ) -> None:
-        """`address`: the client's host, whose share of the workers a caller with no key has
-        (as an HTTP client without a key has)."""
-        self._service = service
-        self._plan = plan
-        key_id = caller.principal.key_id
-        self._sender = (key_id, address)
-        self._principal: Hashable = key_id if key_id is not None else ("address", address)
-        self._stream: SpeechStream | None = None
-
-    @property
-    def characters(self) -> int:
-        return self._plan.characters
-
-    @property
-    def audio_seconds(self) -> float:
-        return self._stream.audio_seconds if self._stream else 0.0
-
-    @property
-    def time_to_first_audio(self) -> float | None:
-        return self._stream.time_to_first_audio if self._stream else None
-
-    @property
-    def completed(self) -> bool:
-        return self._stream is not None and self._stream.completed
-
-    async def audio(self) -> AsyncGenerator[bytes]:
-        self._stream = await self._service.open(self._plan, self._sender, self._principal)
-        async with contextlib.aclosing(self._stream.chunks()) as chunks:
-            async for data in chunks:
+    async def audio() -> AsyncGenerator[bytes]:
+        answer = await call.open(request, caller)
+        try:
+            async for data in answer.body:
                 yield data
+        finally:
+            await answer.aclose()
+
+    return audio
 
 
 def stream_guard(runtime: Runtime, tenancy: Tenancy, caller: Caller, model: str) -> Guard:
@@ -181,41 +133,29 @@ async def _nothing_to_check() -> None:
 
 
 async def speak(
-    tenancy: Tenancy,
-    plan: SpeechPlan,
-    utterance: Utterance,
-    send: Send,
-    meter: Meter,
-    admitted_characters: int,
-    guard: Guard | None = None,
+    call: Call | SessionCall, rate: int, audio: Audio, send: Send, guard: Guard | None = None
 ) -> None:
-    """Admit the request against the caller's limits with `admitted_characters` (a stream's
-    are reserved segment by segment, as they are spoken), send the utterance's audio as it is
-    made (audio-start, chunks, audio-stop); record its usage however it ends. Errors the
-    client should hear are raised for the caller to send, `guard`'s (`stream_guard`, running
-    from the admission on) among them."""
+    """Send the audio as it is made (audio-start, chunks, audio-stop) and finish the call
+    however it ends. Errors the client should hear are raised for the caller to send,
+    `guard`'s (`stream_guard`) among them."""
     status = CLIENT_CLOSED
-    meter.stream = utterance
     try:
-        principal = meter.principal or ANYONE
-        meter.admission = await tenancy.admit(principal, meter.model, admitted_characters)
-        sending = _send_audio(plan, utterance, send)
+        sending = _send_audio(rate, audio, send)
         await (sending if guard is None else until_stopped(sending, guard()))
         status = 200
     except SpeechgateError as error:
-        status = stopped_status(error, utterance.audio_seconds)
+        spoken = call.meter.stream
+        status = stopped_status(error, spoken.audio_seconds if spoken is not None else 0.0)
         raise
     finally:
-        meter.characters = utterance.characters
-        finish(tenancy, meter, status)
+        call.finish(status)
 
 
-async def _send_audio(plan: SpeechPlan, utterance: Utterance, send: Send) -> None:
-    """audio-start, the utterance's chunks as they are made, audio-stop."""
-    rate = plan.engine_rate
+async def _send_audio(rate: int, audio: Audio, send: Send) -> None:
+    """audio-start, the chunks as they are made, audio-stop."""
     started = False
-    async with contextlib.aclosing(utterance.audio()) as audio:
-        async for item in audio:
+    async with contextlib.aclosing(audio()) as chunks:
+        async for item in chunks:
             if not item:
                 continue
             if not started:
@@ -228,18 +168,5 @@ async def _send_audio(plan: SpeechPlan, utterance: Utterance, send: Send) -> Non
     await send(AudioStop().event())
 
 
-def reserving(tenancy: Tenancy, meter: Meter) -> Callable[[int], Awaitable[None]]:
-    """A stream's `before_segment`: counts a segment's characters against the key's quota,
-    under the admission `speak` made."""
-
-    async def reserve(characters: int) -> None:
-        if meter.admission is not None:
-            await tenancy.reserve(meter.admission, characters)
-
-    return reserve
-
-
-def new_meter(plan: SpeechPlan, principal: Principal) -> Meter:
-    meter = Meter(f"{CLIENT}_{uuid.uuid4().hex}", time.perf_counter(), principal)
-    meter.model, meter.voice, meter.engine = plan.engine, plan.voice_id, plan.engine
-    return meter
+def request_id() -> str:
+    return f"{CLIENT}_{uuid.uuid4().hex}"
