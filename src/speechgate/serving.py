@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Protocol, TypeVar
+from functools import partial
+from typing import NoReturn, Protocol, TypeVar
 
 from speechgate.metering.meter import Meter, finish
-from speechgate.metering.tenancy import Caller, Tenancy
+from speechgate.metering.tenancy import ANYONE, Caller, Principal, Tenancy
 from speechgate.routing.providers import Answer
 from speechgate.routing.router import Router
 from speechgate.service import SpeechPlan, SpeechService, SpeechStream
+from speechgate.session_guard import check_key, guard_session
 from speechgate.speech_request import SpeechRequest
 from speechgate.speech_session import MAX_PENDING_CHARS, SpeechSession
 
@@ -248,6 +250,24 @@ class SessionCall:
         )
         return self.session
 
+    async def guard(
+        self,
+        interval: float,
+        max_seconds: float,
+        lookup: Callable[[], Awaitable[Principal]] | None = None,
+    ) -> NoReturn:
+        """The session's bounds while it runs (`session_guard`): its key re-checked every
+        `interval` seconds (revoked, expired, or no longer allowed the model: it stops) and at
+        most `max_seconds` of it. `lookup`: who the session's credentials name now; None: the
+        key looked up again by its id. Ends only by raising."""
+        principal = self.meter.principal or ANYONE
+        key_id = principal.key_id
+        check: Callable[[], Awaitable[None]] = _nothing_to_check
+        if key_id is not None:
+            lookup = lookup or partial(self._serving.tenancy.key_principal, key_id)
+            check = partial(check_key, lookup, principal, self.meter.model)
+        await guard_session(check, interval, max_seconds)
+
     def finish(self, status: int) -> None:
         """Record the session's usage: the characters it had spoken (reserved against the
         key's quota), with the status it ended with."""
@@ -255,3 +275,7 @@ class SessionCall:
         if meter.admission is not None:
             meter.characters = meter.admission.characters
         finish(self._serving.tenancy, meter, status)
+
+
+async def _nothing_to_check() -> None:
+    """A session without a key: nothing to take back, only its length is bounded."""

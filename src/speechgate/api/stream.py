@@ -26,7 +26,7 @@ from speechgate.errors import (
 from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import Caller, Principal
 from speechgate.serving import SessionCall
-from speechgate.session_guard import check_key, guard_session, stopped_status
+from speechgate.session_guard import stopped_status
 from speechgate.speech_session import (
     SegmentDone,
     SegmentStarted,
@@ -176,15 +176,9 @@ async def _serve(websocket: WebSocket, call: SessionCall) -> int:
     settings = state.settings
     pacer = SendPacer(settings.sessions.max_lead_seconds or None)
     speaker = asyncio.create_task(_speak(websocket, session, pacer))
-    tenancy = state.tenancy
-    check = partial(
-        check_key,
-        partial(tenancy.authenticate, credentials(websocket)),
-        principal,
-        update.session.model,
-    )
+    lookup = partial(state.tenancy.authenticate, credentials(websocket))
     guard = asyncio.create_task(
-        guard_session(check, settings.sessions.check_interval, settings.sessions.max_seconds)
+        call.guard(settings.sessions.check_interval, settings.sessions.max_seconds, lookup)
     )
     # Whichever ends first decides: the speech ending (done or failed) stops the listening;
     # the client leaving or sending garbage stops the speech, and the job in its worker; the

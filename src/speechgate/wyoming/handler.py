@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from wyoming.error import Error
 from wyoming.event import Event, async_write_event
@@ -271,7 +272,9 @@ class WyomingHandler:
             self._stream_refused = True
             return
         self._stream = stream
-        guard = wy.stream_guard(self._runtime, tenancy, caller, request.model)
+        # Bounded as a WebSocket session is: its key re-checked by its id, at most so long.
+        settings = self._runtime.settings
+        guard = partial(call.guard, settings.sessions.check_interval, settings.sessions.max_seconds)
         rate = request.sample_rate or 0
         self._stream_job = self._queue(call, rate, stream.audio, root, stream=guard)
 

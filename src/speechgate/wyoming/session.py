@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from functools import partial
 from typing import NoReturn
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -22,7 +21,7 @@ from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import ANYONE, Caller, Tenancy
 from speechgate.runtime import Runtime
 from speechgate.serving import Call, SessionCall
-from speechgate.session_guard import check_key, guard_session, stopped_status, until_stopped
+from speechgate.session_guard import stopped_status, until_stopped
 from speechgate.speech_request import SpeechRequest
 
 # Wyoming has no keys: its usage is recorded under this client name (usage records' `model`
@@ -111,33 +110,12 @@ def whole_text(call: Call, request: SpeechRequest, caller: Caller) -> Audio:
     return audio
 
 
-def stream_guard(runtime: Runtime, tenancy: Tenancy, caller: Caller, model: str) -> Guard:
-    """A stream's bounds, as a WebSocket session's: the key it acts for re-checked every
-    `session_check_interval` (revoked, expired or denied `model`: it stops), and at most
-    `max_session_seconds` of it."""
-    settings = runtime.settings
-    principal = caller.principal
-    key_id = principal.key_id
-    check = (
-        partial(check_key, partial(tenancy.key_principal, key_id), principal, model)
-        if key_id is not None
-        else _nothing_to_check
-    )
-    return partial(
-        guard_session, check, settings.sessions.check_interval, settings.sessions.max_seconds
-    )
-
-
-async def _nothing_to_check() -> None:
-    return None
-
-
 async def speak(
     call: Call | SessionCall, rate: int, audio: Audio, send: Send, guard: Guard | None = None
 ) -> None:
     """Send the audio as it is made (audio-start, chunks, audio-stop) and finish the call
     however it ends. Errors the client should hear are raised for the caller to send,
-    `guard`'s (`stream_guard`) among them."""
+    `guard`'s (`SessionCall.guard`) among them."""
     status = CLIENT_CLOSED
     try:
         sending = _send_audio(rate, audio, send)
