@@ -22,7 +22,7 @@ from speechgate import __version__, tracing
 from speechgate.activity import RecentRequests
 from speechgate.audio.formats import parse_format
 from speechgate.audio.pcm import PcmChunk
-from speechgate.catalog import Catalog
+from speechgate.catalog import Catalog, normalize
 from speechgate.cloning.cloner import CloningUnsupported, VoiceCloning
 from speechgate.dictionaries import LOCATORS_PARAM, NAMED_NONE, Dictionaries, Named
 from speechgate.engines.base import EngineInfo, SynthesisRequest
@@ -324,6 +324,33 @@ class SpeechService:
             voice_id=voice_id,
             owner=owner if voice != voice_id else None,
         )
+
+    def engine_for_voice(self, voice: str | None, owner: str | None = None) -> str:
+        """The engine that has a voice of this name, for a front end whose protocol names no
+        model (Wyoming): a stored voice of `owner`'s, an installed one, else one an engine
+        knows and would pull; the default engine for none (or for a name no engine knows, whose
+        refusal then names that engine's voices)."""
+        catalog = self._catalog
+        default = self._settings.default_engine
+        default = default if default in catalog.engines else next(iter(catalog.engines))
+        if not voice:
+            return default
+        stored = self._voices.library.find(voice, owner) if self._voices else None
+        if stored is not None and stored.engine in catalog.engines:
+            return stored.engine
+        wanted = normalize(voice)
+        for engine in catalog.engines:
+            if wanted in map(normalize, catalog.voice_names(engine)):
+                return engine
+        # A name an engine knows without having it installed: the engine whose plan pulls it.
+        for engine in [default, *(name for name in catalog.engines if name != default)]:
+            try:
+                catalog.voice(engine, voice)
+            except VoiceNotInstalled:
+                return engine
+            except SpeechgateError:
+                continue
+        return default
 
     def _text_options(
         self, request: SpeechRequest, engine: EngineInfo, voice: str, named: Named

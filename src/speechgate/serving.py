@@ -66,37 +66,38 @@ class Serving:
         self,
         service: SpeechService,
         tenancy: Tenancy,
+        sse: SseFraming,
         router: Router | None = None,
-        sse: SseFraming | None = None,
     ) -> None:
-        """`router`: where routed models go (set later when its local provider needs this
-        object first); `sse`: how this server's audio is framed for `stream_format: "sse"`."""
+        """`sse`: how this server's audio is framed for `stream_format: "sse"`; `router`:
+        where routed models go (set after, when its local provider is handed this object's
+        `serve_locally`)."""
         self.service = service
         self.tenancy = tenancy
         self.router = router
         self._sse = sse
 
-    def call(self, request_id: str, started: float | None = None) -> Call:
-        """A call for one request, metered from `started` (a `perf_counter` time; now)."""
-        return Call(self, Meter(request_id, time.perf_counter() if started is None else started))
+    def call(self, request_id: str) -> Call:
+        """A call for one request, metered from now."""
+        return Call(self, Meter(request_id, time.perf_counter()))
 
     def session(self, request_id: str) -> SessionCall:
         """A call for one streaming session."""
         return SessionCall(self, Meter(request_id, time.perf_counter()))
 
-    def routes(self, request: SpeechRequest) -> bool:
-        return self.router is not None and self.router.serves(request.model)
-
     async def serve_locally(
         self, request: SpeechRequest, caller: Caller, waiting: Waiting = _as_is
     ) -> Answer:
-        """The local part of the call, for a caller already admitted (routed here by the
-        router's local provider, or not routed at all): planned, a voice pulled on first use,
-        opened with the caller's place, and answered with this server's headers."""
+        """The local part of a call, for a caller admitted before routing (the router's local
+        provider hands its requests here): planned, a voice pulled on first use, opened with
+        the caller's place, and answered with this server's headers."""
         plan = await waiting(self.service.plan_or_pull(request, caller.owner))
-        return await self._open_plan(plan, caller, waiting)
+        return await self.open_plan(plan, caller, waiting)
 
-    async def _open_plan(self, plan: SpeechPlan, caller: Caller, waiting: Waiting) -> Answer:
+    async def open_plan(
+        self, plan: SpeechPlan, caller: Caller, waiting: Waiting = _as_is
+    ) -> Answer:
+        """A planned request of an admitted caller's, up to its first audio."""
         stream = await waiting(
             self.service.open(plan, caller.sender, caller.share), SpeechStream.aclose
         )
@@ -130,8 +131,6 @@ class Serving:
         if stream.cache is not None:
             headers["x-speechgate-cache"] = stream.cache
         if plan.stream_format == "sse":
-            if self._sse is None:
-                raise RuntimeError("server-sent events asked of a server that frames none")
             body, media_type = self._sse(stream, plan.request.text), "text/event-stream"
         else:
             body, media_type = stream.chunks(), plan.output.format.content_type
@@ -194,7 +193,7 @@ class Call:
             plan = await waiting(service.plan_or_pull(request, caller.owner))
             meter.engine = plan.engine
             await self._admit(caller)
-            answer = await serving._open_plan(plan, caller, waiting)
+            answer = await serving.open_plan(plan, caller, waiting)
         meter.engine = answer.engine
         meter.stream = answer.progress
         return answer

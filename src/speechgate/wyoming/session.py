@@ -15,8 +15,7 @@ from wyoming.event import Event
 from wyoming.tts import SynthesizeVoice
 
 from speechgate.audio.formats import parse_format
-from speechgate.catalog import normalize
-from speechgate.errors import SpeechgateError, VoiceNotInstalled
+from speechgate.errors import SpeechgateError
 from speechgate.metering.records import CLIENT_CLOSED
 from speechgate.metering.tenancy import ANYONE, Caller, Tenancy
 from speechgate.runtime import Runtime
@@ -44,32 +43,6 @@ async def caller(runtime: Runtime, tenancy: Tenancy, address: str | None = None)
     return Caller(ANYONE, address, None if settings.auth.mode == "none" else _NO_KEY)
 
 
-def _engine_for(runtime: Runtime, voice: str | None, owner: str | None) -> str:
-    """The engine that has a voice of this name (or knows it, to pull); the default engine for
-    none (or for a name no engine knows, whose refusal then names that engine's voices)."""
-    catalog = runtime.catalog
-    default = runtime.settings.default_engine
-    default = default if default in catalog.engines else next(iter(catalog.engines))
-    if not voice:
-        return default
-    stored = runtime.voices.library.find(voice, owner)
-    if stored is not None and stored.engine in catalog.engines:
-        return stored.engine
-    wanted = normalize(voice)
-    for engine in catalog.engines:
-        if wanted in map(normalize, catalog.voice_names(engine)):
-            return engine
-    # A name an engine knows without having it installed: the engine whose plan pulls it.
-    for engine in [default, *(name for name in catalog.engines if name != default)]:
-        try:
-            catalog.voice(engine, voice)
-        except VoiceNotInstalled:
-            return engine
-        except SpeechgateError:
-            continue
-    return default
-
-
 def speech_request(
     runtime: Runtime, caller: Caller, voice: SynthesizeVoice | None, text: str = ""
 ) -> SpeechRequest:
@@ -78,7 +51,7 @@ def speech_request(
     a whole one; none for a stream's, which comes as it is written."""
     name = voice.name if voice is not None else None
     language = voice.language if voice is not None else None
-    engine = _engine_for(runtime, name, caller.owner)
+    engine = runtime.service.engine_for_voice(name, caller.owner)
     return SpeechRequest(
         model=engine,
         voice=name or _FALLBACK_VOICE,
