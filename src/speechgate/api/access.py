@@ -101,7 +101,8 @@ async def admit_speech(request: Request, model: str, voice: str, characters: int
 
 
 class UsageMiddleware:
-    """One usage record for every speech request, whatever its end."""
+    """Every metered request's `Call`, made as it comes in (routes open it) and finished
+    however it ends: one usage record each, its key's limits freed."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
