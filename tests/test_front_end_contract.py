@@ -364,13 +364,7 @@ def front_end(request: pytest.FixtureRequest, served: Served) -> FrontEnd:
     return kind(served)
 
 
-BREACHES = {
-    (
-        "test_input_over_the_bound_is_refused_and_nothing_is_synthesized",
-        "websocket",
-    ): "api/stream.py bounds a session's waiting text by MAX_PENDING_CHARS (65,536), not by "
-    "max_input_chars as Wyoming's streams are: the text over the bound is spoken",
-}
+BREACHES: dict[tuple[str, str], str] = {}
 """(test, front end) -> the bug by which today's code breaks that promise there: expected to
 fail, strictly, so that fixing the bug means deleting its line here."""
 

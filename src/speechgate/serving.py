@@ -68,13 +68,16 @@ class Serving:
         tenancy: Tenancy,
         sse: SseFraming,
         router: Router | None = None,
+        max_pending_chars: int = MAX_PENDING_CHARS,
     ) -> None:
         """`sse`: how this server's audio is framed for `stream_format: "sse"`; `router`:
         where routed models go (set after, when its local provider is handed this object's
-        `serve_locally`)."""
+        `serve_locally`); `max_pending_chars`: a streaming session's text not yet spoken, at
+        most (the server's input bound, `max_input_chars`, as a request's whole text)."""
         self.service = service
         self.tenancy = tenancy
         self.router = router
+        self.max_pending_chars = max_pending_chars
         self._sse = sse
 
     def call(self, request_id: str) -> Call:
@@ -227,10 +230,11 @@ class SessionCall:
         self,
         request: SpeechRequest,
         caller: Caller,
-        max_pending_chars: int = MAX_PENDING_CHARS,
+        max_pending_chars: int | None = None,
     ) -> SpeechSession:
         """The session `request` (with no text) describes, admitted: feed it text and iterate
-        its `speak()`."""
+        its `speak()`. `max_pending_chars`: its text not yet spoken, at most (by default
+        `Serving.max_pending_chars`)."""
         serving, meter = self._serving, self.meter
         service, tenancy = serving.service, serving.tenancy
         meter.principal = caller.principal
@@ -245,7 +249,11 @@ class SessionCall:
             await tenancy.reserve(admission, characters)
 
         self.session = meter.stream = SpeechSession(
-            service, plan, max_pending_chars, before_segment=reserve, sender=caller.share
+            service,
+            plan,
+            max_pending_chars or serving.max_pending_chars,
+            before_segment=reserve,
+            sender=caller.share,
         )
         return self.session
 

@@ -71,7 +71,12 @@ def create_app(settings: Settings) -> FastAPI:
             llm = LlmRelay.from_settings(settings.llm)
             if llm is not None:
                 built.push_async_callback(llm.aclose)
-            serving = Serving(runtime.service, tenancy, openai_speech.sse_events)
+            serving = Serving(
+                runtime.service,
+                tenancy,
+                openai_speech.sse_events,
+                max_pending_chars=settings.text.max_input_chars,
+            )
             if routes is not None:
                 # The router's local provider serves through `serving` again, so it comes second.
                 serving.router = routing_admin.start_router(settings, routes, serving, metrics)

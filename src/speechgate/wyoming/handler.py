@@ -47,8 +47,6 @@ class ConnectionLimits:
     """Seconds with nothing received or sent (and nothing to answer) before closing."""
     write_timeout: float
     """Seconds a write may wait for a client that reads nothing before the connection drops."""
-    max_pending_chars: int
-    """A stream's text not yet spoken, at most."""
 
 
 class BadEventLog:
@@ -262,7 +260,7 @@ class WyomingHandler:
                 # Opened now, since its text comes before its turn does.
                 call = self._serving.session(wy.request_id())
                 try:
-                    stream = await call.open(request, caller, self._limits.max_pending_chars)
+                    stream = await call.open(request, caller)
                 except SpeechgateError as error:
                     call.finish(error.status_code)
                     raise

@@ -31,7 +31,6 @@ def connection_limits(settings: Settings) -> ConnectionLimits:
         events=EventLimits(max_line_bytes=event_bytes, max_data_bytes=event_bytes),
         idle_timeout=settings.wyoming.idle_timeout,
         write_timeout=settings.pool.slow_reader_timeout,
-        max_pending_chars=settings.text.max_input_chars,
     )
 
 
