@@ -35,10 +35,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     folder = tmp_path_factory.mktemp("serving")
     (folder / "routes.yaml").write_text(ROUTES)
     settings = fake_settings(
-        auth_mode="keys",
-        admin_key=ADMIN_KEY,
-        database_url=f"sqlite:///{folder / 'store.db'}",
-        routes_file=folder / "routes.yaml",
+        auth={"mode": "keys", "admin_key": ADMIN_KEY},
+        store={"database_url": f"sqlite:///{folder / 'store.db'}"},
+        routing={"routes_file": folder / "routes.yaml"},
     )
     with running_server(settings) as running:
         yield running
