@@ -1,5 +1,6 @@
-"""Shared fixtures: one real server with the real engines for the whole session, and one with the
-fake engine (a tone, no model, one worker) for tests whose subject is not the engine."""
+"""Shared fixtures: one real server with the real engines for the whole session, one with the
+fake engine (a tone, no model, one worker) for tests whose subject is not the engine, and that
+app in-process (no uvicorn) for tests whose subject is the API's behaviour."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from speechgate.settings import known_engines
 from speechgate.workers.forking import preload_engines
+from tests.helpers.inprocess import InProcessApp, in_process
 from tests.helpers.postgres import fresh_database, postgres_cluster
 from tests.helpers.redis import redis_instance
 from tests.helpers.server import RunningServer, running_server, sdk_client
@@ -52,6 +54,13 @@ def fake_server() -> Iterator[RunningServer]:
 def fake_client(fake_server: RunningServer) -> Iterator[openai.OpenAI]:
     with sdk_client(fake_server) as sdk:
         yield sdk
+
+
+@pytest.fixture(scope="session")
+def fake_app() -> Iterator[InProcessApp]:
+    """The fake engine's app in this process, for the whole session."""
+    with in_process(fake_settings()) as app:
+        yield app
 
 
 @pytest.fixture(scope="session")
