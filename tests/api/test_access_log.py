@@ -1,25 +1,24 @@
-"""The access log: one line per request, written when it has ended, against a real server."""
+"""The access log: one line per request, written when it has ended."""
 
 from __future__ import annotations
 
 import logging
 
-import httpx
 import pytest
 
-from tests.helpers.server import RunningServer
+from tests.helpers.inprocess import InProcessApp
 
 
 def test_each_request_is_logged_once_it_ends_with_its_id_and_status(
-    server: RunningServer, caplog: pytest.LogCaptureFixture
+    fake_app: InProcessApp, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="speechgate.access"):
-        spoken = httpx.post(
-            f"{server.url}/v1/audio/speech",
-            json={"model": "espeak", "voice": "alloy", "input": "Hi.", "response_format": "pcm"},
+        spoken = fake_app.http.post(
+            "/v1/audio/speech",
+            json={"model": "fake", "voice": "alloy", "input": "Hi.", "response_format": "pcm"},
             headers={"x-request-id": "req_logged_speech"},
         )
-        refused = httpx.get(f"{server.url}/v1/nothing?x=1", headers={"x-request-id": "req_404"})
+        refused = fake_app.http.get("/v1/nothing?x=1", headers={"x-request-id": "req_404"})
     assert (spoken.status_code, refused.status_code) == (200, 404)
     lines = [r.getMessage() for r in caplog.records if r.name == "speechgate.access"]
     [speech] = [line for line in lines if "req_logged_speech" in line]

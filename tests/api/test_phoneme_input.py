@@ -5,16 +5,14 @@ gateway."""
 
 from __future__ import annotations
 
-import httpx
-
-from tests.helpers.server import RunningServer
+from tests.helpers.inprocess import InProcessApp
 
 PHONEME = '<speak>Say <phoneme alphabet="ipa" ph="həˈloʊ">hello</phoneme> now.</speak>'
 
 
-def test_an_engine_with_phonemes_takes_a_phoneme_element(fake_server: RunningServer) -> None:
-    response = httpx.post(
-        f"{fake_server.url}/v1/audio/speech",
+def test_an_engine_with_phonemes_takes_a_phoneme_element(fake_app: InProcessApp) -> None:
+    response = fake_app.http.post(
+        "/v1/audio/speech",
         json={"model": "fake", "voice": "alloy", "input": PHONEME, "response_format": "pcm"},
     )
     assert response.status_code == 200, response.text

@@ -3,20 +3,17 @@ pass, anything else is a 400 in the route's own shape, refused before it costs a
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
-from tests.helpers.server import RunningServer
+from tests.helpers.inprocess import InProcessApp
 
 TEXT = "It costs $5.20."
 
 
 @pytest.mark.parametrize("value", ["auto", "on", "off"])
-def test_openai_route_takes_each_normalization_value(
-    fake_server: RunningServer, value: str
-) -> None:
-    response = httpx.post(
-        f"{fake_server.url}/v1/audio/speech",
+def test_openai_route_takes_each_normalization_value(fake_app: InProcessApp, value: str) -> None:
+    response = fake_app.http.post(
+        "/v1/audio/speech",
         json={
             "model": "fake",
             "voice": "alloy",
@@ -29,9 +26,9 @@ def test_openai_route_takes_each_normalization_value(
     assert len(response.content) > 0
 
 
-def test_openai_route_refuses_an_unknown_normalization_value(fake_server: RunningServer) -> None:
-    response = httpx.post(
-        f"{fake_server.url}/v1/audio/speech",
+def test_openai_route_refuses_an_unknown_normalization_value(fake_app: InProcessApp) -> None:
+    response = fake_app.http.post(
+        "/v1/audio/speech",
         json={"model": "fake", "voice": "alloy", "input": TEXT, "apply_text_normalization": "x"},
     )
     assert response.status_code == 400
@@ -41,20 +38,20 @@ def test_openai_route_refuses_an_unknown_normalization_value(fake_server: Runnin
 
 @pytest.mark.parametrize("value", ["auto", "on", "off"])
 def test_elevenlabs_route_takes_each_normalization_value(
-    fake_server: RunningServer, value: str
+    fake_app: InProcessApp, value: str
 ) -> None:
-    response = httpx.post(
-        f"{fake_server.url}/v1/text-to-speech/alloy?output_format=pcm_24000",
+    response = fake_app.http.post(
+        "/v1/text-to-speech/alloy?output_format=pcm_24000",
         json={"text": TEXT, "model_id": "fake", "apply_text_normalization": value},
     )
     assert response.status_code == 200, response.text
 
 
 def test_elevenlabs_route_refuses_banana_with_a_400_naming_the_field(
-    fake_server: RunningServer,
+    fake_app: InProcessApp,
 ) -> None:
-    response = httpx.post(
-        f"{fake_server.url}/v1/text-to-speech/alloy",
+    response = fake_app.http.post(
+        "/v1/text-to-speech/alloy",
         json={"text": TEXT, "model_id": "fake", "apply_text_normalization": "banana"},
     )
     assert response.status_code == 400

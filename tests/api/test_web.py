@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import httpx
-import pytest
-
-from tests.helpers.server import RunningServer, running_server
-from tests.helpers.settings import make_settings
-
-pytestmark = pytest.mark.slow
+from tests.helpers.inprocess import InProcessApp, in_process
+from tests.helpers.settings import fake_settings
 
 
-def test_the_page_and_its_assets_are_served(server: RunningServer) -> None:
-    page = httpx.get(f"{server.url}/", timeout=10)
+def test_the_page_and_its_assets_are_served(fake_app: InProcessApp) -> None:
+    page = fake_app.http.get("/")
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     assert '<script type="module" src="/web/playground.js">' in page.text
@@ -20,30 +15,23 @@ def test_the_page_and_its_assets_are_served(server: RunningServer) -> None:
         ("playground.js", "text/javascript"),
         ("style.css", "text/css"),
     ]:
-        response = httpx.get(f"{server.url}/web/{asset}", timeout=10)
+        response = fake_app.http.get(f"/web/{asset}")
         assert response.status_code == 200
         assert response.headers["content-type"].startswith(content_type)
 
 
-def test_a_missing_asset_is_404(server: RunningServer) -> None:
-    assert httpx.get(f"{server.url}/web/nothing.js", timeout=10).status_code == 404
+def test_a_missing_asset_is_404(fake_app: InProcessApp) -> None:
+    assert fake_app.http.get("/web/nothing.js").status_code == 404
 
 
-def test_the_page_is_not_in_the_api_document(server: RunningServer) -> None:
-    paths = httpx.get(f"{server.url}/openapi.json", timeout=10).json()["paths"]
+def test_the_page_is_not_in_the_api_document(fake_app: InProcessApp) -> None:
+    paths = fake_app.http.get("/openapi.json").json()["paths"]
     assert "/" not in paths
     assert "/v1/status" in paths
 
 
 def test_the_page_can_be_turned_off() -> None:
-    with running_server(
-        make_settings(
-            engines=["espeak"],
-            default_engine="espeak",
-            pool={"workers": 1},
-            server={"playground": False},
-        )
-    ) as server:
-        assert httpx.get(f"{server.url}/", timeout=10).status_code == 404
-        assert httpx.get(f"{server.url}/web/playground.js", timeout=10).status_code == 404
-        assert httpx.get(f"{server.url}/v1/status", timeout=10).status_code == 200
+    with in_process(fake_settings(server={"playground": False})) as server:
+        assert server.http.get("/").status_code == 404
+        assert server.http.get("/web/playground.js").status_code == 404
+        assert server.http.get("/v1/status").status_code == 200
