@@ -58,8 +58,10 @@ def fake_client(fake_server: RunningServer) -> Iterator[openai.OpenAI]:
 
 @pytest.fixture(scope="session")
 def fake_app() -> Iterator[InProcessApp]:
-    """The fake engine's app in this process, for the whole session."""
-    with in_process(fake_settings()) as app:
+    """The fake engine's app in this process, for the whole session. Its streaming sessions
+    send as fast as the client reads: held to real time (the default), a session of a few
+    seconds' audio took as long (the pacer is tests/api/test_stream_limits.py's subject)."""
+    with in_process(fake_settings(session_max_lead_seconds=0)) as app:
         yield app
 
 

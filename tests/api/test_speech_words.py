@@ -15,7 +15,8 @@ import openai
 import pytest
 
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import RunningServer, sdk_client
+from tests.helpers.inprocess import InProcessApp
+from tests.helpers.server import RunningServer
 
 # Several segments (so several word events between deltas), spaces and a newline the engine
 # never sees, punctuation at the words' edges and a non-ASCII letter: offsets must still be
@@ -28,7 +29,7 @@ WORDS = re.findall(r"\w+", TEXT)
 PCM_RATE = 24000  # `pcm` is 16-bit mono at OpenAI's rate
 
 
-def events(server: RunningServer, **fields: object) -> list[dict[str, Any]]:
+def events(server: InProcessApp | RunningServer, **fields: object) -> list[dict[str, Any]]:
     body = {
         "model": "fake",
         "voice": "alloy",
@@ -37,7 +38,10 @@ def events(server: RunningServer, **fields: object) -> list[dict[str, Any]]:
         "stream_format": "sse",
         **fields,
     }
-    response = httpx.post(f"{server.url}/v1/audio/speech", json=body, timeout=60)
+    if isinstance(server, InProcessApp):
+        response = server.http.post("/v1/audio/speech", json=body)
+    else:
+        response = httpx.post(f"{server.url}/v1/audio/speech", json=body, timeout=60)
     assert response.status_code == 200, response.text
     return [json.loads(line[6:]) for line in response.text.splitlines() if line[:6] == "data: "]
 
@@ -56,8 +60,8 @@ def audio_of(stream: list[dict[str, Any]]) -> bytes:
     )
 
 
-def test_words_come_before_their_audio_and_slice_the_input(fake_server: RunningServer) -> None:
-    stream = events(fake_server, timestamp_granularities=["word"])
+def test_words_come_before_their_audio_and_slice_the_input(fake_app: InProcessApp) -> None:
+    stream = events(fake_app, timestamp_granularities=["word"])
     assert stream[-1]["type"] == "speech.audio.done"
     assert sum(event["type"] == "speech.audio.words" for event in stream) > 1
 
@@ -81,26 +85,26 @@ def test_words_come_before_their_audio_and_slice_the_input(fake_server: RunningS
     assert words[-1]["end"] == pytest.approx(duration, abs=0.1)
 
 
-def test_without_asking_the_stream_has_only_openai_events(fake_server: RunningServer) -> None:
-    kinds = {event["type"] for event in events(fake_server)}
+def test_without_asking_the_stream_has_only_openai_events(fake_app: InProcessApp) -> None:
+    kinds = {event["type"] for event in events(fake_app)}
     assert kinds == {"speech.audio.delta", "speech.audio.done"}
 
 
-def test_word_timestamps_need_sse(fake_server: RunningServer) -> None:
+def test_word_timestamps_need_sse(fake_app: InProcessApp) -> None:
     body = {
         "model": "fake",
         "voice": "alloy",
         "input": TEXT,
         "timestamp_granularities": ["word"],
     }
-    response = httpx.post(f"{fake_server.url}/v1/audio/speech", json=body, timeout=60)
+    response = fake_app.http.post("/v1/audio/speech", json=body)
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "timestamp_granularities"
 
 
 @pytest.fixture
-def sdk(fake_server: RunningServer) -> Iterator[openai.OpenAI]:
-    with sdk_client(fake_server) as client:
+def sdk(fake_app: InProcessApp) -> Iterator[openai.OpenAI]:
+    with fake_app.sdk() as client:
         yield client
 
 

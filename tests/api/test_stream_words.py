@@ -12,9 +12,10 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import ClientConnection
 
 from tests.helpers.audio import decode_audio
+from tests.helpers.inprocess import InProcessApp, InProcessWebSocket, websocket
 from tests.helpers.server import RunningServer
 
 # A control character (spoken as a space) and spacing the segmenter strips: the offsets must
@@ -28,15 +29,19 @@ PCM_RATE = 24000
 
 
 @contextmanager
-def session(server: RunningServer, **options: Any) -> Iterator[ClientConnection]:
+def session(
+    server: InProcessApp | RunningServer, **options: Any
+) -> Iterator[InProcessWebSocket | ClientConnection]:
     settings = {"model": "fake", "voice": "alloy", "response_format": "pcm", **options}
-    with connect(server.url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
+    with websocket(server, "/v1/audio/speech/stream") as ws:
         ws.send(json.dumps({"type": "session.update", "session": settings}))
         assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
         yield ws
 
 
-def speak(ws: ClientConnection, pieces: list[str]) -> list[dict[str, Any] | bytes]:
+def speak(
+    ws: InProcessWebSocket | ClientConnection, pieces: list[str]
+) -> list[dict[str, Any] | bytes]:
     for piece in pieces:
         ws.send(json.dumps({"type": "input_text.delta", "delta": piece}))
     ws.send(json.dumps({"type": "input_text.done"}))
@@ -49,9 +54,9 @@ def speak(ws: ClientConnection, pieces: list[str]) -> list[dict[str, Any] | byte
 
 
 def test_word_times_come_before_their_audio_and_slice_the_sent_text(
-    fake_server: RunningServer,
+    fake_app: InProcessApp,
 ) -> None:
-    with session(fake_server, timestamp_granularities=["word"]) as ws:
+    with session(fake_app, timestamp_granularities=["word"]) as ws:
         # Pieces of uneven sizes, as an LLM writes: words and segments straddle them.
         sizes = itertools.cycle([1, 3, 7, 2, 11])
         pieces, at = [], 0
@@ -81,8 +86,8 @@ def test_word_times_come_before_their_audio_and_slice_the_sent_text(
     assert words[-1]["end"] == pytest.approx(duration, abs=0.1)
 
 
-def test_a_session_that_does_not_ask_gets_no_word_events(fake_server: RunningServer) -> None:
-    with session(fake_server) as ws:
+def test_a_session_that_does_not_ask_gets_no_word_events(fake_app: InProcessApp) -> None:
+    with session(fake_app) as ws:
         received = speak(ws, [TEXT])
     kinds = {message["type"] for message in received if isinstance(message, dict)}
     assert kinds == {"segment.started", "segment.done", "session.done"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +23,13 @@ from fastapi import FastAPI
 from starlette.testclient import TestClient, WebSocketTestSession
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import Close
+from websockets.sync.client import ClientConnection, connect
 
 from speechgate.api.app import create_app
 from speechgate.api.state import AppState, started
 from speechgate.runtime import Runtime
 from speechgate.settings import Settings
+from tests.helpers.server import RunningServer
 
 BASE_URL = "http://testserver"
 
@@ -120,3 +122,13 @@ def in_process(settings: Settings) -> Iterator[InProcessApp]:
     # Server errors come back as 500s, as a client would see them, not raised into the test.
     with TestClient(app, base_url=BASE_URL, raise_server_exceptions=False) as http:
         yield InProcessApp(app, http)
+
+
+def websocket(
+    server: InProcessApp | RunningServer, path: str, headers: dict[str, str] | None = None
+) -> AbstractContextManager[InProcessWebSocket | ClientConnection]:
+    """A WebSocket session on `path`: in-process on an `InProcessApp`, over a real socket with
+    `websockets`' client on a `RunningServer` (the same calls serve both)."""
+    if isinstance(server, InProcessApp):
+        return server.websocket(path, headers)
+    return connect(server.url.replace("http", "ws") + path, additional_headers=headers)
