@@ -10,18 +10,18 @@ from typing import NoReturn
 import pytest
 import sqlalchemy.exc
 
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.inprocess import InProcessApp, in_process
 from tests.helpers.settings import fake_settings
 from tests.helpers.tenancy import ADMIN_KEY, admin, tenancy
 
 
 @pytest.fixture(scope="module")
-def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessApp]:
     url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
     settings = fake_settings(
         auth={"mode": "keys", "admin_key": ADMIN_KEY}, store={"database_url": url}
     )
-    with running_server(settings) as server:
+    with in_process(settings) as server:
         yield server
 
 
@@ -37,7 +37,7 @@ def _sqlite_full() -> sqlalchemy.exc.OperationalError:
     ids=["enospc", "sqlite_full"],
 )
 def test_a_key_created_on_a_full_disk_is_507(
-    keyed: RunningServer, monkeypatch: pytest.MonkeyPatch, error: Exception
+    keyed: InProcessApp, monkeypatch: pytest.MonkeyPatch, error: Exception
 ) -> None:
     def full(*_: object) -> NoReturn:
         raise error

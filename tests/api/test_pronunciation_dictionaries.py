@@ -1,4 +1,4 @@
-"""ElevenLabs' pronunciation dictionaries through a real server with keys: made from rules,
+"""ElevenLabs' pronunciation dictionaries through the app with keys: made from rules,
 owned by their key, invalid rules refused with nothing stored."""
 
 # ruff: noqa: RUF001 - IPA in strings
@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from speechgate.metering.store import Store
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.inprocess import InProcessApp, in_process
 from tests.helpers.settings import fake_settings
 from tests.helpers.tenancy import ADMIN_KEY, admin, new_key, tenancy
 
@@ -23,25 +23,25 @@ RULES = [
 
 
 @pytest.fixture(scope="module")
-def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessApp]:
     url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
     settings = fake_settings(
         auth={"mode": "keys", "admin_key": ADMIN_KEY}, store={"database_url": url}
     )
-    with running_server(settings) as server:
+    with in_process(settings) as server:
         yield server
 
 
-def client(server: RunningServer, secret: str) -> httpx.Client:
-    return httpx.Client(base_url=server.url, headers={"xi-api-key": secret}, timeout=30)
+def client(server: InProcessApp, secret: str) -> httpx2.Client:
+    return server.client(headers={"xi-api-key": secret})
 
 
-def stored(server: RunningServer, key_id: str) -> int:
+def stored(server: InProcessApp, key_id: str) -> int:
     store: Store = tenancy(server).store
     return len(store.list_dictionaries(key_id))
 
 
-def test_a_dictionary_is_made_from_rules_and_only_its_key_sees_it(keyed: RunningServer) -> None:
+def test_a_dictionary_is_made_from_rules_and_only_its_key_sees_it(keyed: InProcessApp) -> None:
     mine, secret = new_key(keyed)
     _, other = new_key(keyed)
     with client(keyed, secret) as elevenlabs:
@@ -56,7 +56,7 @@ def test_a_dictionary_is_made_from_rules_and_only_its_key_sees_it(keyed: Running
         hidden = elevenlabs.get(f"/v1/pronunciation-dictionaries/{body['id']}")
     assert hidden.status_code == 404
     assert hidden.json()["detail"]["status"] == "pronunciation_dictionary_not_found"
-    assert httpx.get(f"{keyed.url}/v1/pronunciation-dictionaries/{body['id']}").status_code == 401
+    assert keyed.http.get(f"/v1/pronunciation-dictionaries/{body['id']}").status_code == 401
 
 
 @pytest.mark.parametrize(
@@ -77,7 +77,7 @@ def test_a_dictionary_is_made_from_rules_and_only_its_key_sees_it(keyed: Running
     ],
 )
 def test_invalid_rules_are_refused_and_nothing_is_stored(
-    keyed: RunningServer, rules: list[object], named: str
+    keyed: InProcessApp, rules: list[object], named: str
 ) -> None:
     key_id, secret = new_key(keyed)
     with client(keyed, secret) as elevenlabs:
@@ -88,7 +88,7 @@ def test_invalid_rules_are_refused_and_nothing_is_stored(
     assert stored(keyed, key_id) == 0
 
 
-def test_a_ten_megabyte_dictionary_is_refused(keyed: RunningServer, tmp_path: Path) -> None:
+def test_a_ten_megabyte_dictionary_is_refused(keyed: InProcessApp, tmp_path: Path) -> None:
     key_id, secret = new_key(keyed)
     rules = [
         {"type": "alias", "string_to_replace": f"w{i}", "alias": "x" * 200} for i in range(50_000)
@@ -100,7 +100,7 @@ def test_a_ten_megabyte_dictionary_is_refused(keyed: RunningServer, tmp_path: Pa
 
 
 def test_the_admin_api_lists_creates_shows_and_deletes_a_keys_dictionaries(
-    keyed: RunningServer,
+    keyed: InProcessApp,
 ) -> None:
     key_id, secret = new_key(keyed)
     path = f"/admin/keys/{key_id}/pronunciation-dictionaries"
@@ -132,11 +132,11 @@ def test_the_admin_api_lists_creates_shows_and_deletes_a_keys_dictionaries(
             assert api.get(f"{path}/{body['id']}").status_code == 404
         assert elevenlabs.post("/v1/text-to-speech/alloy", json=speak).status_code == 404
     # Only the admin key.
-    with httpx.Client(base_url=keyed.url, headers={"Authorization": f"Bearer {secret}"}) as user:
+    with keyed.client(headers={"Authorization": f"Bearer {secret}"}) as user:
         assert user.get(f"/v1{path}").status_code == 403
 
 
-def test_a_key_lists_and_deletes_its_own_dictionaries(keyed: RunningServer) -> None:
+def test_a_key_lists_and_deletes_its_own_dictionaries(keyed: InProcessApp) -> None:
     _, secret = new_key(keyed)
     _, other = new_key(keyed)
     with client(keyed, secret) as elevenlabs:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import httpx
 import httpx2
 import openai
 from fastapi import FastAPI
@@ -29,7 +30,7 @@ from speechgate.api.app import create_app
 from speechgate.api.state import AppState, started
 from speechgate.runtime import Runtime
 from speechgate.settings import Settings
-from tests.helpers.server import RunningServer
+from tests.helpers.server import RunningServer, sdk_client
 
 BASE_URL = "http://testserver"
 
@@ -86,13 +87,18 @@ class InProcessApp:
     def runtime(self) -> Runtime:
         return self.state.runtime
 
+    def client(self, path: str = "", headers: dict[str, str] | None = None) -> httpx2.Client:
+        """A client of the app at `url` + `path`, sending `headers`: its own `httpx2.Client`
+        on the TestClient's transport, so that closing it leaves the app running."""
+        return httpx2.Client(
+            transport=self.http._transport, base_url=self.url + path, headers=headers
+        )
+
     def sdk(self, key: str = "unused") -> openai.OpenAI:
         """The official SDK on the app with `key`, without retries (a retry would hide a
-        failure). Its own `httpx2.Client` on the TestClient's transport: closing it leaves the
-        app running."""
-        http = httpx2.Client(transport=self.http._transport, base_url=self.url)
+        failure)."""
         return openai.OpenAI(
-            base_url=f"{self.url}/v1", api_key=key, max_retries=0, http_client=http
+            base_url=f"{self.url}/v1", api_key=key, max_retries=0, http_client=self.client()
         )
 
     @contextmanager
@@ -132,3 +138,19 @@ def websocket(
     if isinstance(server, InProcessApp):
         return server.websocket(path, headers)
     return connect(server.url.replace("http", "ws") + path, additional_headers=headers)
+
+
+def http_client(
+    server: InProcessApp | RunningServer, path: str = "", headers: dict[str, str] | None = None
+) -> httpx.Client | httpx2.Client:
+    """A client of `server` at its URL + `path`, sending `headers`: in-process, or over a real
+    socket (30 s a request at most)."""
+    if isinstance(server, InProcessApp):
+        return server.client(path, headers)
+    return httpx.Client(base_url=server.url + path, headers=headers, timeout=30)
+
+
+def sdk(server: InProcessApp | RunningServer, key: str = "unused") -> openai.OpenAI:
+    """The official SDK on `server` with `key`, without retries: in-process, or over a real
+    socket."""
+    return server.sdk(key) if isinstance(server, InProcessApp) else sdk_client(server, key)

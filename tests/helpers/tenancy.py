@@ -1,4 +1,5 @@
-"""Keys, tenancy and usage through a real server's HTTP API: what the tenancy tests share."""
+"""Keys, tenancy and usage through the HTTP API (of a real server, or of the app in-process):
+what the tenancy tests share."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import openai
 import pytest
 
@@ -17,7 +19,10 @@ from speechgate.metering.records import UsageRecord
 from speechgate.metering.store import Store
 from speechgate.metering.tenancy import Tenancy
 from tests.helpers.audio import decode_audio
-from tests.helpers.server import RunningServer, sdk_client
+from tests.helpers.inprocess import InProcessApp, http_client, sdk
+from tests.helpers.server import RunningServer
+
+Served = InProcessApp | RunningServer
 
 ADMIN_KEY = "sg-admin-" + "k" * 40
 SHORT = "Hello there."
@@ -26,13 +31,13 @@ SHORT = "Hello there."
 LONG = " ".join(f"This is sentence number {n} of a long text." for n in range(80))
 
 
-def tenancy(server: RunningServer) -> Tenancy:
+def tenancy(server: Served) -> Tenancy:
     found: Tenancy = server.state.tenancy
     return found
 
 
 def spy_usage(
-    server: RunningServer, monkeypatch: pytest.MonkeyPatch, request_prefix: str = ""
+    server: Served, monkeypatch: pytest.MonkeyPatch, request_prefix: str = ""
 ) -> list[UsageRecord]:
     """The usage records `server` makes from now on whose request id starts with
     `request_prefix` (`ws_` for streaming sessions: not the HTTP requests' that a test before
@@ -47,13 +52,11 @@ def spy_usage(
     return records
 
 
-def admin(server: RunningServer) -> httpx.Client:
-    return httpx.Client(
-        base_url=f"{server.url}/v1", headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30
-    )
+def admin(server: Served) -> httpx.Client | httpx2.Client:
+    return http_client(server, "/v1", {"Authorization": f"Bearer {ADMIN_KEY}"})
 
 
-def new_key(server: RunningServer, **limits: Any) -> tuple[str, str]:
+def new_key(server: Served, **limits: Any) -> tuple[str, str]:
     """(id, secret) of a key made through the admin API."""
     with admin(server) as client:
         response = client.post("/admin/keys", json={"name": "test", **limits})
@@ -97,23 +100,19 @@ def stored_key(data_dir: Path, limits: KeyLimits | None = None) -> tuple[str, st
     return key.id, secret
 
 
-def usage(server: RunningServer, key: str, **params: str) -> dict[str, Any]:
-    response = httpx.get(
-        f"{server.url}/v1/usage",
-        params=params,
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=30,
-    )
+def usage(server: Served, key: str, **params: str) -> dict[str, Any]:
+    with http_client(server, headers={"Authorization": f"Bearer {key}"}) as client:
+        response = client.get("/v1/usage", params=params)
     assert response.status_code == 200, response.text
     report: dict[str, Any] = response.json()
     return report
 
 
 def attempt(
-    server: RunningServer, secret: str, model: str = "fake"
+    server: Served, secret: str, model: str = "fake"
 ) -> openai.APIStatusError | dict[str, str]:
     """One speech request: its headers if it succeeded, its error if not."""
-    with sdk_client(server, secret) as client:
+    with sdk(server, secret) as client:
         try:
             response = client.audio.speech.with_raw_response.create(
                 model=model, voice="alloy", input=SHORT, response_format="wav"
