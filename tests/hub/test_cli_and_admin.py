@@ -15,7 +15,7 @@ from speechgate.cli import app
 from speechgate.voices.installed import find
 from tests.helpers.hub import FakeHub, fake_hub, publish_piper_voices
 from tests.helpers.server import running_server
-from tests.helpers.settings import make_settings
+from tests.helpers.settings import fake_settings
 
 KEYS = ["en_US-lessac-medium", "de_DE-thorsten-medium"]
 ADMIN_KEY = "sk-admin-test-key-0123456789abcdefghijkl"
@@ -64,10 +64,8 @@ def test_cli_pull_refuses_an_unknown_reference(hub: FakeHub, tmp_path: Path) -> 
 
 @pytest.fixture(scope="module")
 def server(hub: FakeHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    settings = make_settings(
-        engines=["espeak"],
-        default_engine="espeak",
-        pool={"workers": 1},
+    # The fake engine: pulling installs files; no engine speaks them here.
+    settings = fake_settings(
         auth={"admin_key": ADMIN_KEY},
         hub={"endpoint": hub.url},
         data_dir=tmp_path_factory.mktemp("data"),
@@ -80,7 +78,6 @@ def _admin() -> dict[str, str]:
     return {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
-@pytest.mark.slow
 def test_admin_pull_streams_progress_then_installed(server: str, hub: FakeHub) -> None:
     with httpx.stream(
         "POST",
@@ -107,7 +104,6 @@ def test_admin_pull_streams_progress_then_installed(server: str, hub: FakeHub) -
     ]
 
 
-@pytest.mark.slow
 def test_admin_pull_needs_the_admin_key_and_a_known_ref(server: str) -> None:
     url = f"{server}/v1/admin/voices/pull"
     body = {"ref": "piper:de_DE-thorsten-medium"}
@@ -121,7 +117,6 @@ def test_admin_pull_needs_the_admin_key_and_a_known_ref(server: str) -> None:
     assert malformed.json()["error"]["param"] == "ref"
 
 
-@pytest.mark.slow
 def test_admin_pull_reports_a_checksum_failure_in_the_stream(server: str, hub: FakeHub) -> None:
     # The config: the model's bytes are those of the voice pulled before, already cached.
     path = "de/de_DE/thorsten/medium/de_DE-thorsten-medium.onnx.json"
