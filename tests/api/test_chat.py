@@ -23,7 +23,7 @@ from speechgate.errors import (
 )
 from speechgate.openai_upstream import LlmRelay, iter_sse_data, raise_for_error
 from speechgate.settings import Settings
-from tests.helpers.server import RunningServer, running_server, sdk_client
+from tests.helpers.inprocess import InProcessApp, in_process
 from tests.helpers.settings import fake_settings
 from tests.helpers.upstream import BAD_REQUEST, FakeUpstream, running_upstream
 from tests.helpers.waiting import wait_for
@@ -58,14 +58,14 @@ def upstream(fake_upstream: FakeUpstream) -> FakeUpstream:
 
 
 @pytest.fixture(scope="module")
-def relay(fake_upstream: FakeUpstream) -> Iterator[RunningServer]:
-    with running_server(relay_settings(fake_upstream.url)) as running:
+def relay(fake_upstream: FakeUpstream) -> Iterator[InProcessApp]:
+    with in_process(relay_settings(fake_upstream.url)) as running:
         yield running
 
 
 @pytest.fixture
-def llm(relay: RunningServer) -> Iterator[openai.OpenAI]:
-    with sdk_client(relay) as client:
+def llm(relay: InProcessApp) -> Iterator[openai.OpenAI]:
+    with relay.sdk() as client:
         yield client
 
 
@@ -123,9 +123,9 @@ def test_stream_yields_every_token_in_order(upstream: FakeUpstream, llm: openai.
     assert upstream.finished.is_set()
 
 
-def test_stream_is_server_sent_events(upstream: FakeUpstream, relay: RunningServer) -> None:
+def test_stream_is_server_sent_events(upstream: FakeUpstream, relay: InProcessApp) -> None:
     body = {"model": "fake-llm", "messages": MESSAGES, "stream": True}
-    with httpx.stream("POST", f"{relay.url}/v1/chat/completions", json=body, timeout=30) as sse:
+    with relay.http.stream("POST", "/v1/chat/completions", json=body) as sse:
         assert sse.status_code == 200
         assert sse.headers["content-type"].startswith("text/event-stream")
         text = sse.read().decode()
@@ -181,45 +181,44 @@ def test_upstream_dropping_mid_stream_ends_with_an_error_event(
 @pytest.mark.parametrize(
     ("body", "code"), [(b"[1, 2]", "invalid_body"), (b"{not json", "invalid_json")]
 )
-def test_body_must_be_a_json_object(relay: RunningServer, body: bytes, code: str) -> None:
-    response = httpx.post(
-        f"{relay.url}/v1/chat/completions",
+def test_body_must_be_a_json_object(relay: InProcessApp, body: bytes, code: str) -> None:
+    response = relay.http.post(
+        "/v1/chat/completions",
         content=body,
         headers={"content-type": "application/json"},
-        timeout=30,
     )
     error = assert_envelope(response, 400, code)
     assert error["type"] == "invalid_request_error"
 
 
-def test_route_is_documented(relay: RunningServer) -> None:
-    document = httpx.get(f"{relay.url}/openapi.json", timeout=10).json()
+def test_route_is_documented(relay: InProcessApp) -> None:
+    document = relay.http.get("/openapi.json").json()
     responses = document["paths"]["/v1/chat/completions"]["post"]["responses"]
     assert set(responses["200"]["content"]) == {"application/json", "text/event-stream"}
     assert {"400", "404", "502", "504", "4XX", "5XX"} <= set(responses)
 
 
 @pytest.fixture(scope="module")
-def unreachable() -> Iterator[RunningServer]:
-    with running_server(relay_settings(closed_port_url())) as running:
+def unreachable() -> Iterator[InProcessApp]:
+    with in_process(relay_settings(closed_port_url())) as running:
         yield running
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_unreachable_upstream_is_502(unreachable: RunningServer, stream: bool) -> None:
+def test_unreachable_upstream_is_502(unreachable: InProcessApp, stream: bool) -> None:
     body = {"model": "fake-llm", "messages": MESSAGES, "stream": stream}
-    response = httpx.post(f"{unreachable.url}/v1/chat/completions", json=body, timeout=30)
+    response = unreachable.http.post("/v1/chat/completions", json=body)
     error = assert_envelope(response, 502, "upstream_unavailable")
     assert error["type"] == "server_error"
     assert "127.0.0.1" not in error["message"]  # the upstream's address stays private
 
 
 def test_without_an_upstream_the_route_is_404() -> None:
-    with running_server(relay_settings(None)) as server:
+    with in_process(relay_settings(None)) as server:
         body = {"model": "fake-llm", "messages": MESSAGES}
-        response = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
+        response = server.http.post("/v1/chat/completions", json=body)
         with (
-            sdk_client(server) as client,
+            server.sdk() as client,
             pytest.raises(openai.NotFoundError),
         ):
             client.chat.completions.create(model="fake-llm", messages=MESSAGES)
