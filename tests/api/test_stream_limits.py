@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection, connect
 
 from speechgate.api.stream import SendPacer
 from tests.helpers.clock import Clock, run_on, settle
-from tests.helpers.server import RunningServer, running_server
+from tests.helpers.inprocess import InProcessApp, InProcessWebSocket, in_process
 from tests.helpers.settings import fake_settings
 from tests.helpers.tenancy import ADMIN_KEY, admin, new_key, spy_usage, tenancy
 from tests.helpers.waiting import wait_for
@@ -30,23 +29,22 @@ _WAIT = 20
 
 
 @pytest.fixture(scope="module")
-def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessApp]:
     store = tmp_path_factory.mktemp("store") / "store.db"
     settings = fake_settings(
         auth={"mode": "keys", "admin_key": ADMIN_KEY},
         store={"database_url": f"sqlite:///{store}"},
         sessions={"check_interval": 0.05},
     )
-    with running_server(settings) as server:
+    with in_process(settings) as server:
         yield server
 
 
 @contextmanager
-def open_session(server: RunningServer, secret: str) -> Iterator[ClientConnection]:
+def open_session(server: InProcessApp, secret: str) -> Iterator[InProcessWebSocket]:
     """A session of `secret`'s that has spoken one sentence, and is still open."""
-    with connect(
-        server.url.replace("http", "ws") + "/v1/audio/speech/stream",
-        additional_headers={"Authorization": f"Bearer {secret}"},
+    with server.websocket(
+        "/v1/audio/speech/stream", headers={"Authorization": f"Bearer {secret}"}
     ) as ws:
         update = {"model": "fake", "voice": "alloy", "response_format": "pcm"}
         ws.send(json.dumps({"type": "session.update", "session": update}))
@@ -59,12 +57,12 @@ def open_session(server: RunningServer, secret: str) -> Iterator[ClientConnectio
         yield ws
 
 
-def speak(ws: ClientConnection) -> None:
+def speak(ws: InProcessWebSocket) -> None:
     ws.send(json.dumps({"type": "input_text.delta", "delta": SENTENCE}))
     ws.send(json.dumps({"type": "input_text.flush"}))
 
 
-def closing(ws: ClientConnection) -> tuple[dict[str, Any], int | None]:
+def closing(ws: InProcessWebSocket) -> tuple[dict[str, Any], int | None]:
     """Keep the session talking until the server closes it: its error event and close code."""
     error: dict[str, Any] | None = None
     try:
@@ -84,7 +82,7 @@ def closing(ws: ClientConnection) -> tuple[dict[str, Any], int | None]:
 
 
 def test_a_revoked_key_closes_its_open_session(
-    keyed: RunningServer, monkeypatch: pytest.MonkeyPatch
+    keyed: InProcessApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     records = spy_usage(keyed, monkeypatch, "ws_")
     key_id, secret = new_key(keyed)
@@ -102,7 +100,7 @@ def test_a_revoked_key_closes_its_open_session(
 
 
 def test_an_expired_key_closes_its_open_session(
-    keyed: RunningServer, monkeypatch: pytest.MonkeyPatch
+    keyed: InProcessApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, secret = new_key(keyed, expires_at="2999-01-01T00:00:00Z")
     with open_session(keyed, secret) as ws:
@@ -113,7 +111,7 @@ def test_an_expired_key_closes_its_open_session(
     assert (error["code"], code) == ("invalid_api_key", 1008)
 
 
-def test_a_key_denied_the_sessions_model_closes_it(keyed: RunningServer) -> None:
+def test_a_key_denied_the_sessions_model_closes_it(keyed: InProcessApp) -> None:
     key_id, secret = new_key(keyed)
     with open_session(keyed, secret) as ws:
         with admin(keyed) as client:
@@ -124,7 +122,7 @@ def test_a_key_denied_the_sessions_model_closes_it(keyed: RunningServer) -> None
 
 
 def test_a_session_ends_at_its_maximum_length_and_is_billed(
-    keyed: RunningServer, monkeypatch: pytest.MonkeyPatch
+    keyed: InProcessApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     records = spy_usage(keyed, monkeypatch, "ws_")
     monkeypatch.setattr(keyed.state.settings.sessions, "max_seconds", 0.5)
