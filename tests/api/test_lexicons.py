@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from websockets.sync.client import connect
 from wyoming.audio import AudioChunk, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.tts import Synthesize, SynthesizeVoice
@@ -22,6 +21,7 @@ from wyoming.tts import Synthesize, SynthesizeVoice
 from speechgate.api.app import create_app
 from speechgate.catalog import normalize
 from speechgate.workers.interface import StartupError
+from tests.helpers.inprocess import InProcessApp, http_client, in_process, websocket
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import fake_settings, make_settings
 from tests.helpers.tenancy import ADMIN_KEY, new_key
@@ -39,7 +39,7 @@ def wyoming_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def keyed(tmp_path_factory: pytest.TempPathFactory, wyoming_port: int) -> Iterator[RunningServer]:
+def keyed(tmp_path_factory: pytest.TempPathFactory, wyoming_port: int) -> Iterator[InProcessApp]:
     folder = tmp_path_factory.mktemp("lexicons")
     lexicon = folder / "lexicon.yaml"
     lexicon.write_text(
@@ -51,16 +51,19 @@ def keyed(tmp_path_factory: pytest.TempPathFactory, wyoming_port: int) -> Iterat
         text={"lexicon_path": lexicon},
         wyoming={"uri": f"tcp://127.0.0.1:{wyoming_port}"},
     )
-    with running_server(settings) as server:
+    with in_process(settings) as server:
         yield server
 
 
-def add_dictionary(server: RunningServer, secret: str, *rules: dict[str, Any]) -> dict[str, Any]:
-    made = httpx.post(
-        f"{server.url}/v1/pronunciation-dictionaries/add-from-rules",
-        headers={"xi-api-key": secret},
-        json={"name": "test", "rules": list(rules)},
-    )
+Served = InProcessApp | RunningServer
+
+
+def add_dictionary(server: Served, secret: str, *rules: dict[str, Any]) -> dict[str, Any]:
+    with http_client(server, headers={"xi-api-key": secret}) as http:
+        made = http.post(
+            "/v1/pronunciation-dictionaries/add-from-rules",
+            json={"name": "test", "rules": list(rules)},
+        )
     assert made.status_code == 200, made.text
     body: dict[str, Any] = made.json()
     return body
@@ -74,25 +77,21 @@ def locators(*dictionaries: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def openai_speech(
-    server: RunningServer, secret: str, text: str, model: str = "fake", **extra: Any
+    server: Served, secret: str, text: str, model: str = "fake", **extra: Any
 ) -> httpx.Response:
-    return httpx.post(
-        f"{server.url}/v1/audio/speech",
-        headers={"Authorization": f"Bearer {secret}"},
-        json={"model": model, "voice": "alloy", "input": text, "response_format": "pcm", **extra},
-        timeout=60,
-    )
+    body = {"model": model, "voice": "alloy", "input": text, "response_format": "pcm", **extra}
+    with http_client(server, headers={"Authorization": f"Bearer {secret}"}) as http:
+        return http.post("/v1/audio/speech", json=body)
 
 
 def elevenlabs_timed(
-    server: RunningServer, secret: str, text: str, model: str = "fake", **extra: Any
+    server: Served, secret: str, text: str, model: str = "fake", **extra: Any
 ) -> httpx.Response:
-    return httpx.post(
-        f"{server.url}/v1/text-to-speech/alloy/with-timestamps?output_format=pcm_16000",
-        headers={"xi-api-key": secret},
-        json={"text": text, "model_id": model, **extra},
-        timeout=60,
-    )
+    with http_client(server, headers={"xi-api-key": secret}) as http:
+        return http.post(
+            "/v1/text-to-speech/alloy/with-timestamps?output_format=pcm_16000",
+            json={"text": text, "model_id": model, **extra},
+        )
 
 
 def spoken(response: httpx.Response) -> str:
@@ -105,7 +104,7 @@ def written(response: httpx.Response) -> str:
     return "".join(response.json()["alignment"]["characters"])
 
 
-def test_a_named_alias_changes_what_is_said_on_both_routes(keyed: RunningServer) -> None:
+def test_a_named_alias_changes_what_is_said_on_both_routes(keyed: InProcessApp) -> None:
     _, secret = new_key(keyed)
     mine = add_dictionary(keyed, secret, NGINX)
     text = "We run nginx."
@@ -121,7 +120,7 @@ def test_a_named_alias_changes_what_is_said_on_both_routes(keyed: RunningServer)
 
 
 def test_the_operators_lexicon_applies_to_every_request(
-    keyed: RunningServer, wyoming_port: int
+    keyed: InProcessApp, wyoming_port: int
 ) -> None:
     _, secret = new_key(keyed)
     text, unknown = f"Meet {OPERATOR}.", "Meet Qorblax."
@@ -156,7 +155,7 @@ def wyoming_seconds(port: int, text: str) -> float:
     return asyncio.run(speak())
 
 
-def test_another_keys_dictionary_is_not_found_before_admission(keyed: RunningServer) -> None:
+def test_another_keys_dictionary_is_not_found_before_admission(keyed: InProcessApp) -> None:
     _, theirs = new_key(keyed)
     their_dictionary = add_dictionary(keyed, theirs, NGINX)
     # One request a day: a refusal that had been admitted would leave none for the last one.
@@ -191,17 +190,17 @@ def test_another_keys_dictionary_is_not_found_before_admission(keyed: RunningSer
     assert openai_speech(keyed, secret, "nginx").status_code == 429
 
 
-def test_a_session_naming_another_keys_dictionary_is_refused(keyed: RunningServer) -> None:
+def test_a_session_naming_another_keys_dictionary_is_refused(keyed: InProcessApp) -> None:
     _, theirs = new_key(keyed)
     their_dictionary = add_dictionary(keyed, theirs, NGINX)
     _, secret = new_key(keyed)
-    url = keyed.url.replace("http", "ws") + "/v1/audio/speech/stream"
     session = {
         "model": "fake",
         "voice": "alloy",
         "pronunciation_dictionary_locators": locators(their_dictionary),
     }
-    with connect(url, additional_headers={"Authorization": f"Bearer {secret}"}) as ws:
+    headers = {"Authorization": f"Bearer {secret}"}
+    with websocket(keyed, "/v1/audio/speech/stream", headers) as ws:
         ws.send(json.dumps({"type": "session.update", "session": session}))
         event = json.loads(ws.recv(timeout=30))
     assert event["type"] == "error"
@@ -209,7 +208,7 @@ def test_a_session_naming_another_keys_dictionary_is_refused(keyed: RunningServe
 
 
 @pytest.fixture
-def fake_phonemes(keyed: RunningServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def fake_phonemes(keyed: InProcessApp, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The fake engine as one that cannot speak phonemes, whatever it can."""
     catalog = keyed.runtime.catalog
     for name, model in list(catalog._models.items()):
@@ -222,7 +221,7 @@ def fake_phonemes(keyed: RunningServer, monkeypatch: pytest.MonkeyPatch) -> Iter
 
 @pytest.mark.usefixtures("fake_phonemes")
 def test_a_phoneme_rule_on_an_engine_without_phonemes_is_a_400_naming_it(
-    keyed: RunningServer,
+    keyed: InProcessApp,
 ) -> None:
     _, secret = new_key(keyed)
     mine = add_dictionary(keyed, secret, TOMATO)
@@ -240,7 +239,7 @@ def test_a_phoneme_rule_on_an_engine_without_phonemes_is_a_400_naming_it(
     assert openai_speech(keyed, secret, "A potato.", **named).status_code == 200
 
 
-def test_ssml_the_server_ignores_is_named_in_a_header_on_both_routes(keyed: RunningServer) -> None:
+def test_ssml_the_server_ignores_is_named_in_a_header_on_both_routes(keyed: InProcessApp) -> None:
     _, secret = new_key(keyed)
     text = "<speak><emphasis>Hello</emphasis> <voice name='x'>there</voice>.</speak>"
     assert openai_speech(keyed, secret, text).headers[SSML_IGNORED] == "emphasis, voice"
