@@ -61,7 +61,7 @@ def fake_app() -> Iterator[InProcessApp]:
     """The fake engine's app in this process, for the whole session. Its streaming sessions
     send as fast as the client reads: held to real time (the default), a session of a few
     seconds' audio took as long (the pacer is tests/api/test_stream_limits.py's subject)."""
-    with in_process(fake_settings(session_max_lead_seconds=0)) as app:
+    with in_process(fake_settings(sessions={"max_lead_seconds": 0})) as app:
         yield app
 
 

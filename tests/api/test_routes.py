@@ -112,7 +112,8 @@ routes:
 def routed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessApp]:
     routes = tmp_path_factory.mktemp("routes") / "routes.yaml"
     routes.write_text(ROUTES)
-    with in_process(fake_settings(routes_file=routes, admin_key=ADMIN_KEY)) as app:
+    settings = fake_settings(routing={"routes_file": routes}, auth={"admin_key": ADMIN_KEY})
+    with in_process(settings) as app:
         yield app
 
 

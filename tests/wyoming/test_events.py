@@ -37,7 +37,7 @@ TEXT = "Hello from speechgate. This is the fake engine."
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
     port = free_port()
-    with in_process(fake_settings(wyoming_uri=f"tcp://127.0.0.1:{port}")):
+    with in_process(fake_settings(wyoming={"uri": f"tcp://127.0.0.1:{port}"})):
         yield port
 
 
