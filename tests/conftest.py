@@ -34,7 +34,9 @@ def _remove_data_dir() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def server() -> Iterator[RunningServer]:
-    with running_server(make_settings()) as running:
+    """The real engines' server. Its streaming sessions send as fast as the client reads (as
+    `fake_app`'s): held to real time, each session waited out most of its audio's length."""
+    with running_server(make_settings(sessions={"max_lead_seconds": 0})) as running:
         yield running
 
 
