@@ -21,9 +21,15 @@ from tests.helpers.settings import DATA_DIR, fake_settings, make_settings
 from tests.helpers.tls import share_default_contexts
 
 share_default_contexts()
-# Each test process serves most engines at some point: its workers' fork server imports them all
-# once (pocket-tts and torch take 4 s of CPU), rather than every pocket worker importing its own.
-preload_engines(known_engines())
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A test process that runs real engines (`slow` tests) serves most of them at some point:
+    its workers' fork server imports them all once (pocket-tts and torch take seconds of CPU),
+    rather than every pocket worker importing its own. One that runs only the fake engine (the
+    inner loop, `make test-fast`) imports none of them."""
+    if any(item.get_closest_marker("slow") for item in session.items):
+        preload_engines(known_engines())
 
 
 @pytest.fixture(scope="session", autouse=True)
