@@ -2,30 +2,49 @@
 
 from __future__ import annotations
 
-import os
+import json
+import subprocess
 import sys
-from multiprocessing.connection import Connection
+import textwrap
+from pathlib import Path
 
-from speechgate.workers.forking import CONTEXT, preload_engines
+# Run in an interpreter of its own: this test process's fork server may already be running,
+# started with whatever its earlier tests preloaded (tests/conftest.py), and a running fork
+# server takes no more preloads.
+_CHECK = textwrap.dedent(
+    """
+    import json, os, sys
+    from speechgate.workers.forking import CONTEXT, preload_engines
+
+    def report(conn):
+        engines = sorted(n for n in sys.modules if n.startswith("speechgate.engines."))
+        conn.send((os.getppid(), engines))
+
+    if __name__ == "__main__":
+        preload_engines(["espeak"])
+        receiver, sender = CONTEXT.Pipe(duplex=False)
+        process = CONTEXT.Process(target=report, args=(sender,))
+        process.start()
+        sender.close()
+        parent, engines = receiver.recv()
+        process.join(timeout=30)
+        print(json.dumps({"me": os.getpid(), "parent": parent, "engines": engines,
+                          "exitcode": process.exitcode}))
+    """
+)
 
 
-def _report(conn: Connection) -> None:
-    engines = sorted(name for name in sys.modules if name.startswith("speechgate.engines."))
-    conn.send((os.getppid(), engines))
-
-
-def test_an_engine_process_is_forked_by_the_fork_server_with_its_engine_imported() -> None:
-    # The test processes preload every engine (tests/conftest.py); asking again adds nothing
-    # where the fork server already runs.
-    preload_engines(["espeak"])
-    receiver, sender = CONTEXT.Pipe(duplex=False)
-    process = CONTEXT.Process(target=_report, args=(sender,))
-    process.start()
-    sender.close()
-    parent, engines = receiver.recv()
-    process.join(timeout=30)
-    # Not a child of this process (whose threads' locks it would inherit mid-flight)...
-    assert parent != os.getpid()
+def test_an_engine_process_is_forked_by_the_fork_server_with_its_engine_imported(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "check.py"
+    script.write_text(_CHECK)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    # Not a child of the asking process (whose threads' locks it would inherit mid-flight)...
+    assert seen["parent"] != seen["me"]
     # ...and started with the engine's module, and its runtime, already imported.
-    assert "speechgate.engines.espeak.engine" in engines
-    assert process.exitcode == 0
+    assert "speechgate.engines.espeak.engine" in seen["engines"]
+    assert seen["exitcode"] == 0
