@@ -51,6 +51,11 @@ docs: setup
 system-packages:
 	bash scripts/system-packages.sh
 
+# Bytecode is written for the tests even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE): pytest caches its rewritten test modules only then, and every test
+# process would otherwise compile the suite and the sources afresh (seconds each).
+unexport PYTHONDONTWRITEBYTECODE
+
 # One test process per core (pytest-xdist), each given whole modules, so a module's shared server
 # starts once; TEST_WORKERS=0 runs in this process alone.
 TEST_WORKERS ?= auto

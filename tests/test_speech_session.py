@@ -263,9 +263,25 @@ def segment_spans(events: list[dict[str, Any]]) -> list[tuple[str, float]]:
     return [(text, e["audio_end"] - e["audio_start"]) for text, e in zip(spoken, done, strict=True)]
 
 
-def test_false_periods_spoken_ahead_are_never_heard(fake_server: RunningServer) -> None:
+@pytest.fixture(scope="module")
+def fake_wyoming() -> Iterator[tuple[RunningServer, int]]:
+    """The fake engine served over Wyoming too: the server and its Wyoming port. Its sessions
+    send as fast as the client reads (held to real time, a session of the traps would wait out
+    most of its seconds of audio; the pacer is test_stream_limits' subject)."""
+    port = free_port()
+    settings = fake_settings(
+        wyoming={"uri": f"tcp://127.0.0.1:{port}"}, sessions={"max_lead_seconds": 0}
+    )
+    with running_server(settings) as running:
+        yield running, port
+
+
+def test_false_periods_spoken_ahead_are_never_heard(
+    fake_wyoming: tuple[RunningServer, int],
+) -> None:
     """Each false period's take is synthesized whole (the fake engine's tone, as long as its
     text, marks it) and dropped: what is heard is the whole text's audio, byte for byte."""
+    fake_server, _ = fake_wyoming
     pieces = tokens(TRAPS, WRONG_GUESSES)
     events, audio, jobs = stream_tokens(fake_server, "fake", pieces, WRONG_GUESSES)
     assert [text for text, _ in segment_spans(events)] == segment(TRAPS)
@@ -298,14 +314,6 @@ def test_espeak_text_streamed_in_tokens_is_spoken_as_the_whole_text(
     # Bytes of pcm (24 kHz, 16-bit) in 0.1 s a segment.
     slack = len(streamed) * 4800
     assert len(audio) == pytest.approx(len(whole_pcm(server, "espeak", TRAPS)), abs=slack)
-
-
-@pytest.fixture(scope="module")
-def fake_wyoming() -> Iterator[tuple[RunningServer, int]]:
-    """The fake engine served over Wyoming too: the server and its Wyoming port."""
-    port = free_port()
-    with running_server(fake_settings(wyoming={"uri": f"tcp://127.0.0.1:{port}"})) as running:
-        yield running, port
 
 
 def test_a_wyoming_stream_with_false_periods_is_heard_as_the_whole_text(

@@ -23,6 +23,10 @@ from tests.helpers.server import RunningServer, running_server
 from tests.helpers.settings import fake_settings
 from tests.helpers.waiting import until, wait_for
 
+# Real servers and their processes are the subject: CI runs this module, the inner loop
+# (`make test-fast`) does not.
+pytestmark = pytest.mark.slow
+
 # A tenth of a second a sentence: a LONG text keeps the worker busy for over a second.
 SLOW_FAKE = {"fake": {"chunk_delay": "0.1"}}
 # Twelve sentences: long enough that a burst of requests all arrive while the first is still

@@ -1,7 +1,7 @@
 """The routes that the other fast tests do not reach, in-process on the fake engine, so that the
 inner loop (`make test-fast`) answers on every route of every HTTP front end: the API
 documents, ElevenLabs' streamed speech and voices, the model and voice cards, and the routing
-admin's weights and enable."""
+admin, the keys' admin, usage and readiness."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from speechgate.engines.fake import SECONDS_PER_CHARACTER
 from tests.helpers.audio import decode_audio
 from tests.helpers.inprocess import InProcessApp, in_process
 from tests.helpers.settings import fake_settings
-from tests.helpers.tenancy import ADMIN_KEY
+from tests.helpers.tenancy import ADMIN_KEY, admin, new_key, speak, usage
+from tests.helpers.waiting import wait_for
 
 TEXT = "Hello there. This is the fake engine."
 
@@ -133,3 +134,41 @@ def test_the_routing_admin_sets_weights_and_enables_a_provider(routed: InProcess
         "/v1/audio/speech", json={"model": "tts-1", "voice": "alloy", "input": TEXT}
     )
     assert spoken.status_code == 200, spoken.text
+
+
+def test_the_routing_admin_promotes_reloads_and_reports(routed: InProcessApp) -> None:
+    with routed.client("/v1/admin/routing", {"Authorization": f"Bearer {ADMIN_KEY}"}) as api:
+        promoted = api.post("/routes/tts-1/promote", json={"provider": "two"})
+        assert promoted.status_code == 200, promoted.text
+        assert promoted.json()["routes"]["tts-1"]["weights"] == {"one": 0, "two": 100}
+        unknown = api.post("/routes/tts-1/promote", json={"provider": "nobody"})
+        assert_envelope(unknown, 404, "not_found")
+        # The file again: runtime changes are dropped.
+        reloaded = api.post("/reload")
+        assert reloaded.status_code == 200, reloaded.text
+        assert reloaded.json()["routes"]["tts-1"]["weights"] == {"one": 50, "two": 50}
+        shadow = api.get("/shadow")
+        assert shadow.status_code == 200, shadow.text
+        assert isinstance(shadow.json(), dict)
+    assert routed.http.get("/v1/admin/routing").status_code == 401
+
+
+@pytest.fixture(scope="module")
+def keyed() -> Iterator[InProcessApp]:
+    with in_process(fake_settings(auth={"mode": "keys", "admin_key": ADMIN_KEY})) as app:
+        yield app
+
+
+def test_readiness_keys_and_usage(keyed: InProcessApp) -> None:
+    assert keyed.http.get("/readyz").status_code == 200
+    key_id, secret = new_key(keyed)
+    with admin(keyed) as api:
+        assert key_id in [key["id"] for key in api.get("/admin/keys").json()["data"]]
+        one = api.get(f"/admin/keys/{key_id}")
+        assert one.status_code == 200, one.text
+        assert one.json()["id"] == key_id and "key" not in one.json()
+        assert_envelope(api.get("/admin/keys/nobody"), 404, "key_not_found")
+    with keyed.sdk(secret) as client:
+        speak(client, TEXT)
+    wait_for(lambda: usage(keyed, secret)["total"]["requests"] == 1)
+    assert usage(keyed, secret)["total"]["characters"] == len(TEXT)

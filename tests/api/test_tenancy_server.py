@@ -35,6 +35,10 @@ from tests.helpers.tenancy import (
 )
 from tests.helpers.waiting import wait_for
 
+# Real servers and their processes are the subject: CI runs this module, the inner loop
+# (`make test-fast`) does not.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def keyed(

@@ -17,6 +17,10 @@ from tests.helpers.relay import ADMIN_KEY, TEXT, Pair, engine_settings, speak
 from tests.helpers.server import RunningServer, free_port, running_server, sdk_client
 from tests.helpers.waiting import wait_for
 
+# Real servers and their processes are the subject: CI runs this module, the inner loop
+# (`make test-fast`) does not.
+pytestmark = pytest.mark.slow
+
 UPSTREAM_KEY = "upstream-key-never-logged"
 # Minutes of speech: more than the socket buffers between client and upstream can hold.
 LONG = " ".join(["Section one explains the budget and the schedule in plain words."] * 60)
