@@ -57,9 +57,7 @@ class FakeEngine:
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> FakeEngine:
-        unknown = set(config.options) - set(_OPTIONS)
-        if unknown:
-            raise ValueError(f"fake takes {sorted(_OPTIONS)}, got {sorted(unknown)}")
+        PLUGIN.check_options(config.options)
         model = config.options.get("model")
         if model is not None and not Path(model).is_file():
             raise FileNotFoundError(f"fake model {model} not found")

@@ -21,6 +21,7 @@ import numpy as np
 from speechgate.audio.pcm import PcmChunk, Samples
 from speechgate.audio.stretch import stretch
 from speechgate.engines.base import EngineConfig, SynthesisRequest, Voice
+from speechgate.engines.espeak import PLUGIN
 from speechgate.text import phonemes as phoneme_blocks
 from speechgate.text.rewrite import Rewrite
 from speechgate.text.segment import offsets, segment
@@ -255,8 +256,7 @@ class EspeakEngine:
     @classmethod
     def from_config(cls, config: EngineConfig) -> EspeakEngine:
         """`threads` is unused: espeak-ng synthesizes on the calling thread."""
-        if config.options:
-            raise ValueError(f"espeak takes no options, got {sorted(config.options)}")
+        PLUGIN.check_options(config.options)
         return cls()
 
     @property
