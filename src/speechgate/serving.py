@@ -201,6 +201,14 @@ class Call:
         meter.stream = answer.progress
         return answer
 
+    async def admit(self, caller: Caller, model: str, voice: str, engine: str) -> None:
+        """Apply `caller`'s limits to a metered request that is no speech (a voice cloned: it
+        takes a worker); raises the refusal if it may not run now."""
+        meter = self.meter
+        meter.principal = caller.principal
+        meter.model, meter.voice, meter.engine, meter.characters = model, voice, engine, 0
+        await self._admit(caller)
+
     async def _admit(self, caller: Caller) -> None:
         meter = self.meter
         admission = await self._serving.tenancy.admit(

@@ -2,8 +2,8 @@
 
 `UsageMiddleware` gives every speech request its `Call` (`speechgate.serving`) and, when the
 request is over (answered, failed or abandoned by its client), finishes it: its limits freed,
-its usage recorded. `authenticate` guards the /v1 routes; `admit_speech` applies a key's limits
-to a cloning request (speech is admitted by its call); `require_admin` guards the admin API.
+its usage recorded (a cloning request is admitted by its call too). `authenticate` guards the
+/v1 routes; `require_admin` guards the admin API.
 """
 
 from __future__ import annotations
@@ -86,18 +86,6 @@ async def require_admin(request: Request) -> Principal:
     if token is None:
         raise AuthenticationFailed("The admin API needs 'Authorization: Bearer <admin key>'.")
     raise PermissionDenied("The admin API needs the admin key.", code="admin_key_required")
-
-
-async def admit_speech(request: Request, model: str, voice: str, characters: int) -> Meter:
-    """Apply the caller's limits to a metered request that is no speech (a voice cloned: it
-    takes a worker); 403 or 429 if it may not run now."""
-    meter: Meter = request.state.meter
-    meter.model, meter.voice, meter.characters = model, voice, characters
-    principal: Principal = request.state.principal
-    admission = await get_tenancy(request).admit(principal, model, characters)
-    meter.admission = admission
-    meter.headers = admission.headers
-    return meter
 
 
 class UsageMiddleware:

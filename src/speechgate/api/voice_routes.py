@@ -11,7 +11,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 
-from speechgate.api.access import CurrentPrincipal, admit_speech
+from speechgate.api.access import CurrentPrincipal
+from speechgate.api.http import caller
 from speechgate.api.schemas import (
     StoredVoiceCard,
     VoiceCard,
@@ -24,6 +25,7 @@ from speechgate.catalog import Catalog
 from speechgate.cloning.cloner import VoiceCloning
 from speechgate.cloning.library import StoredVoice
 from speechgate.errors import PayloadTooLarge
+from speechgate.serving import Call
 from speechgate.voices.naming import matches_filter
 
 router = APIRouter()
@@ -98,8 +100,8 @@ async def create_voice(
     engine = voices.engine(model)
     # The key's model list names what clients send: the model asked for, or else the engine
     # that clones by default.
-    meter = await admit_speech(request, model or engine.name, name, 0)
-    meter.engine = engine.name
+    call: Call = request.state.call
+    await call.admit(caller(request), model or engine.name, name, engine.name)
     limit = app_state(request).settings.cloning.max_upload_bytes
     data = await audio_sample.read(limit + 1)
     if len(data) > limit:
