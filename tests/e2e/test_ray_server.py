@@ -1,10 +1,11 @@
-"""The Ray Serve backend: a real server on a local Ray instance, real engines, the SDK.
+"""The Ray Serve backend: a real server on a local Ray instance, its replicas, the SDK.
 
 One Ray instance (2 CPUs, no dashboard) serves the whole module: it takes seconds to start.
 The server runs one replica per engine with a queue of one, so that a burst overflows Ray's
-queue and a killed replica is the only one. espeak-ng checks the audio; Piper, some 100
-times slower, gives jobs that are still running when a test acts on them (a replica renders
-without waiting for its listener, so espeak-ng would have finished).
+queue and a killed replica is the only one. espeak-ng checks the audio; the fake engine, which
+spends `SENTENCE_DELAY` on each sentence, gives jobs that are still running when a test acts
+on them (a replica renders without waiting for its listener, so espeak-ng would have finished)
+without a model to load in every replica Ray starts.
 """
 
 from __future__ import annotations
@@ -35,11 +36,14 @@ from tests.helpers.waiting import until, wait_for
 pytestmark = pytest.mark.slow
 
 TEXT = "The quick brown fox jumps over the lazy dog. Then it runs far away into the quiet woods."
-# The longest input allowed, about four minutes of speech: many seconds of work for Piper.
+# Seconds the fake engine spends on each sentence: long enough for a burst to overflow the
+# queue behind one job, yet only sleep, where a real engine's work would take a core.
+SENTENCE_DELAY = 0.1
+# The longest input allowed, in 56 sentences: seconds of work for the slow engine.
 LONG = " ".join(
     f"Sentence number {n} goes on for a while, so that the replica stays busy." for n in range(56)
 )[:4096]
-# About half a minute of speech: a second or more for Piper, in a dozen segments.
+# About half a minute of speech in a dozen sentences: a second or more for the slow engine.
 MEDIUM = " ".join(f"Here is sentence number {n} of a medium passage." for n in range(12))
 
 
@@ -48,8 +52,9 @@ def ray_server() -> Iterator[RunningServer]:
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
     try:
         settings = make_settings(
-            engines=["espeak", "piper"],
+            engines=["espeak", "fake"],
             default_engine="espeak",
+            engine_options={"fake": {"chunk_delay": str(SENTENCE_DELAY)}},
             pool={"backend": "ray", "queue_size": 1, "max_queue_wait": 60},
             ray={"replicas": 1, "health_check_period": 0.5},
             # A killed replica is replaced once a health check finds it dead: Serve's 10 s
@@ -112,9 +117,9 @@ def test_formats_are_spoken_through_ray(
 def test_audio_streams_while_the_replica_is_still_speaking(
     client: openai.OpenAI, ray_server: RunningServer
 ) -> None:
-    pool = pool_of(ray_server, "piper")
+    pool = pool_of(ray_server, "fake")
     with client.audio.speech.with_streaming_response.create(
-        model="piper", voice="alloy", input=MEDIUM, response_format="mp3"
+        model="fake", voice="alloy", input=MEDIUM, response_format="mp3"
     ) as response:
         # The first audio is here while the replica still has the rest of the text to speak.
         parts, speaking_at_first_audio = read_streamed(
@@ -128,10 +133,10 @@ def test_audio_streams_while_the_replica_is_still_speaking(
 def test_a_client_that_leaves_cancels_its_job_and_the_next_is_served(
     ray_server: RunningServer,
 ) -> None:
-    pool = pool_of(ray_server, "piper")
+    pool = pool_of(ray_server, "fake")
     before = replica_jobs(pool)
     with httpx.stream(
-        "POST", f"{ray_server.url}/v1/audio/speech", json=speech(LONG, model="piper"), timeout=60
+        "POST", f"{ray_server.url}/v1/audio/speech", json=speech(LONG, model="fake"), timeout=60
     ) as response:
         next(response.iter_bytes())
     # Leaving the block closed the connection mid-stream: the replica's job stops.
@@ -139,7 +144,7 @@ def test_a_client_that_leaves_cancels_its_job_and_the_next_is_served(
     assert after["cancelled"] - before["cancelled"] == 1
     assert after["completed"] == before["completed"]
     served = httpx.post(
-        f"{ray_server.url}/v1/audio/speech", json=speech(TEXT, model="piper"), timeout=60
+        f"{ray_server.url}/v1/audio/speech", json=speech(TEXT, model="fake"), timeout=60
     )
     assert served.status_code == 200
     assert decode_audio(served.content, "pcm").rms > 0.01
@@ -151,7 +156,7 @@ def test_a_client_that_leaves_cancels_its_job_and_the_next_is_served(
 def test_a_burst_beyond_rays_queue_is_answered_429_with_retry_after(
     ray_server: RunningServer,
 ) -> None:
-    pool = pool_of(ray_server, "piper")
+    pool = pool_of(ray_server, "fake")
 
     def refused() -> int:  # by Ray's queue bound, or before that by the predicted wait
         return pool.stats().rejected["queue_full"] + pool.stats().rejected["predicted_wait"]
@@ -163,7 +168,7 @@ def test_a_burst_beyond_rays_queue_is_answered_429_with_retry_after(
             return await asyncio.gather(
                 *(
                     client.post(
-                        f"{ray_server.url}/v1/audio/speech", json=speech(MEDIUM, model="piper")
+                        f"{ray_server.url}/v1/audio/speech", json=speech(MEDIUM, model="fake")
                     )
                     for _ in range(6)
                 )
@@ -186,7 +191,7 @@ def test_a_burst_beyond_rays_queue_is_answered_429_with_retry_after(
 def test_a_replica_killed_mid_stream_cuts_the_stream_and_ray_replaces_it(
     ray_server: RunningServer,
 ) -> None:
-    pool = pool_of(ray_server, "piper")
+    pool = pool_of(ray_server, "fake")
     before = pool.stats()
     killed: list[int] = []
     with (
@@ -194,7 +199,7 @@ def test_a_replica_killed_mid_stream_cuts_the_stream_and_ray_replaces_it(
         httpx.stream(
             "POST",
             f"{ray_server.url}/v1/audio/speech",
-            json=speech(LONG, model="piper"),
+            json=speech(LONG, model="fake"),
             timeout=60,
         ) as response,
     ):
@@ -212,7 +217,7 @@ def test_a_replica_killed_mid_stream_cuts_the_stream_and_ray_replaces_it(
     with (
         sdk_client(ray_server) as client,
         client.audio.speech.with_streaming_response.create(
-            **speech(TEXT, model="piper")
+            **speech(TEXT, model="fake")
         ) as streamed,
     ):
         for part in streamed.iter_bytes():
