@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import io
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner, Result
 
+from speechgate.cli import app
 from speechgate.spoken_chat import speak_answer
 from tests.helpers.audio import decode_audio
 from tests.helpers.server import RunningServer, running_server
@@ -24,22 +24,35 @@ FIRST = ["The", " answer", " is", " forty", "-two", "."]
 SECOND = [" It", " has", " always", " been", " so", "."]
 
 
-@pytest.fixture
-def upstream() -> Iterator[FakeUpstream]:
-    with running_upstream(FakeUpstream(tokens=FIRST + SECOND)) as fake:
+@pytest.fixture(scope="module")
+def module_upstream() -> Iterator[FakeUpstream]:
+    with running_upstream() as fake:
         yield fake
 
 
 @pytest.fixture
-def relay(upstream: FakeUpstream) -> Iterator[RunningServer]:
+def upstream(module_upstream: FakeUpstream) -> FakeUpstream:
+    module_upstream.reset()
+    module_upstream.tokens = FIRST + SECOND
+    return module_upstream
+
+
+@pytest.fixture(scope="module")
+def relay(module_upstream: FakeUpstream) -> Iterator[RunningServer]:
     settings = make_settings(
         engines=["espeak"],
         default_engine="espeak",
         pool={"workers": 1},
-        llm={"base_url": upstream.url},
+        llm={"base_url": module_upstream.url},
     )
     with running_server(settings) as server:
         yield server
+
+
+def chat(*args: str) -> Result:
+    """`speechgate chat` in this process (typer's runner): what the command does, not how a
+    process starts, is the subject; the entry point has tests of its own."""
+    return CliRunner().invoke(app, ["chat", *args])
 
 
 def test_first_sentence_is_heard_before_the_second_is_written(
@@ -73,25 +86,8 @@ def test_chat_command_speaks_the_answer_into_a_file(
     relay: RunningServer, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     output = tmp_path / "answer.mp3"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "speechgate.cli",
-            "chat",
-            "Why?",
-            "--speak",
-            str(output),
-            "--url",
-            relay.url,
-            "--model",
-            "espeak",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    result = chat("Why?", "--speak", str(output), "--url", relay.url, "--model", "espeak")
+    assert result.exit_code == 0, result.output
     assert "The answer is forty-two." in result.stdout
     audio = decode_audio(output.read_bytes(), "mp3")
     assert audio.duration > 2.0
@@ -101,11 +97,6 @@ def test_chat_command_speaks_the_answer_into_a_file(
 def test_chat_command_without_speech_prints_the_answer(
     relay: RunningServer, upstream: FakeUpstream
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "speechgate.cli", "chat", "Why?", "--url", relay.url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    result = chat("Why?", "--url", relay.url)
+    assert result.exit_code == 0, result.output
     assert "It has always been so." in result.stdout
