@@ -67,9 +67,11 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
         yield url, path, server
 
 
-def test_sighup_reloads_the_routes_without_dropping_a_request_under_way(
+def test_sighup_and_the_cli_change_the_routes_of_the_running_server(
     served: tuple[str, Path, subprocess.Popen[str]],
 ) -> None:
+    """One server for both ways of changing its routes (a server is seconds of start-up):
+    SIGHUP first, then the CLI, then its log once it has stopped."""
     url, path, server = served
     port = int(url.rsplit(":", 1)[1])
     body = {"model": "relay", "voice": "en-us", "input": LONG, "response_format": "pcm"}
@@ -91,14 +93,9 @@ def test_sighup_reloads_the_routes_without_dropping_a_request_under_way(
     path.write_text("routes: [", encoding="utf-8")
     server.send_signal(signal.SIGHUP)
     assert weights(url) == {"local": 20, "self": 80}
-    server.terminate()
-    assert "routes not reloaded" in server.communicate(timeout=30)[0]
 
-
-def test_the_cli_changes_weights_promotes_and_disables(
-    served: tuple[str, Path, subprocess.Popen[str]],
-) -> None:
-    url, _, _ = served
+    # The CLI, on the routes of a valid file again.
+    routes(path, port, timeout=30, local=100, canary=0)
     assert cli("weights", "canary", "local=75", "self=25", url=url)["routes"]["canary"][  # type: ignore[index]
         "weights"
     ] == {"local": 75, "self": 25}
@@ -124,3 +121,6 @@ def test_the_cli_changes_weights_promotes_and_disables(
         timeout=60,
     )
     assert failed.returncode == 1 and "403" in failed.stdout
+
+    server.terminate()
+    assert "routes not reloaded" in server.communicate(timeout=30)[0]
