@@ -6,11 +6,12 @@ import base64
 import json
 import re
 from collections.abc import Iterator
+from importlib.util import find_spec
 from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, Request, Route, expect
+from playwright.sync_api import BrowserContext, Page, Request, Route, expect
 
 from tests.helpers.audio import decode_audio
 from tests.helpers.browser import chromium
@@ -38,13 +39,16 @@ expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
+def browser_context() -> Iterator[BrowserContext]:
+    """One browser context for the module: each test opens its own page in it (a new context
+    costs a second of CPU more than a new page), and leaves its origin's storage empty."""
     with chromium() as browser:
-        yield browser
+        context = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-US")
+        yield context
+        context.close()
 
 
-def open_page(browser: Browser, url: str) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-US")
+def open_page(context: BrowserContext, url: str) -> Iterator[Page]:
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
@@ -52,14 +56,19 @@ def open_page(browser: Browser, url: str) -> Iterator[Page]:
     page.goto(f"{url}/")
     # The voice list is filled from the server once the models are known.
     expect(page.locator("#voice option")).not_to_have_count(0)
-    yield page
-    context.close()
+    try:
+        yield page
+    finally:
+        # The saved API key lives in the origin's storage, shared by the context's pages: the
+        # next test's page starts without one, as in a browser of its own.
+        page.evaluate("localStorage.clear()")
+        page.close()
     assert not errors, errors
 
 
 @pytest.fixture
-def page(browser: Browser, server: RunningServer) -> Iterator[Page]:
-    yield from open_page(browser, server.url)
+def page(browser_context: BrowserContext, server: RunningServer) -> Iterator[Page]:
+    yield from open_page(browser_context, server.url)
 
 
 def player_wav(page: Page) -> bytes:
@@ -217,35 +226,52 @@ def test_no_cloning_panel_without_a_model_that_clones(page: Page) -> None:
     expect(page.locator("#clone-card")).to_be_hidden()
 
 
-@pytest.fixture(scope="module")
-def cloning_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """Piper and pocket-tts (the tiny random-weight model, which can clone), one worker each."""
-    pytest.importorskip("pocket_tts")
-    from tests.helpers.pocket import build_tiny_model
+ADMIN_KEY = "sk-admin-playground-0123456789abcdefghij"
+HUB_VOICES = ["en_US-lessac-medium", "de_DE-thorsten-medium"]
 
-    model = build_tiny_model(tmp_path_factory.mktemp("pocket-model"))
-    options = {"pocket": {"config": str(model / "config.yaml"), "eos_threshold": "1e9"}}
-    settings = make_settings(
-        engines=["piper", "pocket"],
-        pool={"workers": 1},
-        engine_options=options,
-        data_dir=tmp_path_factory.mktemp("data"),
-    )
-    with running_server(settings) as server:
-        yield server
+
+@pytest.fixture(scope="module")
+def admin_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """Piper and pocket-tts (the tiny random-weight model, which can clone), one worker each,
+    with the admin API on, pulling from a fake hub on loopback: the cloning and the Voices
+    card's tests share it (cloned voices are kept in the store, pulled ones in the models
+    folder). Without pocket-tts, Piper alone: the cloning tests skip, the Voices card's runs."""
+    from tests.helpers.hub import fake_hub, publish_piper_voices
+
+    engines: list[str] = ["piper"]
+    options: dict[str, dict[str, str]] = {}
+    if find_spec("pocket_tts") is not None:
+        from tests.helpers.pocket import build_tiny_model
+
+        model = build_tiny_model(tmp_path_factory.mktemp("pocket-model"))
+        engines.append("pocket")
+        options["pocket"] = {"config": str(model / "config.yaml"), "eos_threshold": "1e9"}
+    with fake_hub() as hub:
+        publish_piper_voices(hub, HUB_VOICES)
+        settings = make_settings(
+            engines=engines,
+            pool={"workers": 1},
+            engine_options=options,
+            auth={"admin_key": ADMIN_KEY},
+            hub={"endpoint": hub.url},
+            data_dir=tmp_path_factory.mktemp("data"),
+        )
+        with running_server(settings) as server:
+            yield server
 
 
 @pytest.fixture
-def cloning_page(browser: Browser, cloning_server: RunningServer) -> Iterator[Page]:
-    yield from open_page(browser, cloning_server.url)
+def cloning_page(browser_context: BrowserContext, admin_server: RunningServer) -> Iterator[Page]:
+    pytest.importorskip("pocket_tts")
+    yield from open_page(browser_context, admin_server.url)
 
 
 def test_clone_a_voice_from_a_clip_and_speak_with_it(
-    cloning_page: Page, cloning_server: RunningServer, tmp_path: Path
+    cloning_page: Page, admin_server: RunningServer, tmp_path: Path
 ) -> None:
     page = cloning_page
     clip = httpx.post(
-        f"{cloning_server.url}/v1/audio/speech",
+        f"{admin_server.url}/v1/audio/speech",
         json={"model": "piper", "voice": "alloy", "input": TEXT, "response_format": "wav"},
         timeout=60,
     )
@@ -265,7 +291,7 @@ def test_clone_a_voice_from_a_clip_and_speak_with_it(
     expect(page.locator("#voice option:checked")).to_have_text("playground-voice \u00b7 cloned")
     voice_id = page.locator("#voice").input_value()
     assert voice_id.startswith("voice_")
-    listed = httpx.get(f"{cloning_server.url}/v1/audio/voices?model=pocket", timeout=10).json()
+    listed = httpx.get(f"{admin_server.url}/v1/audio/voices?model=pocket", timeout=10).json()
     assert voice_id in {voice["id"] for voice in listed["voices"]}
 
     page.fill("#text", "Spoken in the cloned voice.")
@@ -327,32 +353,10 @@ def test_no_voices_card_without_the_admin_api(page: Page) -> None:
     expect(page.locator("#voices-card")).to_be_hidden()
 
 
-ADMIN_KEY = "sk-admin-playground-0123456789abcdefghij"
-HUB_VOICES = ["en_US-lessac-medium", "de_DE-thorsten-medium"]
-
-
-@pytest.fixture(scope="module")
-def voices_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """Piper (one worker) with the admin API on, pulling from a fake hub on loopback."""
-    from tests.helpers.hub import fake_hub, publish_piper_voices
-
-    with fake_hub() as hub:
-        publish_piper_voices(hub, HUB_VOICES)
-        settings = make_settings(
-            engines=["piper"],
-            pool={"workers": 1},
-            auth={"admin_key": ADMIN_KEY},
-            hub={"endpoint": hub.url},
-            data_dir=tmp_path_factory.mktemp("voices"),
-        )
-        with running_server(settings) as server:
-            yield server
-
-
 def test_search_and_pull_a_voice_then_pick_it(
-    browser: Browser, voices_server: RunningServer
+    browser_context: BrowserContext, admin_server: RunningServer
 ) -> None:
-    for page in open_page(browser, voices_server.url):
+    for page in open_page(browser_context, admin_server.url):
         card = page.locator("#voices-card")
         # No key yet: the admin API answers 401, and the card says which key it needs.
         expect(card).to_be_visible()
