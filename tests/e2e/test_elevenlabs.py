@@ -6,16 +6,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from elevenlabs import AsyncElevenLabs, ElevenLabs, VoiceSettings
 from elevenlabs.core.api_error import ApiError
+from elevenlabs.types import VoiceSettings
 
 from tests.helpers.audio import DecodedAudio, decode_audio
 from tests.helpers.server import RunningServer, running_server, sdk_client
 from tests.helpers.settings import make_settings
+
+# The SDK's clients take a third of a second of CPU to import: imported where a test makes
+# one, not in every test process that collects this module.
+if TYPE_CHECKING:
+    from elevenlabs import AsyncElevenLabs, ElevenLabs
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +63,8 @@ def key(server: RunningServer) -> str:
 @contextmanager
 def eleven(server: RunningServer, key: str) -> Iterator[ElevenLabs]:
     """The SDK pointed at `server`; its HTTP client is passed in only so it can be closed."""
+    from elevenlabs import ElevenLabs
+
     with httpx.Client(timeout=60) as http:
         yield ElevenLabs(base_url=server.url, api_key=key, httpx_client=http)
 
@@ -151,6 +158,8 @@ def test_language_code_picks_a_voice_of_that_language(client: ElevenLabs) -> Non
 
 
 def test_async_client_converts_and_streams(server: RunningServer, key: str) -> None:
+    from elevenlabs import AsyncElevenLabs
+
     async def main() -> tuple[bytes, bytes]:
         async with httpx.AsyncClient(timeout=60) as http:
             client = AsyncElevenLabs(base_url=server.url, api_key=key, httpx_client=http)

@@ -9,18 +9,22 @@ import base64
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
 import pytest
-from elevenlabs import AsyncElevenLabs, ElevenLabs
 from elevenlabs.core.api_error import ApiError
 from elevenlabs.types import CharacterAlignmentResponseModel
 
 from tests.helpers.audio import DecodedAudio, decode_audio
 from tests.helpers.server import RunningServer, refusing_port, running_server
 from tests.helpers.settings import fake_settings, make_settings
+
+# The SDK's clients take a third of a second of CPU to import: imported where a test makes
+# one, not in every test process that collects this module.
+if TYPE_CHECKING:
+    from elevenlabs import ElevenLabs
 
 pytestmark = pytest.mark.slow
 
@@ -62,6 +66,8 @@ def key(server: RunningServer) -> str:
 
 @contextmanager
 def eleven(url: str, key: str | None) -> Iterator[ElevenLabs]:
+    from elevenlabs import ElevenLabs
+
     with httpx.Client(timeout=60) as http:
         yield ElevenLabs(base_url=url, api_key=key, httpx_client=http)
 
@@ -141,6 +147,8 @@ def test_stream_with_timestamps_sends_each_chunk_with_the_characters_new_with_it
 
 
 def test_the_async_client_gets_both(server: RunningServer, key: str) -> None:
+    from elevenlabs import AsyncElevenLabs
+
     async def main() -> tuple[Any, list[Any]]:
         async with httpx.AsyncClient(timeout=60) as http:
             client = AsyncElevenLabs(base_url=server.url, api_key=key, httpx_client=http)

