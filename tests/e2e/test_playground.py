@@ -131,6 +131,27 @@ def test_download_in_a_compressed_format(page: Page) -> None:
     assert audio.rms > 0.01
 
 
+def test_speak_at_once_after_picking_a_model_sends_one_of_its_voices(
+    page: Page, server: RunningServer
+) -> None:
+    # Picking a model loads its voices; a Speak clicked meanwhile must not send the voice the
+    # last model's list had selected. The voice list is held back until Speak was clicked.
+    held: list[Route] = []
+    page.route(re.compile(r"/v1/audio/voices\?model=espeak$"), lambda route: held.append(route))
+    assert page.input_value("#model") == "piper"
+    page.select_option("#model", "espeak")
+    while not held:
+        page.wait_for_timeout(20)
+    page.fill("#text", "Right away.")
+    with page.expect_request(re.compile(r"/v1/audio/speech$")) as sent:
+        page.click("#speak")
+        held[0].continue_()
+    listed = httpx.get(f"{server.url}/v1/audio/voices", params={"model": "espeak"}, timeout=30)
+    assert sent.value.post_data_json["voice"] in {voice["id"] for voice in listed.json()["voices"]}
+    expect(page.locator("#speak-state")).to_have_text("Done.")
+    expect(page.locator("#speak-error")).to_be_hidden()
+
+
 def test_empty_text_shows_the_servers_error(page: Page) -> None:
     page.fill("#text", "")
     page.click("#speak")

@@ -187,7 +187,7 @@ async function* sseEvents(body) {
 
 // --- models and voices ----------------------------------------------------------------------------
 
-const state = { voices: [], models: [], player: null, abort: null, last: null };
+const state = { voices: [], voicesLoading: null, models: [], player: null, abort: null, last: null };
 
 function option(value, label) {
   const element = document.createElement("option");
@@ -216,7 +216,13 @@ function voiceLabel(voice) {
   return [voice.name, ...details].join(" · ");
 }
 
-async function loadVoices(select = null) {
+/** Fill the voice select with the selected model's voices (`select`: the one to select). */
+function loadVoices(select = null) {
+  state.voicesLoading = fillVoices(select);
+  return state.voicesLoading;
+}
+
+async function fillVoices(select) {
   const model = $("model").value;
   const { voices } = await getJSON(`/v1/audio/voices?model=${encodeURIComponent(model)}`);
   state.voices = voices;
@@ -277,6 +283,9 @@ async function speak() {
   $("stop").disabled = false;
   $("download").disabled = true;
   $("speak-state").textContent = "Synthesizing…";
+  // A model picked a moment ago: until its voices are in, the voice selected is the last
+  // model's, which this one would refuse.
+  await state.voicesLoading?.catch(() => {});
   const body = speechBody("pcm", true);
   const started = performance.now();
   let first = null;
