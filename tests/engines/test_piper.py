@@ -1,4 +1,9 @@
-"""One Piper engine, many voices: the embedded joe plus every installed Piper voice."""
+"""One Piper engine, many voices: the embedded joe plus every installed Piper voice.
+
+Every installed voice here is a link to joe's model and every engine keeps its optimized copies
+in the run's data directory, as a worker does: a model loads from that copy (a fraction of a
+second) rather than being optimized again for each voice and each test.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from speechgate.pipeline import SEGMENT_PAUSE, OutputSpec, speak_timed
 from speechgate.workers.pool import WorkerPool
 from tests.helpers.audio import decode_audio, sibilant_onset
 from tests.helpers.piper import install_piper_voice, joe_config
+from tests.helpers.settings import engine_data_dir
 
 JOE = "en_US-joe-medium"
 pytestmark = pytest.mark.slow
@@ -27,8 +33,17 @@ TEXT = "One sentence of speech."
 
 def engine_over(models: Path, loaded_voices: int = 4) -> PiperEngine:
     return PiperEngine.from_config(
-        EngineConfig("piper", models_dir=str(models), loaded_voices=loaded_voices)
+        EngineConfig(
+            "piper",
+            models_dir=str(models),
+            loaded_voices=loaded_voices,
+            data_dir=engine_data_dir("piper"),
+        )
     )
+
+
+def install(models: Path, key: str, config: dict[str, Any] | None = None) -> None:
+    install_piper_voice(models, key, config, linked=True)
 
 
 @pytest.fixture
@@ -38,8 +53,8 @@ def models(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def two_installed(models: Path) -> Iterator[PiperEngine]:
-    install_piper_voice(models, "en_US-amy-medium")
-    install_piper_voice(models, "en_GB-alan-low")
+    install(models, "en_US-amy-medium")
+    install(models, "en_GB-alan-low")
     engine = engine_over(models, loaded_voices=1)
     yield engine
     engine.close()
@@ -47,8 +62,8 @@ def two_installed(models: Path) -> Iterator[PiperEngine]:
 
 @pytest.fixture(scope="module")
 def joe() -> Iterator[PiperEngine]:
-    """The default engine, the embedded joe alone; each load of a model costs most of a second."""
-    engine = PiperEngine.from_config(EngineConfig("piper"))
+    """The default engine, the embedded joe alone, loaded once for the tests that only speak."""
+    engine = PiperEngine.from_config(EngineConfig("piper", data_dir=engine_data_dir("piper")))
     yield engine
     engine.close()
 
@@ -61,8 +76,8 @@ def steady(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PiperEngine]:
     models = tmp_path_factory.mktemp("steady") / "models"
     config: dict[str, Any] = joe_config()
     config["inference"] = config["inference"] | {"noise_w": 0.0}
-    install_piper_voice(models, "en_US-steady-medium", config)
-    install_piper_voice(
+    install(models, "en_US-steady-medium", config)
+    install(
         models, "en_US-steady-low", config | {"audio": {"sample_rate": 16000, "quality": "low"}}
     )
     engine = engine_over(models)
@@ -81,13 +96,13 @@ def rms(pcm: PcmChunk) -> float:
 
 
 def test_installed_voices_are_listed_with_language_and_quality(models: Path) -> None:
-    install_piper_voice(models, "en_US-amy-medium")
+    install(models, "en_US-amy-medium")
     # A config without `language` (older Piper voices) falls back to its espeak voice.
     german = joe_config() | {"espeak": {"voice": "de"}, "audio": {"sample_rate": 22050}}
     del german["language"]
-    install_piper_voice(models, "de_DE-thorsten-medium", german)
+    install(models, "de_DE-thorsten-medium", german)
     # A multi-speaker model: one voice per speaker, "<key>#<speaker>".
-    install_piper_voice(
+    install(
         models,
         "en_US-many-medium",
         joe_config() | {"num_speakers": 2, "speaker_id_map": {"p1": 0, "p2": 1}},
@@ -124,7 +139,7 @@ def test_the_lru_evicts_and_reloads_under_a_bound_of_one(two_installed: PiperEng
 
 
 def test_voices_within_the_bound_stay_loaded(models: Path) -> None:
-    install_piper_voice(models, "en_US-amy-medium")
+    install(models, "en_US-amy-medium")
     engine = engine_over(models, loaded_voices=2)
     for voice in (JOE, "en_US-amy-medium", JOE, "en_US-amy-medium"):
         speak(engine, voice)
@@ -135,7 +150,7 @@ def test_a_voice_installed_while_the_engine_runs_is_usable_at_once(models: Path)
     engine = engine_over(models)
     with pytest.raises(ValueError, match="unknown piper voice"):
         speak(engine, "en_US-late-medium")
-    install_piper_voice(models, "en_US-late-medium")
+    install(models, "en_US-late-medium")
     assert rms(speak(engine, "en_US-late-medium")) > 300
     assert "en_US-late-medium" in {voice.id for voice in engine.voices()}
 
@@ -154,12 +169,14 @@ def test_a_16_khz_voice_is_resampled_to_the_engine_rate_at_its_true_duration(
 def test_three_voices_are_served_by_one_engine_with_two_workers(models: Path) -> None:
     voices = ["en_US-amy-medium", "en_US-bob-medium", "en_US-cat-medium"]
     for voice in voices:
-        install_piper_voice(models, voice)
+        install(models, voice)
     output = OutputSpec(AudioFormat.WAV, 24000)
 
     async def scenario() -> list[bytes]:
         pool = WorkerPool(
-            EngineConfig("piper", models_dir=str(models), loaded_voices=1),
+            EngineConfig(
+                "piper", models_dir=str(models), loaded_voices=1, data_dir=engine_data_dir("piper")
+            ),
             2,
             queue_size=8,
             max_queue_wait=60,
@@ -176,7 +193,7 @@ def test_three_voices_are_served_by_one_engine_with_two_workers(models: Path) ->
 
             bodies = await asyncio.gather(*(one(voice) for voice in [*voices, *voices[::-1]]))
             # Installed after the workers started: two at once, so both workers meet it.
-            install_piper_voice(models, "en_US-dan-medium")
+            install(models, "en_US-dan-medium")
             late = await asyncio.gather(*(one("en_US-dan-medium") for _ in range(2)))
             assert pool.stats().jobs["completed"] == 8
             return [*bodies, *late]

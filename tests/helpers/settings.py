@@ -11,6 +11,13 @@ DATA_DIR = Path(tempfile.mkdtemp(prefix="speechgate-tests-"))
 """One for the whole run (engines may assemble models into it); removed at its end."""
 
 
+def engine_data_dir(engine: str) -> str:
+    """The data directory of `engine` as the servers of this run give it to their workers, for
+    an engine a test builds itself: a model loaded before in this run, by a test or a worker,
+    loads from its optimized copy (a fraction of the time) rather than being optimized again."""
+    return str(DATA_DIR / "engines" / engine)
+
+
 def make_settings(**overrides: object) -> Settings:
     """The real default engines (Piper, espeak-ng), two workers, no phrase cache (tests count
     the jobs repeated requests run), unless `overrides` say (a group's as a dict of the fields
