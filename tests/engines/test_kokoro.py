@@ -1,4 +1,9 @@
-"""The Kokoro engine on the real model (~1x real time on one core: texts are kept short)."""
+"""The Kokoro engine on the real model (~1x real time on one core: texts are kept short).
+
+Every engine here keeps its data in one directory, as a worker does: the first assembles the
+embedded model there and keeps its optimized copy, which the others load in a fraction of the
+time; the installed item links to that same model.
+"""
 
 from __future__ import annotations
 
@@ -28,16 +33,28 @@ from tests.helpers.audio import sibilant_onset
 
 pytestmark = pytest.mark.slow
 
-TEXT = "Hello."
+TEXT = "Hi."
 
 
 @pytest.fixture(scope="module")
-def built_by_name() -> Iterator[Engine]:
-    """The embedded model, built by name as a worker builds it: one load (about a second) for
-    every test of the default engine."""
-    engine = load_engine(EngineConfig("kokoro"))
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The engines' data directory, empty until `built_by_name` assembles the model in it."""
+    return tmp_path_factory.mktemp("kokoro-data")
+
+
+@pytest.fixture(scope="module")
+def built_by_name(data_dir: Path) -> Iterator[Engine]:
+    """The embedded model, built by name as a worker builds it: one load for every test of the
+    default engine."""
+    engine = load_engine(EngineConfig("kokoro", data_dir=str(data_dir)))
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="module")
+def assembled(built_by_name: Engine, data_dir: Path) -> str:
+    """`data_dir` once the model and its optimized copy are there, for the other engines."""
+    return str(data_dir)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +65,8 @@ def engine(built_by_name: Engine) -> KokoroEngine:
 
 @pytest.fixture(scope="module")
 def normal(engine: KokoroEngine) -> list[PcmChunk]:
-    """TEXT at speed 1, shared by the tests that only look at it: each synthesis costs ~1 s."""
+    """TEXT at speed 1, shared by the tests that only look at it: each synthesis costs most of a
+    second."""
     return speak(engine, TEXT)
 
 
@@ -121,12 +139,11 @@ def test_workers_starting_at_once_assemble_the_model_only_once(
     assert assembled == [tmp_path / "kokoro-v1.0.int8.onnx"]
 
 
-def test_the_server_assembles_the_model_in_its_data_directory(tmp_path: Path) -> None:
-    engine = load_engine(EngineConfig("kokoro", data_dir=str(tmp_path)))
-    try:
-        assert (tmp_path / "kokoro-v1.0.int8.onnx").exists()
-    finally:
-        engine.close()
+def test_the_server_assembles_the_model_in_its_data_directory(
+    built_by_name: Engine, data_dir: Path
+) -> None:
+    # Nothing else writes the model there before the tests below link to it.
+    assert (data_dir / "kokoro-v1.0.int8.onnx").exists()
 
 
 # --- the installed multilingual item (`speechgate voices pull kokoro`) ---------------------
@@ -142,8 +159,8 @@ RENAMED = {
 }
 
 
-def install_kokoro(models: Path) -> None:
-    model, voices = _embedded_files(None)
+def install_kokoro(models: Path, data_dir: str) -> None:
+    model, voices = _embedded_files(Path(data_dir))
     staging = models / "kokoro" / ".staging-test"
     staging.mkdir(parents=True)
     os.symlink(model, staging / "model.onnx")
@@ -161,9 +178,11 @@ def install_kokoro(models: Path) -> None:
     install(staging, models, manifest)
 
 
-def test_the_installed_item_brings_voices_of_every_language(tmp_path: Path) -> None:
-    install_kokoro(tmp_path)
-    engine = KokoroEngine.from_config(EngineConfig("kokoro", models_dir=str(tmp_path)))
+def test_the_installed_item_brings_voices_of_every_language(tmp_path: Path, assembled: str) -> None:
+    install_kokoro(tmp_path, assembled)
+    engine = KokoroEngine.from_config(
+        EngineConfig("kokoro", models_dir=str(tmp_path), data_dir=assembled)
+    )
     try:
         voices = {voice.id: (voice.language, voice.gender) for voice in engine.voices()}
         assert voices == {
@@ -195,9 +214,11 @@ def test_espeak_speaks_every_kokoro_language(engine: KokoroEngine, language: str
 
 
 def test_the_lang_option_still_sets_the_embedded_japanese_voices_language(
-    engine: KokoroEngine,
+    engine: KokoroEngine, assembled: str
 ) -> None:
-    japanese = KokoroEngine.from_config(EngineConfig("kokoro", options={"lang": "ja"}))
+    japanese = KokoroEngine.from_config(
+        EngineConfig("kokoro", options={"lang": "ja"}, data_dir=assembled)
+    )
     try:
         assert engine.phoneme_language("jf_alpha") == "en-us"  # without the option
         assert japanese.phoneme_language("jf_alpha") == "ja"
@@ -205,13 +226,17 @@ def test_the_lang_option_still_sets_the_embedded_japanese_voices_language(
         japanese.close()
 
 
-def test_an_item_installed_while_the_engine_runs_is_picked_up_on_a_miss(tmp_path: Path) -> None:
-    engine = KokoroEngine.from_config(EngineConfig("kokoro", models_dir=str(tmp_path)))
+def test_an_item_installed_while_the_engine_runs_is_picked_up_on_a_miss(
+    tmp_path: Path, assembled: str
+) -> None:
+    engine = KokoroEngine.from_config(
+        EngineConfig("kokoro", models_dir=str(tmp_path), data_dir=assembled)
+    )
     try:
         assert "af_heart" not in {voice.id for voice in engine.voices()}
         with pytest.raises(ValueError, match="unknown kokoro voice"):
             speak(engine, TEXT, voice="af_heart")
-        install_kokoro(tmp_path)
+        install_kokoro(tmp_path, assembled)
         assert joined(speak(engine, TEXT, voice="af_heart")).std() > 500
         assert "af_heart" in {voice.id for voice in engine.voices()}
         assert engine.loads == 2
