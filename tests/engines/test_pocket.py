@@ -453,7 +453,7 @@ def test_the_first_frame_leaves_the_worker_before_the_second_is_made(
     loop = threading.Thread(target=_Jobs(watched, end, lanes).serve, daemon=True)  # type: ignore[arg-type]
     loop.start()
     try:
-        request = SynthesisRequest("Hello there, how are you?", str(model_dir / "low.wav"))
+        request = SynthesisRequest(TEXT, str(model_dir / "low.wav"))
         wire.send(gateway, Job(1, request, OutputSpec(AudioFormat(fmt), RATE)))
         assert watched.asked_again.wait(60)
         messages = [wire.receive(gateway)]
