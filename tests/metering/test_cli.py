@@ -1,10 +1,8 @@
-"""`speechgate keys ...` and `speechgate usage`, run as users run them, on both stores."""
+"""`speechgate keys ...`, `speechgate usage` and `speechgate lexicons ...` on both stores."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from datetime import datetime
 from pathlib import Path
 
@@ -18,30 +16,17 @@ from speechgate.metering.records import UsageRecord
 from speechgate.metering.schema import api_keys
 from speechgate.metering.store import Store
 from tests.helpers.postgres import fresh_database
-from tests.helpers.server import SPEECHGATE
 
 pytestmark = pytest.mark.slow
 
 
-def run(store_url: str, *args: str, ok: bool = True, process: bool = False) -> str:
-    """The command's output; in this process (typer's runner) unless `process`: a process of
-    its own imports speechgate anew each time, so each command group runs once that way, as
-    users run it, to prove the entry point (on SQLite: the entry point is the same for every
-    store)."""
-    env = {**os.environ, "SPEECHGATE_STORE__DATABASE_URL": store_url, "COLUMNS": "200"}
-    if process:
-        result = subprocess.run(
-            [*SPEECHGATE, *args], capture_output=True, text=True, timeout=120, env=env
-        )
-        assert (result.returncode == 0) == ok, result.stdout + result.stderr
-        return result.stdout + result.stderr
+def run(store_url: str, *args: str, ok: bool = True) -> str:
+    """The command's output, run in this process (typer's runner): the entry point that users
+    run is the same typer app, proven as a process of its own in tests/test_cli.py."""
+    env = {"SPEECHGATE_STORE__DATABASE_URL": store_url, "COLUMNS": "200"}
     ran = CliRunner().invoke(app, list(args), env=env)
     assert (ran.exit_code == 0) == ok, ran.output
     return ran.output
-
-
-def as_users_run_it(store_url: str) -> bool:
-    return store_url.startswith("sqlite")
 
 
 def test_keys_create_list_update_revoke(store_url: str) -> None:
@@ -58,7 +43,6 @@ def test_keys_create_list_update_revoke(store_url: str) -> None:
         "4",
         "--monthly-chars",
         "5000",
-        process=as_users_run_it(store_url),
     )
     secret = created.strip().splitlines()[-1]
     assert secret.startswith("sk-sg-")
@@ -111,7 +95,7 @@ def test_usage_prints_a_priced_table(store_url: str) -> None:
         ]
     )
     store.close()
-    table = run(store_url, "usage", "--period", "2026-01", process=as_users_run_it(store_url))
+    table = run(store_url, "usage", "--period", "2026-01")
     assert "tts-1" in table and "1000000" in table
     # A million characters at OpenAI tts-1's $15 per million.
     assert "15.0000" in table
@@ -146,7 +130,7 @@ def test_lexicons_add_list_show_delete(tmp_path: Path) -> None:
     key_id = f"key_{key_id}"
     rules = tmp_path / "names.yaml"
     rules.write_text("- {type: alias, string_to_replace: nginx, alias: engine x}\n")
-    added = run(url, "lexicons", "add", "--key", key_id, "--file", str(rules), process=True)
+    added = run(url, "lexicons", "add", "--key", key_id, "--file", str(rules))
     dictionary_id = "pd_" + added.split("pd_")[1].split()[0]
     assert "names" in added
     assert dictionary_id in run(url, "lexicons", "list", "--key", key_id)
