@@ -169,7 +169,7 @@ def test_say_and_voices_use_stored_voices_and_seeds(tmp_path: Path) -> None:
 
     assert "keeper" in run("voices", "--model", "pocket").stdout
     for name in ("a.wav", "b.wav"):
-        run("say", "Hi there.", "-o", str(tmp_path / name), "--voice", "keeper", "--seed", "3")
+        run("say", "Hi.", "-o", str(tmp_path / name), "--voice", "keeper", "--seed", "3")
     assert (tmp_path / "a.wav").read_bytes() == (tmp_path / "b.wav").read_bytes()
     assert decode_audio((tmp_path / "a.wav").read_bytes(), "wav").rms > 0.01
 
