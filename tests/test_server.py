@@ -38,10 +38,12 @@ HALF_SENT = 200
 
 @pytest.fixture(scope="module")
 def guarded() -> Iterator[RunningServer]:
+    """One server with every bound of this module set: each test's traffic stays within the
+    bounds that the others set (heads are small and sent at once, readers read)."""
     settings = make_settings(
         engines=["espeak"],
         default_engine="espeak",
-        pool={"workers": 1},
+        pool={"workers": 1, "slow_reader_timeout": 0.5},
         server={
             "max_connections": MAX_CONNECTIONS,
             "header_timeout": 1.0,
@@ -109,22 +111,13 @@ def test_an_oversized_head_is_431_and_closed(guarded: RunningServer) -> None:
     assert httpx.get(f"{guarded.url}/healthz", timeout=30).status_code == 200
 
 
-@pytest.fixture(scope="module")
-def impatient() -> Iterator[RunningServer]:
-    settings = make_settings(
-        engines=["espeak"], default_engine="espeak", pool={"workers": 1, "slow_reader_timeout": 0.5}
-    )
-    with running_server(settings) as running:
-        yield running
-
-
 def test_a_client_that_stops_reading_is_dropped_and_its_worker_freed(
-    impatient: RunningServer,
+    guarded: RunningServer,
 ) -> None:
-    port = int(impatient.url.rsplit(":", 1)[1])
+    port = int(guarded.url.rsplit(":", 1)[1])
     with unread_speech(port, "espeak") as slow:
         # Nothing more is read: the server drops the connection and frees the worker.
-        pool = impatient.runtime.pools["espeak"]
+        pool = guarded.runtime.pools["espeak"]
         wait_for(lambda: pool.stats().workers.get(WorkerState.IDLE) == 1, timeout=60)
         # What was in the sockets' buffers still comes, then the end (no socket.timeout): the
         # connection is not left waiting for this reader.
@@ -133,7 +126,7 @@ def test_a_client_that_stops_reading_is_dropped_and_its_worker_freed(
             while slow.recv(65536):
                 pass
     # The server serves the next client as ever.
-    with sdk_client(impatient) as client:
+    with sdk_client(guarded) as client:
         speech_bytes = client.audio.speech.create(
             model="espeak", voice="alloy", input="Next.", response_format="wav"
         ).content
