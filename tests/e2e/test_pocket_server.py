@@ -27,8 +27,9 @@ from websockets.sync.client import connect
 from speechgate.audio.formats import OPENAI_FORMATS, AudioFormat
 from speechgate.settings import Settings
 from tests.helpers.audio import decode_audio, flac_bomb, piper_speech, wav_file
+from tests.helpers.inprocess import in_process
 from tests.helpers.pocket import NEEDS_POCKET, RATE, build_tiny_model
-from tests.helpers.server import RunningServer, running_server, sdk_client, serve_process
+from tests.helpers.server import RunningServer, running_server, sdk_client
 from tests.helpers.settings import make_settings, merged
 from tests.helpers.waiting import wait_for
 
@@ -364,33 +365,29 @@ def cloned_cards(server: RunningServer) -> list[dict[str, Any]]:
 
 
 def test_a_model_without_cloning_weights_says_so(model_dir: Path, tmp_path: Path) -> None:
-    # The gated weights cannot be downloaded (offline, with an empty cache), so pocket-tts
-    # loads the ones without cloning (see tests/engines/test_pocket.py). A server of its own:
-    # huggingface_hub reads its environment once, when imported, and this test process's
-    # workers import it in their fork server, which may have started before this test.
+    # The voice-cloning weights cannot be had, so pocket-tts loads the ones without cloning
+    # (see tests/engines/test_pocket.py). A repository name that huggingface_hub refuses before
+    # any request fails as an unreachable or gated one does, without the network or a cache.
     config = (model_dir / "random.yaml").read_text()
     (tmp_path / "config.yaml").write_text(
-        f"{config}weights_path: hf://kyutai/pocket-tts/gated.safetensors\n"
+        f"{config}weights_path: hf://kyutai/pocket--tts/gated.safetensors\n"
         f"weights_path_without_voice_cloning: {model_dir / 'model.safetensors'}\n"
     )
-    options = {"pocket": {"config": str(tmp_path / "config.yaml")}}
-    env = {
-        "HF_HUB_OFFLINE": "1",
-        "HF_HUB_CACHE": str(tmp_path / "hub"),
-        "SPEECHGATE_DATA_DIR": str(tmp_path / "data"),
-        "SPEECHGATE_ENGINE_OPTIONS": json.dumps(options),
-    }
-    with (
-        serve_process("--engine", "pocket", "--workers", "1", env=env) as (url, _),
-        sdk_client(url) as sdk,
-    ):
+    settings = pocket_settings(
+        model_dir,
+        tmp_path / "data",
+        engines=["pocket"],
+        engine_options={"pocket": {"config": str(tmp_path / "config.yaml")}},
+    )
+    # In-process: the subject is the refusal, not the server process.
+    with in_process(settings) as app, app.sdk() as sdk:
         with pytest.raises(openai.BadRequestError) as raised:
             clone(sdk, "refused", speech())
         assert raised.value.body["code"] == "cloning_unsupported"  # type: ignore[index]
         assert "voice-cloning weights" in raised.value.message
         reference = base64.b64encode(speech()).decode()
         body = {"model": "pocket", "input": TEXT, "voice": "x", "reference_audio": reference}
-        response = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=120)
+        response = app.http.post("/v1/audio/speech", json=body)
         assert response.status_code == 400
         assert error_code(response) == "cloning_unsupported"
 
