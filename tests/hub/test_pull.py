@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import random
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,9 @@ from speechgate.voices.installed import find, installed
 from tests.helpers.hub import PIPER_REPO, FakeHub, fake_hub, publish_piper_voices
 
 KEYS = ["en_US-lessac-medium", "de_DE-thorsten-medium", "en_GB-alan-low"]
+# Nothing here loads a pulled voice: random bytes stand in for its 63 MB model, a few MB (a
+# download cut half-way still has whole chunks to resume from).
+MODEL = random.Random(0).randbytes(2 * 1024 * 1024)
 LESSAC = "en/en_US/lessac/medium/en_US-lessac-medium.onnx"
 THORSTEN = "de/de_DE/thorsten/medium/de_DE-thorsten-medium.onnx"
 
@@ -26,7 +30,7 @@ THORSTEN = "de/de_DE/thorsten/medium/de_DE-thorsten-medium.onnx"
 @pytest.fixture(scope="module")
 def hub() -> Iterator[FakeHub]:
     with fake_hub() as running:
-        publish_piper_voices(running, KEYS)
+        publish_piper_voices(running, KEYS, model=MODEL)
         yield running
 
 
