@@ -76,6 +76,25 @@ def serving(settings: Settings) -> Iterator[Wyoming]:
         yield Wyoming(server, port)
 
 
+# Tests that need no settings of their own share a server per group of settings, started once.
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wyoming]:
+    """The fake engine with the default bounds."""
+    with serving(_settings(tmp_path_factory.mktemp("plain"))) as wyoming:
+        yield wyoming
+
+
+SHORT_INPUT = 100
+
+
+@pytest.fixture(scope="module")
+def short_inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wyoming]:
+    """Inputs of at most `SHORT_INPUT` characters, so that a test's text can be over it."""
+    settings = _settings(tmp_path_factory.mktemp("short"), text={"max_input_chars": SHORT_INPUT})
+    with serving(settings) as wyoming:
+        yield wyoming
+
+
 def _new_key(data_dir: Path, limits: KeyLimits | None = None) -> str:
     return stored_key(data_dir, limits)[0]
 
@@ -171,11 +190,10 @@ def test_the_principal_must_name_a_key(tmp_path: Path) -> None:
         asyncio.run(start())
 
 
-def test_a_whole_text_has_the_same_bound_as_an_http_input(tmp_path: Path) -> None:
-    with serving(_settings(tmp_path, text={"max_input_chars": 50})) as wyoming:
-        too_long = Synthesize(text="Words. " * 8, voice=FAKE).event()
-        answer = Error.from_event(asyncio.run(_exchange(wyoming, too_long)))
-    assert answer.code == "string_above_max_length" and "50" in answer.text
+def test_a_whole_text_has_the_same_bound_as_an_http_input(short_inputs: Wyoming) -> None:
+    too_long = Synthesize(text="Words. " * (SHORT_INPUT // 7 + 1), voice=FAKE).event()
+    answer = Error.from_event(asyncio.run(_exchange(short_inputs, too_long)))
+    assert answer.code == "string_above_max_length" and str(SHORT_INPUT) in answer.text
 
 
 # --- bounds on events (D2) --------------------------------------------------------------------
@@ -206,18 +224,16 @@ async def _refused(wyoming: Wyoming, sent: bytes) -> tuple[Error, bytes]:
     ],
 )
 def test_an_event_over_the_bounds_is_refused_unread(
-    tmp_path: Path, header: dict[str, object]
+    plain: Wyoming, header: dict[str, object]
 ) -> None:
-    with serving(_settings(tmp_path)) as wyoming:
-        sent = json.dumps(header).encode() + b"\n" + bytes(65536)
-        error, rest = asyncio.run(_refused(wyoming, sent))
+    sent = json.dumps(header).encode() + b"\n" + bytes(65536)
+    error, rest = asyncio.run(_refused(plain, sent))
     assert error.code in ("event_too_large", "invalid_event")
     assert rest == b""
 
 
-def test_a_header_line_without_end_is_refused(tmp_path: Path) -> None:
-    with serving(_settings(tmp_path, text={"max_input_chars": 100})) as wyoming:
-        error, rest = asyncio.run(_refused(wyoming, b'{"type": "' + b"x" * 200_000))
+def test_a_header_line_without_end_is_refused(short_inputs: Wyoming) -> None:
+    error, rest = asyncio.run(_refused(short_inputs, b'{"type": "' + b"x" * 200_000))
     assert error.code == "event_too_large"
     assert rest == b""
 
@@ -225,9 +241,8 @@ def test_a_header_line_without_end_is_refused(tmp_path: Path) -> None:
 # --- refused stream text (D5) -----------------------------------------------------------------
 
 
-def test_refused_stream_text_is_not_kept(tmp_path: Path) -> None:
+def test_refused_stream_text_is_not_kept(short_inputs: Wyoming) -> None:
     # A text with no end of sentence waits whole: past max_input_chars, it is refused.
-    settings = _settings(tmp_path, text={"max_input_chars": 1000})
     chunk = "word " * 2000  # 10 kB, each over the bound on its own
     chunks = 2000  # 20 MB sent in all
 
@@ -252,20 +267,19 @@ def test_refused_stream_text_is_not_kept(tmp_path: Path) -> None:
             await asyncio.wait_for(reading, _TIMEOUT)
             return errors, pongs[0], held
 
-    with serving(settings) as wyoming:
-        gc.collect()
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            errors, pong, held = asyncio.run(asyncio.wait_for(go(wyoming), 120))
-        finally:
-            tracemalloc.stop()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        errors, pong, held = asyncio.run(asyncio.wait_for(go(short_inputs), 120))
+    finally:
+        tracemalloc.stop()
     assert [error.code for error in errors] == ["too_much_pending_text"]
     assert pong.text == "still there?"
     assert held < 5_000_000
 
 
-def test_a_refused_stream_leaves_the_connection_usable(tmp_path: Path) -> None:
+def test_a_refused_stream_leaves_the_connection_usable(short_inputs: Wyoming) -> None:
     async def go(wyoming: Wyoming) -> tuple[Error, float]:
         async with wyoming.client() as connection:
             await connection.write_event(SynthesizeStart(voice=FAKE).event())
@@ -280,8 +294,7 @@ def test_a_refused_stream_leaves_the_connection_usable(tmp_path: Path) -> None:
             await connection.write_event(Synthesize(text="Next one.", voice=FAKE).event())
             return refused, (await read_audio(connection)).duration
 
-    with serving(_settings(tmp_path, text={"max_input_chars": 100})) as wyoming:
-        refused, duration = asyncio.run(go(wyoming))
+    refused, duration = asyncio.run(go(short_inputs))
     assert refused.code == "too_much_pending_text"
     assert duration > 0.1
 
@@ -356,8 +369,16 @@ def test_an_open_stream_ends_at_the_maximum_length(tmp_path: Path) -> None:
 # --- idle connections and the connection cap (D6) ---------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wyoming]:
+    """Connections idle for 0.3 s are closed."""
+    settings = _settings(tmp_path_factory.mktemp("idle"), wyoming={"idle_timeout": 0.3})
+    with serving(settings) as wyoming:
+        yield wyoming
+
+
 @pytest.mark.parametrize("sent", [b"", b'{"type": "pi'])
-def test_an_idle_connection_is_closed(tmp_path: Path, sent: bytes) -> None:
+def test_an_idle_connection_is_closed(impatient: Wyoming, sent: bytes) -> None:
     async def go(wyoming: Wyoming) -> bytes:
         reader, writer = await wyoming.raw()
         writer.write(sent)
@@ -366,8 +387,7 @@ def test_an_idle_connection_is_closed(tmp_path: Path, sent: bytes) -> None:
         finally:
             writer.close()
 
-    with serving(_settings(tmp_path, wyoming={"idle_timeout": 0.3})) as wyoming:
-        assert asyncio.run(go(wyoming)) == b""
+    assert asyncio.run(go(impatient)) == b""
 
 
 def test_a_connection_past_the_cap_pushes_out_the_oldest_idle_one(tmp_path: Path) -> None:
@@ -415,6 +435,7 @@ def test_wyomings_connections_are_a_share_of_the_budget(tmp_path: Path) -> None:
 def test_a_malformed_event_is_an_error_and_one_log_line(
     tmp_path: Path, event: Event, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # A server of its own: one warning line per server every few seconds, the rest at debug.
     async def go(wyoming: Wyoming) -> tuple[Error, Pong]:
         async with wyoming.client() as connection:
             if event.type == "synthesize-chunk":

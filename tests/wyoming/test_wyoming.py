@@ -46,7 +46,7 @@ class Wyoming:
 @pytest.fixture(scope="module")
 def wyoming() -> Iterator[Wyoming]:
     port = free_port()
-    settings = make_settings(pool={"workers": 2}, wyoming={"uri": f"tcp://127.0.0.1:{port}"})
+    settings = make_settings(pool={"workers": 1}, wyoming={"uri": f"tcp://127.0.0.1:{port}"})
     with running_server(settings) as server:
         yield Wyoming(server, port)
 
