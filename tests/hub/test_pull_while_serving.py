@@ -25,7 +25,9 @@ ADMIN_KEY = "sk-admin-test-key-serving-0123456789abcdef"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningServer, FakeHub]]:
     with fake_hub() as hub:
         publish_piper_voices(hub, [LESSAC])
+        # One worker per engine: the talker's requests go one at a time.
         settings = make_settings(
+            pool={"workers": 1},
             auth={"admin_key": ADMIN_KEY},
             hub={"endpoint": hub.url},
             data_dir=tmp_path_factory.mktemp("data"),
