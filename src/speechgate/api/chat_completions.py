@@ -6,13 +6,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-import anyio
 from fastapi import APIRouter, Body, Depends, Request
-from fastapi.responses import Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from fastapi.responses import Response
 
 from speechgate.api.error_handlers import error_body
-from speechgate.api.http import ClientGone, require_json, unless_disconnected
+from speechgate.api.http import ClientGone, ClosingResponse, require_json, unless_disconnected
 from speechgate.api.schemas import ErrorResponse, error_responses
 from speechgate.api.state import app_state
 from speechgate.errors import NotConfigured, UpstreamError
@@ -80,7 +78,7 @@ async def create_chat_completion(
     return Response(upstream.content, upstream.status_code, media_type="application/json")
 
 
-class _RelayResponse(StreamingResponse):
+class _RelayResponse(ClosingResponse):
     """The upstream's events, chunk by chunk; however the response ends, the upstream request
     ends with it.
 
@@ -91,17 +89,7 @@ class _RelayResponse(StreamingResponse):
     """
 
     def __init__(self, stream: ChatStream) -> None:
-        super().__init__(_relay(stream), media_type="text/event-stream", headers=_SSE_HEADERS)
-        self.stream = stream
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            # Shielded: a cancelled response must still hang up, or the upstream would go on
-            # generating for nobody.
-            with anyio.CancelScope(shield=True):
-                await self.stream.aclose()
+        super().__init__(_relay(stream), stream.aclose, "text/event-stream", _SSE_HEADERS)
 
 
 async def _relay(stream: ChatStream) -> AsyncIterator[bytes]:

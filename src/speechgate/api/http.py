@@ -5,7 +5,7 @@ the JSON content-type guard. No route module imports another; they all import th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from typing import TypeVar
 
 import anyio
@@ -128,7 +128,31 @@ async def respond(
     return AnswerResponse(answer)
 
 
-class AnswerResponse(StreamingResponse):
+class ClosingResponse(StreamingResponse):
+    """A streamed body whose source (a job, an upstream request) is closed however the
+    response ends: `close` runs once the response is over, also when it was cancelled."""
+
+    def __init__(
+        self,
+        body: AsyncIterable[bytes],
+        close: Callable[[], Awaitable[object]],
+        media_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(body, media_type=media_type, headers=headers)
+        self._close = close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Shielded: a cancelled response must still close its source, or the job or the
+            # upstream would go on for nobody.
+            with anyio.CancelScope(shield=True):
+                await self._close()
+
+
+class AnswerResponse(ClosingResponse):
     """An answer's body, streamed; however the response ends, the answer ends with it, once.
 
     Starlette never iterates the body of a response cut before its first body message (the
@@ -138,13 +162,4 @@ class AnswerResponse(StreamingResponse):
     """
 
     def __init__(self, answer: Answer) -> None:
-        super().__init__(answer.body, media_type=answer.media_type, headers=answer.headers)
-        self.answer = answer
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            # Shielded: a cancelled response must still end its job and bookkeeping.
-            with anyio.CancelScope(shield=True):
-                await self.answer.aclose()
+        super().__init__(answer.body, answer.aclose, answer.media_type, answer.headers)
