@@ -27,10 +27,8 @@ from websockets.frames import Close
 from websockets.sync.client import ClientConnection, connect
 
 from speechgate.api.app import create_app
-from speechgate.api.state import AppState, started
-from speechgate.runtime import Runtime
 from speechgate.settings import Settings
-from tests.helpers.server import RunningServer, sdk_client
+from tests.helpers.server import RunningServer, StartedApp, sdk_client
 
 BASE_URL = "http://testserver"
 
@@ -69,23 +67,13 @@ class InProcessWebSocket:
 
 
 @dataclass
-class InProcessApp:
+class InProcessApp(StartedApp):
     """`create_app(settings)` with its lifespan running; `http` sends it requests (paths
     relative to `url`)."""
 
     app: FastAPI
     http: TestClient
     url: str = BASE_URL
-
-    @property
-    def state(self) -> AppState:
-        state = started(self.app)
-        assert state is not None, "the app's lifespan has not started it"
-        return state
-
-    @property
-    def runtime(self) -> Runtime:
-        return self.state.runtime
 
     def client(self, path: str = "", headers: dict[str, str] | None = None) -> httpx2.Client:
         """A client of the app at `url` + `path`, sending `headers`: its own `httpx2.Client`

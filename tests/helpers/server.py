@@ -29,20 +29,26 @@ SPEECHGATE = [sys.executable, "-m", "speechgate.cli"]
 """The `speechgate` command, in this interpreter."""
 
 
-@dataclass
-class RunningServer:
-    url: str
+class StartedApp:
+    """What an app whose lifespan runs (served on loopback or in-process) has started."""
+
     app: FastAPI
 
     @property
     def state(self) -> AppState:
         state = started(self.app)
-        assert state is not None, "the server's lifespan has not started it"
+        assert state is not None, "the app's lifespan has not started it"
         return state
 
     @property
     def runtime(self) -> Runtime:
         return self.state.runtime
+
+
+@dataclass
+class RunningServer(StartedApp):
+    url: str
+    app: FastAPI
 
 
 def free_port() -> int:
