@@ -1,4 +1,5 @@
-"""Engine processes start from the fork server, with the served engines' modules imported."""
+"""Engine processes start from the fork server, with the served engines' modules imported and
+the normalizer's number rules read."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from speechgate.text import normalize
 
 # Run in an interpreter of its own: this test process's fork server may already be running,
 # started with whatever its earlier tests preloaded (tests/conftest.py), and a running fork
@@ -18,7 +21,9 @@ _CHECK = textwrap.dedent(
 
     def report(conn):
         engines = sorted(n for n in sys.modules if n.startswith("speechgate.engines."))
-        conn.send((os.getppid(), engines))
+        number_words = sys.modules.get("speechgate.text.normalize.number_words")
+        rules = sorted(number_words._ENGINES) if number_words else []
+        conn.send((os.getppid(), engines, rules))
 
     if __name__ == "__main__":
         preload_engines(["espeak"])
@@ -26,15 +31,15 @@ _CHECK = textwrap.dedent(
         process = CONTEXT.Process(target=report, args=(sender,))
         process.start()
         sender.close()
-        parent, engines = receiver.recv()
+        parent, engines, rules = receiver.recv()
         process.join(timeout=30)
         print(json.dumps({"me": os.getpid(), "parent": parent, "engines": engines,
-                          "exitcode": process.exitcode}))
+                          "rules": rules, "exitcode": process.exitcode}))
     """
 )
 
 
-def test_an_engine_process_is_forked_by_the_fork_server_with_its_engine_imported(
+def test_an_engine_process_is_forked_by_the_fork_server_with_its_engine_and_rules_loaded(
     tmp_path: Path,
 ) -> None:
     script = tmp_path / "check.py"
@@ -47,4 +52,6 @@ def test_an_engine_process_is_forked_by_the_fork_server_with_its_engine_imported
     assert seen["parent"] != seen["me"]
     # ...and started with the engine's module, and its runtime, already imported.
     assert "speechgate.engines.espeak.engine" in seen["engines"]
+    # ...and every language's number rules, which each process would otherwise read itself.
+    assert seen["rules"] == sorted(normalize.LANGUAGES)
     assert seen["exitcode"] == 0

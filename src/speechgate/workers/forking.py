@@ -15,7 +15,9 @@ from speechgate.engines import engine_plugin
 
 CONTEXT = multiprocessing.get_context("forkserver")
 # "__main__" (the gateway's script) runs once in the fork server, not in every worker.
-_preloaded = dict.fromkeys(["__main__", "speechgate.workers.process"])  # an ordered set
+_preloaded = dict.fromkeys(  # an ordered set
+    ["__main__", "speechgate.workers.process", "speechgate.workers.fork_preload"]
+)
 
 
 def preload_engines(names: Iterable[str]) -> None:

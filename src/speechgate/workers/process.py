@@ -85,6 +85,8 @@ def worker_main(
     from speechgate.engines import load_engine
     from speechgate.text import normalize
 
+    # Read in the fork server already (workers/fork_preload.py); here for a worker forked by
+    # one that did not preload them.
     for language in normalize.LANGUAGES:
         normalize.warm(language)
     try:

@@ -1,0 +1,7 @@
+"""Imported by the fork server only (`workers.forking`): what every engine process reads before
+its first job, read once there, so that each process it forks starts with it."""
+
+from speechgate.text import normalize
+
+for language in normalize.LANGUAGES:
+    normalize.warm(language)
