@@ -19,7 +19,6 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO, ClassVar, cast
 
 import httpx
@@ -36,7 +35,7 @@ from speechgate import tracing
 from speechgate.voices.installed import item_dir
 from tests.helpers.hub import fake_hub, publish_piper_voices
 from tests.helpers.server import RunningServer, free_port, running_server
-from tests.helpers.settings import engine_data_dir, fake_settings
+from tests.helpers.settings import fake_settings, share_engine_data
 from tests.helpers.spans import LIFECYCLE, ROUTED, recorded_spans
 from tests.helpers.tenancy import ADMIN_KEY, admin, new_key, stored_key, usage
 from tests.helpers.waiting import wait_for
@@ -84,11 +83,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     routes = data_dir / "routes.yaml"
     routes.write_text(ROUTES)
     principal = stored_key(data_dir)
-    # The engines' optimized models are the run's: Piper's primary voice, once optimized in
-    # this process (by any server or test), is loaded from that copy, not optimized again.
-    engines = Path(engine_data_dir("piper")).parent
-    engines.mkdir(parents=True, exist_ok=True)
-    (data_dir / "engines").symlink_to(engines, target_is_directory=True)
+    share_engine_data(data_dir)
     port = free_port()
     with fake_hub() as hub:
         publish_piper_voices(hub, [PULLED[1]])

@@ -21,18 +21,19 @@ from speechgate.voices.naming import Gender
 from tests.helpers.audio import decode_audio
 from tests.helpers.piper import install_piper_voice, joe_config
 from tests.helpers.server import RunningServer, running_server, sdk_client
-from tests.helpers.settings import make_settings
+from tests.helpers.settings import make_settings, share_engine_data
 
 pytestmark = pytest.mark.slow
 
 
 def install_joe_as(models: Path, key: str, language: str, gender: Gender) -> None:
-    """Joe's model under another voice key, its config saying `language` ("de_DE")."""
+    """Joe's model under another voice key, its config saying `language` ("de_DE"): linked,
+    so it loads from joe's optimized copy rather than being optimized afresh."""
     config = joe_config()
     family, region = language.split("_")
     config["language"] = {**config["language"], "code": language, "family": family}
     config["language"]["region"] = region
-    install_piper_voice(models, key, config, gender)
+    install_piper_voice(models, key, config, gender, linked=True)
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +42,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     models = data_dir / "models"
     install_joe_as(models, "de_DE-thorsten-medium", "de_DE", "male")
     install_joe_as(models, "en_GB-alan-medium", "en_GB", "male")
+    share_engine_data(data_dir)
     settings = make_settings(engines=["piper", "espeak"], pool={"workers": 1}, data_dir=data_dir)
     with running_server(settings) as running:
         yield running

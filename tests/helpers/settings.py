@@ -18,6 +18,15 @@ def engine_data_dir(engine: str) -> str:
     return str(DATA_DIR / "engines" / engine)
 
 
+def share_engine_data(data_dir: Path) -> None:
+    """Give a server whose data directory is `data_dir` (its own keys, voices, models) the
+    engines' data directories of the run (`engine_data_dir`): a model optimized before in this
+    run, by any server or test, loads from that copy rather than being optimized again."""
+    shared = DATA_DIR / "engines"
+    shared.mkdir(parents=True, exist_ok=True)
+    (data_dir / "engines").symlink_to(shared, target_is_directory=True)
+
+
 def make_settings(**overrides: object) -> Settings:
     """The real default engines (Piper, espeak-ng), two workers, no phrase cache (tests count
     the jobs repeated requests run), unless `overrides` say (a group's as a dict of the fields
