@@ -49,8 +49,8 @@ lint: setup
 docs: setup
 	$(BIN)/mkdocs build --strict
 
-# Debian's chromium, PostgreSQL and Redis, for the browser, store and shared-limits tests
-# (apt-get, only if missing).
+# Debian's chromium-headless-shell, PostgreSQL and Redis, for the browser, store and
+# shared-limits tests (apt-get, only if missing).
 system-packages:
 	bash scripts/system-packages.sh
 
