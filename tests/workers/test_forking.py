@@ -1,5 +1,5 @@
-"""Engine processes start from the fork server, with the served engines' modules imported and
-the normalizer's number rules read."""
+"""Engine processes start from the fork server, with the served engines' modules, the gateway's
+main module and what it imports, and the normalizer's number rules loaded."""
 
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ from speechgate.text import normalize
 _CHECK = textwrap.dedent(
     """
     import json, os, sys
+    import imported_by_main
     from speechgate.workers.forking import CONTEXT, preload_engines
 
     def report(conn):
         engines = sorted(n for n in sys.modules if n.startswith("speechgate.engines."))
         number_words = sys.modules.get("speechgate.text.normalize.number_words")
         rules = sorted(number_words._ENGINES) if number_words else []
-        conn.send((os.getppid(), engines, rules))
+        conn.send((os.getppid(), engines, rules, imported_by_main.IMPORTED_IN))
 
     if __name__ == "__main__":
         preload_engines(["espeak"])
@@ -31,21 +32,28 @@ _CHECK = textwrap.dedent(
         process = CONTEXT.Process(target=report, args=(sender,))
         process.start()
         sender.close()
-        parent, engines, rules = receiver.recv()
+        parent, engines, rules, main_imports = receiver.recv()
         process.join(timeout=30)
         print(json.dumps({"me": os.getpid(), "parent": parent, "engines": engines,
-                          "rules": rules, "exitcode": process.exitcode}))
+                          "rules": rules, "main_imports": main_imports,
+                          "exitcode": process.exitcode}))
     """
 )
 
 
-def test_an_engine_process_is_forked_by_the_fork_server_with_its_engine_and_rules_loaded(
+def test_an_engine_process_is_forked_by_the_fork_server_with_what_every_process_loads(
     tmp_path: Path,
 ) -> None:
-    script = tmp_path / "check.py"
-    script.write_text(_CHECK)
+    # The gateway's main module, run by name as `python -m speechgate.cli` runs.
+    (tmp_path / "check.py").write_text(_CHECK)
+    (tmp_path / "imported_by_main.py").write_text("import os\nIMPORTED_IN = os.getpid()\n")
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-m", "check"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     # Not a child of the asking process (whose threads' locks it would inherit mid-flight)...
@@ -54,4 +62,7 @@ def test_an_engine_process_is_forked_by_the_fork_server_with_its_engine_and_rule
     assert "speechgate.engines.espeak.engine" in seen["engines"]
     # ...and every language's number rules, which each process would otherwise read itself.
     assert seen["rules"] == sorted(normalize.LANGUAGES)
+    # ...and what the main module imports, which each process would otherwise import again as
+    # it sets up its `__main__`.
+    assert seen["main_imports"] == seen["parent"]
     assert seen["exitcode"] == 0

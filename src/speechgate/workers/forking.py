@@ -9,14 +9,32 @@ this process when its first engine process started.
 from __future__ import annotations
 
 import multiprocessing
+import sys
 from collections.abc import Iterable
+from importlib.metadata import entry_points
+from pathlib import Path
 
 from speechgate.engines import engine_plugin
 
 CONTEXT = multiprocessing.get_context("forkserver")
-# "__main__" (the gateway's script) runs once in the fork server, not in every worker.
+
+
+def _main_module() -> list[str]:
+    """The module that the gateway's main runs, by name: `python -m NAME`'s, or the one that a
+    console script (`speechgate`) calls. Every engine process runs the main module again when it
+    starts (so multiprocessing sets up its `__main__`); with what it imports in the fork server
+    already, that costs it nothing. (multiprocessing's own "__main__" preload is never given
+    the script's path, so it imports nothing.)"""
+    main = sys.modules["__main__"]
+    spec = getattr(main, "__spec__", None)
+    if spec is not None:
+        return [spec.name]
+    script = Path(getattr(main, "__file__", None) or "").name
+    return [entry.module for entry in entry_points(group="console_scripts", name=script)][:1]
+
+
 _preloaded = dict.fromkeys(  # an ordered set
-    ["__main__", "speechgate.workers.process", "speechgate.workers.fork_preload"]
+    [*_main_module(), "speechgate.workers.process", "speechgate.workers.fork_preload"]
 )
 
 
