@@ -1,8 +1,9 @@
 """The Kokoro engine on the real model (~1x real time on one core: texts are kept short).
 
-Every engine here keeps its data in one directory, as a worker does: the first assembles the
-embedded model there and keeps its optimized copy, which the others load in a fraction of the
-time; the installed item links to that same model.
+Every engine here keeps its data in the run's Kokoro data directory, as a worker does: the first
+engine of the run (here or in another module) assembles the embedded model there and keeps its
+optimized copy, which the others load in a fraction of the time; the installed item links to
+that same model.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from speechgate.pipeline import speak_timed
 from speechgate.timing import WordTime
 from speechgate.voices.installed import InstalledVoice, Manifest, install
 from tests.helpers.audio import sibilant_onset
+from tests.helpers.settings import engine_data_dir
 
 pytestmark = pytest.mark.slow
 
@@ -37,9 +39,10 @@ TEXT = "Hi."
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The engines' data directory, empty until `built_by_name` assembles the model in it."""
-    return tmp_path_factory.mktemp("kokoro-data")
+def data_dir() -> Path:
+    """The engines' data directory: the run's, where only Kokoro engines given it (as every
+    engine here and the run's Kokoro workers are) write the model."""
+    return Path(engine_data_dir("kokoro"))
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +145,9 @@ def test_workers_starting_at_once_assemble_the_model_only_once(
 def test_the_server_assembles_the_model_in_its_data_directory(
     built_by_name: Engine, data_dir: Path
 ) -> None:
-    # Nothing else writes the model there before the tests below link to it.
+    # The tests below link to the model there. Engines of other modules may have assembled it
+    # first, but only engines given this directory write there: one that assembled its model
+    # elsewhere would leave it without one.
     assert (data_dir / "kokoro-v1.0.int8.onnx").exists()
 
 
