@@ -29,17 +29,19 @@ def test_openai_voice_names_speak_through_kokoro() -> None:
         sdk_client(server) as client,
     ):
         body = client.audio.speech.create(
-            model="kokoro", voice="alloy", input="Hello.", response_format="wav"
+            model="kokoro", voice="alloy", input="Hi.", response_format="wav"
         ).content
         # OpenAI names in a Kokoro blend, as Kokoro-FastAPI users write them.
         blended = client.audio.speech.create(
-            model="kokoro", voice="alloy(2)+onyx(1)", input="Hello.", response_format="wav"
+            model="kokoro", voice="alloy(2)+onyx(1)", input="Hi.", response_format="wav"
         ).content
         with pytest.raises(openai.BadRequestError, match="malformed voice blend"):
-            client.audio.speech.create(model="kokoro", voice="alloy(0)+onyx", input="Hello.")
-        # Kokoro-FastAPI's model name, and a generic voice name of a language it has.
+            client.audio.speech.create(model="kokoro", voice="alloy(0)+onyx", input="Hi.")
+        # Kokoro-FastAPI's model name, and a generic voice name of a language it has. Not
+        # Japanese text: without the `lang` option the embedded voices phonemize English, and
+        # read each kana out as "Japanese letter".
         with client.audio.speech.with_streaming_response.create(
-            model="kokoro-82m", voice="ja_male", input="こんにちは。", response_format="wav"
+            model="kokoro-82m", voice="ja_male", input="Hi.", response_format="wav"
         ) as response:
             assert response.headers["x-speechgate-voice"] == "jm_kumo"
             assert decode_audio(response.read(), "wav").rms > 0.01
