@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from speechgate.bench import TEXTS, Text, child
+from speechgate.bench import TEXTS, child
 from speechgate.bench.baselines import (
     Baseline,
     piper_http_send,
@@ -145,12 +145,11 @@ def test_a_refused_connection_is_a_failed_sample() -> None:
     assert (sample.status, sample.error) == (0, "ConnectError")
 
 
-def load_real(
-    baseline: Baseline, tmp_path: Path, *others: Baseline, texts: Sequence[Text] = TEXTS[:2]
-) -> None:
-    """Serve `baseline` as the bench does, load it at two levels with `texts`, check audio and
-    memory; then the same for each of `others`, baselines that differ from it only in how they
-    send (one server start for all)."""
+def load_real(baseline: Baseline, tmp_path: Path, *others: Baseline) -> None:
+    """Serve `baseline` as the bench does, load it at two levels, check audio and memory; then
+    the same for each of `others`, baselines that differ from it only in how they send (one
+    server start for all). One short text and no warm-up: that the bench drives the real
+    process is the subject, and each request is frames of the model computed one by one."""
     assert all(other.command == baseline.command for other in others)
     ready = baseline.url + baseline.ready_path
     env = child.clean_env(**baseline.env)
@@ -160,8 +159,8 @@ def load_real(
             levels=(1, 2),
             requests_per_level=2,
             duration=None,
-            texts=texts,
-            warmup=1,
+            texts=TEXTS[:1],
+            warmup=0,
             server_pid=pid,
         )
         runs = [
