@@ -26,17 +26,19 @@ UPSTREAM_KEY = "upstream-key-never-logged"
 LONG = " ".join(["Section one explains the budget and the schedule in plain words."] * 60)
 ROUTES = """
 providers:
-  local: {{kind: local, model: {engine}}}
+  local: {{kind: local, model: fake}}
   upstream:
     kind: remote
     base_url: {upstream}/v1
     api_key: {key}
-    model: {engine}
+    model: fake
     connect_timeout: 2
+  upstream-espeak: {{kind: remote, base_url: {upstream}/v1, api_key: {key}, model: espeak}}
 breaker: {{min_requests: 4, error_rate: 0.02, open_for: 0.2, probes: 2}}
 routes:
   canary: {{providers: {{local: 50, upstream: 50}}, fallback: [local]}}
   relay: {{providers: {{upstream: 100}}}}
+  relay-espeak: {{providers: {{upstream-espeak: 100}}}}
   shadowed:
     providers: {{local: 100}}
     shadow: {{provider: upstream, percent: 100}}
@@ -44,19 +46,18 @@ routes:
 
 
 @contextmanager
-def front_of(upstream_url: str, tmp_path: Path, engine: str = "fake") -> Iterator[Pair]:
+def front_of(upstream_url: str, tmp_path: Path) -> Iterator[Pair]:
     routes = tmp_path / "routes.yaml"
-    routes.write_text(ROUTES.format(upstream=upstream_url, key=UPSTREAM_KEY, engine=engine))
-    settings = engine_settings(
-        engine, routing={"routes_file": routes}, auth={"admin_key": ADMIN_KEY}
-    )
+    routes.write_text(ROUTES.format(upstream=upstream_url, key=UPSTREAM_KEY))
+    settings = engine_settings(routing={"routes_file": routes}, auth={"admin_key": ADMIN_KEY})
     with running_server(settings) as front:
         yield Pair(front, upstream_url)
 
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[RunningServer]:
-    with running_server(engine_settings()) as running:
+    # espeak-ng beside the fake engine, for the one test where a real engine is relayed.
+    with running_server(engine_settings(engines=["fake", "espeak"])) as running:
         yield running
 
 
@@ -250,19 +251,15 @@ def test_a_named_format_is_relayed_and_metered_at_its_own_rate(
     assert relayed_seconds() - before == pytest.approx(audio.duration, abs=0.002)
 
 
-@pytest.mark.slow
-def test_a_real_engine_is_relayed_as_it_speaks_directly(tmp_path: Path) -> None:
-    """The relay end to end with espeak-ng on both sides (the rest of this module uses the fake
-    engine: the routing is the subject, not what speaks)."""
-    with (
-        running_server(engine_settings("espeak")) as upstream,
-        front_of(upstream.url, tmp_path, "espeak") as pair,
-        sdk_client(pair.front) as front,
-        sdk_client(upstream) as direct,
-    ):
-        relayed = speak(front, "relay", "id-1", voice="en-us")
+def test_a_real_engine_is_relayed_as_it_speaks_directly(
+    pair: Pair, upstream: RunningServer
+) -> None:
+    """The relay end to end with espeak-ng speaking upstream (the rest of this module uses the
+    fake engine: the routing is the subject, not what speaks)."""
+    with sdk_client(pair.front) as front, sdk_client(upstream) as direct:
+        relayed = speak(front, "relay-espeak", "id-1", voice="en-us")
         own = decode_audio(speak(direct, "espeak", "id-1", voice="en-us").content, "wav")
-    assert relayed.headers["x-speechgate-provider"] == "upstream"
+    assert relayed.headers["x-speechgate-provider"] == "upstream-espeak"
     assert relayed.headers["x-speechgate-engine"] == "espeak"
     audio = decode_audio(relayed.content, "wav")
     assert audio.duration == pytest.approx(own.duration, rel=0.01)
