@@ -28,7 +28,7 @@ from speechgate.audio.formats import OPENAI_FORMATS, AudioFormat
 from speechgate.settings import Settings
 from tests.helpers.audio import decode_audio, flac_bomb, piper_speech, wav_file
 from tests.helpers.inprocess import in_process
-from tests.helpers.pocket import NEEDS_POCKET, RATE, build_tiny_model
+from tests.helpers.pocket import NEEDS_POCKET, RATE, build_tiny_model_apart
 from tests.helpers.server import RunningServer, running_server, sdk_client
 from tests.helpers.settings import make_settings, merged
 from tests.helpers.waiting import wait_for
@@ -43,7 +43,7 @@ SECONDS = 46 * 1920 / RATE
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("pocket-model"))
+    return build_tiny_model_apart(tmp_path_factory.mktemp("pocket-model"))
 
 
 def pocket_settings(model_dir: Path, data_dir: Path, **overrides: Any) -> Settings:

@@ -124,3 +124,17 @@ def build_tiny_model(root: Path) -> Path:
     noise = np.random.default_rng(0).uniform(-0.3, 0.3, seconds.size)
     write_wav(root / "noise.wav", noise)
     return root
+
+
+def build_tiny_model_apart(root: Path) -> Path:
+    """`build_tiny_model(root)` in a process forked from the engines' fork server, which has
+    imported pocket-tts and torch already when a test process serves real engines: a test
+    process that loads no pocket model itself does not import them (seconds of CPU). The
+    files are the same (the weights are seeded)."""
+    from speechgate.workers.forking import CONTEXT
+
+    builder = CONTEXT.Process(target=build_tiny_model, args=(root,), name="tiny-pocket-model")
+    builder.start()
+    builder.join()
+    assert builder.exitcode == 0, f"building the tiny model failed ({builder.exitcode})"
+    return root
