@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from speechgate.audio.pcm import PcmChunk
 from speechgate.engines.base import EngineConfig, SynthesisRequest
+from tests.helpers.settings import engine_data_dir
 
 # ffmpeg's demuxer for each `response_format`; naming it, rather than letting ffmpeg probe,
 # also checks that a body is in the container its format promises.
@@ -134,10 +135,10 @@ def _crc16(data: bytes) -> int:
 @functools.cache
 def piper_speech(text: str = _SPEECH_TEXT) -> PcmChunk:
     """Real speech for tests that need some: the embedded Piper voice saying `text`, in
-    process (22050 Hz mono)."""
+    process (22050 Hz mono), loaded from the run's optimized copy of the voice."""
     from speechgate.engines.piper.engine import PiperEngine
 
-    engine = PiperEngine.from_config(EngineConfig("piper"))
+    engine = PiperEngine.from_config(EngineConfig("piper", data_dir=engine_data_dir("piper")))
     try:
         voice = engine.voices()[0].id
         parts = [chunk.samples for chunk in engine.synthesize(SynthesisRequest(text, voice))]
