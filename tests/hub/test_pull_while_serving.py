@@ -13,7 +13,7 @@ import pytest
 from tests.helpers.audio import decode_audio
 from tests.helpers.hub import FakeHub, fake_hub, publish_piper_voices
 from tests.helpers.server import RunningServer, running_server, sdk_client
-from tests.helpers.settings import make_settings
+from tests.helpers.settings import make_settings, share_engine_data
 
 pytestmark = pytest.mark.slow
 
@@ -25,12 +25,15 @@ ADMIN_KEY = "sk-admin-test-key-serving-0123456789abcdef"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningServer, FakeHub]]:
     with fake_hub() as hub:
         publish_piper_voices(hub, [LESSAC])
+        data_dir = tmp_path_factory.mktemp("data")
+        # Its own models; joe, which its worker loads at start, from the run's optimized copy.
+        share_engine_data(data_dir)
         # One worker per engine: the talker's requests go one at a time.
         settings = make_settings(
             pool={"workers": 1},
             auth={"admin_key": ADMIN_KEY},
             hub={"endpoint": hub.url},
-            data_dir=tmp_path_factory.mktemp("data"),
+            data_dir=data_dir,
         )
         with running_server(settings) as running:
             yield running, hub

@@ -13,7 +13,7 @@ from wyoming.tts import Synthesize, SynthesizeVoice
 from speechgate.voices.installed import find
 from tests.helpers.hub import fake_hub, publish_piper_voices
 from tests.helpers.server import RunningServer, free_port, running_server
-from tests.helpers.settings import make_settings
+from tests.helpers.settings import make_settings, share_engine_data
 from tests.helpers.wyoming import Audio, read_audio
 
 pytestmark = pytest.mark.slow
@@ -27,11 +27,14 @@ def pulling(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningS
     port = free_port()
     with fake_hub() as hub:
         publish_piper_voices(hub, [KEY])
+        data_dir = tmp_path_factory.mktemp("wyoming-autopull")
+        # Its own models; joe, which its worker loads at start, from the run's optimized copy.
+        share_engine_data(data_dir)
         settings = make_settings(
             engines=["piper"],
             pool={"workers": 1},
             hub={"auto_pull": True, "endpoint": hub.url},
-            data_dir=tmp_path_factory.mktemp("wyoming-autopull"),
+            data_dir=data_dir,
             wyoming={"uri": f"tcp://127.0.0.1:{port}"},
         )
         with running_server(settings) as server:
