@@ -103,24 +103,20 @@ def test_cpus_are_spread_one_block_per_worker() -> None:
     assert assign_cpus(3, 1, [4, 5]) == [(4,), (5,), (4,)]
 
 
-def test_concurrent_jobs_up_to_the_worker_count_all_succeed() -> None:
-    async def scenario(pool: WorkerPool) -> list[int]:
+def test_workers_pinned_to_their_own_cores_serve_concurrent_jobs_up_to_their_count() -> None:
+    # One pool of two workers for both: where each worker runs, and that both serve at once.
+    async def scenario(pool: WorkerPool) -> tuple[list[set[int]], list[int]]:
+        affinities = [os.sched_getaffinity(pid) for pid in pool.worker_pids()]
         counts = await asyncio.gather(*(collect(pool.synthesize(SHORT, PCM)) for _ in range(2)))
         stats = pool.stats()
         assert stats.jobs["completed"] == 2
         assert stats.in_flight == 0
-        return counts
+        return affinities, counts
 
-    assert all(count >= 2 for count in run_with_pool(scenario))
-
-
-def test_workers_are_pinned_to_their_own_cores() -> None:
-    async def scenario(pool: WorkerPool) -> list[set[int]]:
-        return [os.sched_getaffinity(pid) for pid in pool.worker_pids()]
-
-    affinities = run_with_pool(scenario)
+    affinities, counts = run_with_pool(scenario)
     cores = sorted(os.sched_getaffinity(0))
     assert affinities == [{cores[0]}, {cores[1 % len(cores)]}]
+    assert all(count >= 2 for count in counts)
 
 
 def test_a_killed_worker_ends_its_stream_and_comes_back() -> None:
@@ -464,29 +460,6 @@ def test_a_job_in_another_pool_on_the_same_cores_narrows_a_lone_job() -> None:
     asyncio.run(main())
 
 
-def test_word_times_cross_from_the_worker_with_the_audio() -> None:
-    text = "One sentence of speech. And 2 more!"
-
-    async def scenario(pool: WorkerPool) -> list[str]:
-        spec = OutputSpec(AudioFormat.PCM, 24000, word_times=True)
-        words = [
-            w
-            async for chunk in pool.synthesize(SynthesisRequest(text, "en-us"), spec)
-            for w in chunk.words
-        ]
-        return [text[w.start_char : w.end_char] for w in words]
-
-    assert run_with_pool(scenario, workers=1) == [
-        "One",
-        "sentence",
-        "of",
-        "speech",
-        "And",
-        "2",
-        "more",
-    ]
-
-
 async def read_all(name: str, chunks: AsyncIterator[EncodedChunk], events: list[str]) -> bytes:
     """Every chunk's bytes; `events` gets `name` once for each chunk, as it arrives."""
     data = b""
@@ -705,20 +678,36 @@ def test_a_worker_is_shared_only_by_jobs_each_still_faster_than_real_time() -> N
     assert slow == (1, 2)
 
 
-def test_an_ended_job_is_freed_at_once_not_left_to_the_cyclic_garbage_collector() -> None:
-    # A job left in a reference cycle waits, with its queue and events, for a full collection,
-    # which a busy gateway runs rarely: its memory creeps up request after request.
-    async def scenario(pool: WorkerPool) -> int:
-        await collect(pool.synthesize(SHORT, PCM))
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(5):
-                await collect(pool.synthesize(SHORT, PCM))
-            # `type() is`, not isinstance: that reads `__class__`, which on some of torch's
-            # objects (in a test process that imported it) is a deprecated, warning property.
-            return sum(type(thing) is _Job for thing in gc.get_objects())
-        finally:
-            gc.enable()
+def test_word_times_cross_from_the_worker_and_an_ended_job_is_freed_at_once() -> None:
+    # One worker for both (each needs only jobs that end). A job left in a reference cycle
+    # waits, with its queue and events, for a full collection, which a busy gateway runs
+    # rarely: its memory creeps up request after request.
+    text = "One sentence of speech. And 2 more!"
 
-    assert run_with_pool(scenario, workers=1) == 0
+    async def scenario(pool: WorkerPool) -> tuple[list[str], int]:
+        spec = OutputSpec(AudioFormat.PCM, 24000, word_times=True)
+        words = [
+            w
+            async for chunk in pool.synthesize(SynthesisRequest(text, "en-us"), spec)
+            for w in chunk.words
+        ]
+        return [text[w.start_char : w.end_char] for w in words], await unfreed_jobs(pool)
+
+    spoken, unfreed = run_with_pool(scenario, workers=1)
+    assert spoken == ["One", "sentence", "of", "speech", "And", "2", "more"]
+    assert unfreed == 0
+
+
+async def unfreed_jobs(pool: WorkerPool) -> int:
+    """Jobs still alive after five more have ended, with the cyclic collector off."""
+    await collect(pool.synthesize(SHORT, PCM))
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(5):
+            await collect(pool.synthesize(SHORT, PCM))
+        # `type() is`, not isinstance: that reads `__class__`, which on some of torch's
+        # objects (in a test process that imported it) is a deprecated, warning property.
+        return sum(type(thing) is _Job for thing in gc.get_objects())
+    finally:
+        gc.enable()
