@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Collection, Iterator, Mapping
+from functools import cache
 from pathlib import Path
 
 import speechgate
@@ -132,10 +133,30 @@ def _modules() -> Iterator[tuple[str, Path]]:
         yield _module_name(path), path
 
 
+def _tree(path: Path) -> ast.Module:
+    """`path` parsed; each source is parsed once for all the tests that read it."""
+    return _parsed(path.read_text(), str(path))
+
+
+@cache
+def _parsed(source: str, filename: str) -> ast.Module:
+    # Keyed on the text itself: a file written by a test is never mistaken for another.
+    return ast.parse(source, filename)
+
+
 def _imports(module: str, path: Path) -> Iterator[tuple[str, int]]:
     """Every module `module` imports (`from a import b` counts as a and a.b), with its line."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    return iter(_imports_in(module, path.name == "__init__.py", _tree(path)))
+
+
+@cache
+def _imports_in(module: str, is_package: bool, tree: ast.Module) -> tuple[tuple[str, int], ...]:
+    return tuple(_walk_imports(module, is_package, tree))
+
+
+def _walk_imports(module: str, is_package: bool, tree: ast.Module) -> Iterator[tuple[str, int]]:
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
@@ -336,7 +357,7 @@ def _route_modules() -> dict[str, Path]:
     return {
         module: path
         for module, path in _modules()
-        if _within(module, API) and _makes_a_router(ast.parse(path.read_text(), str(path)))
+        if _within(module, API) and _makes_a_router(_tree(path))
     }
 
 
@@ -387,7 +408,7 @@ def _reads_app_state(tree: ast.AST) -> Iterator[int]:
 
 def test_the_app_state_is_read_only_through_its_typed_getters() -> None:
     readers = {
-        module: list(_reads_app_state(ast.parse(path.read_text(), str(path))))
+        module: list(_reads_app_state(_tree(path)))
         for module, path in _modules()
         if module != "speechgate.api.state"
     }
