@@ -12,6 +12,7 @@ from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,8 @@ from speechgate.api.app import create_app
 from speechgate.metering.key_secrets import KeyLimits
 from speechgate.service import SpeechPlan, SpeechStream
 from speechgate.settings import Settings
+from speechgate.wyoming import listener
+from speechgate.wyoming.handler import BadEventLog
 from tests.helpers.server import RunningServer, free_port, running_server
 from tests.helpers.settings import fake_settings, merged
 from tests.helpers.tenancy import ADMIN_KEY, spy_usage, stored_key
@@ -423,6 +426,16 @@ def test_wyomings_connections_are_a_share_of_the_budget(tmp_path: Path) -> None:
 # --- bad events are answered and logged in one line -------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def logging_every_bad_event(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wyoming]:
+    """A server that writes every bad event's warning line: its own warnings are at most one
+    per server every few seconds, so these tests can share it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(listener, "BadEventLog", partial(BadEventLog, interval=0.0))
+        with serving(_settings(tmp_path_factory.mktemp("logging"))) as wyoming:
+            yield wyoming
+
+
 @pytest.mark.parametrize(
     "event",
     [
@@ -433,9 +446,8 @@ def test_wyomings_connections_are_a_share_of_the_budget(tmp_path: Path) -> None:
     ],
 )
 def test_a_malformed_event_is_an_error_and_one_log_line(
-    tmp_path: Path, event: Event, caplog: pytest.LogCaptureFixture
+    logging_every_bad_event: Wyoming, event: Event, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # A server of its own: one warning line per server every few seconds, the rest at debug.
     async def go(wyoming: Wyoming) -> tuple[Error, Pong]:
         async with wyoming.client() as connection:
             if event.type == "synthesize-chunk":
@@ -446,8 +458,7 @@ def test_a_malformed_event_is_an_error_and_one_log_line(
             return error, Pong.from_event(await read(connection))
 
     caplog.set_level(logging.WARNING)
-    with serving(_settings(tmp_path)) as wyoming:
-        error, pong = asyncio.run(go(wyoming))
+    error, pong = asyncio.run(go(logging_every_bad_event))
     assert error.code == "invalid_event"
     assert pong.text == "still there?"
     logged = [r for r in caplog.records if r.name.startswith("speechgate.wyoming")]
