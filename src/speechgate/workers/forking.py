@@ -28,9 +28,14 @@ def _main_module() -> list[str]:
     main = sys.modules["__main__"]
     spec = getattr(main, "__spec__", None)
     if spec is not None:
-        return [spec.name]
-    script = Path(getattr(main, "__file__", None) or "").name
-    return [entry.module for entry in entry_points(group="console_scripts", name=script)][:1]
+        name = spec.name
+    else:
+        script = Path(getattr(main, "__file__", None) or "").name
+        found = entry_points(group="console_scripts", name=script)
+        name = next((entry.module for entry in found), "__main__")
+    # A package's `__main__` (`python -m speechgate.cli`) runs its command when imported; an
+    # engine process does not run it again either.
+    return [] if name.rpartition(".")[2] == "__main__" else [name]
 
 
 _preloaded = dict.fromkeys(  # an ordered set
