@@ -3,5 +3,4 @@ its first job, read once there, so that each process it forks starts with it."""
 
 from speechgate.text import normalize
 
-for language in normalize.LANGUAGES:
-    normalize.warm(language)
+normalize.warm_all()

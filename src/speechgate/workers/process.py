@@ -87,8 +87,7 @@ def worker_main(
 
     # Read in the fork server already (workers/fork_preload.py); here for a worker forked by
     # one that did not preload them.
-    for language in normalize.LANGUAGES:
-        normalize.warm(language)
+    normalize.warm_all()
     try:
         engine = load_engine(config)
     except Exception as error:

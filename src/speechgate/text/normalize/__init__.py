@@ -21,6 +21,7 @@ __all__ = [
     "normalize",
     "say_as",
     "warm",
+    "warm_all",
 ]
 
 _RULES: dict[str, tuple[Rule, ...]] = {
@@ -53,3 +54,9 @@ def warm(language: str = "en") -> None:
     if code in _RULES:
         _number_words.engine(code)
         normalize("1", language)
+
+
+def warm_all() -> None:
+    """Load every language's number rules now: an engine process may be asked for any."""
+    for language in LANGUAGES:
+        warm(language)
