@@ -8,6 +8,7 @@ this process when its first engine process started.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import sys
 from collections.abc import Iterable
@@ -19,7 +20,8 @@ from speechgate.engines import engine_plugin
 CONTEXT = multiprocessing.get_context("forkserver")
 
 
-def _main_module() -> list[str]:
+@functools.cache
+def _main_module() -> tuple[str, ...]:
     """The module that the gateway's main runs, by name: `python -m NAME`'s, or the one that a
     console script (`speechgate`) calls. Every engine process runs the main module again when it
     starts (so multiprocessing sets up its `__main__`); with what it imports in the fork server
@@ -35,12 +37,11 @@ def _main_module() -> list[str]:
         name = next((entry.module for entry in found), "__main__")
     # A package's `__main__` (`python -m speechgate.cli`) runs its command when imported; an
     # engine process does not run it again either.
-    return [] if name.rpartition(".")[2] == "__main__" else [name]
+    return () if name.rpartition(".")[2] == "__main__" else (name,)
 
 
-_preloaded = dict.fromkeys(  # an ordered set
-    [*_main_module(), "speechgate.workers.process", "speechgate.workers.fork_preload"]
-)
+# An ordered set.
+_preloaded = dict.fromkeys(["speechgate.workers.process", "speechgate.workers.fork_preload"])
 
 
 def preload_engines(names: Iterable[str]) -> None:
@@ -49,4 +50,4 @@ def preload_engines(names: Iterable[str]) -> None:
     _preloaded.update(
         dict.fromkeys(module for name in names for module in engine_plugin(name).preloaded_modules)
     )
-    CONTEXT.set_forkserver_preload(list(_preloaded))
+    CONTEXT.set_forkserver_preload([*_main_module(), *_preloaded])
