@@ -1,5 +1,5 @@
 """Engine processes start from the fork server, with the served engines' modules, the gateway's
-main module and what it imports, and the normalizer's number rules loaded."""
+main module and what it imports, and the normalizer's number rules loaded and frozen."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from speechgate.text import normalize
 # server takes no more preloads.
 _CHECK = textwrap.dedent(
     """
-    import json, os, sys
+    import gc, json, os, sys
     import imported_by_main
     from speechgate.workers.forking import CONTEXT, preload_engines
 
@@ -24,7 +24,9 @@ _CHECK = textwrap.dedent(
         engines = sorted(n for n in sys.modules if n.startswith("speechgate.engines."))
         number_words = sys.modules.get("speechgate.text.normalize.number_words")
         rules = sorted(number_words._ENGINES) if number_words else []
-        conn.send((os.getppid(), engines, rules, imported_by_main.IMPORTED_IN))
+        engine = sys.modules["speechgate.engines.espeak.engine"].__dict__
+        walked = any(thing is engine for thing in gc.get_objects())
+        conn.send((os.getppid(), engines, rules, imported_by_main.IMPORTED_IN, walked))
 
     if __name__ == "__main__":
         preload_engines(["espeak"])
@@ -32,11 +34,11 @@ _CHECK = textwrap.dedent(
         process = CONTEXT.Process(target=report, args=(sender,))
         process.start()
         sender.close()
-        parent, engines, rules, main_imports = receiver.recv()
+        parent, engines, rules, main_imports, walked = receiver.recv()
         process.join(timeout=30)
         print(json.dumps({"me": os.getpid(), "parent": parent, "engines": engines,
                           "rules": rules, "main_imports": main_imports,
-                          "exitcode": process.exitcode}))
+                          "engine_walked_by_collector": walked, "exitcode": process.exitcode}))
     """
 )
 
@@ -65,4 +67,7 @@ def test_an_engine_process_is_forked_by_the_fork_server_with_what_every_process_
     # ...and what the main module imports, which each process would otherwise import again as
     # it sets up its `__main__`.
     assert seen["main_imports"] == seen["parent"]
+    # ...with all that the fork server imported set aside from the collector, the engines
+    # included, whose full passes would walk it (and copy the memory it shares) in each process.
+    assert seen["engine_walked_by_collector"] is False
     assert seen["exitcode"] == 0

@@ -40,8 +40,10 @@ def _main_module() -> tuple[str, ...]:
     return () if name.rpartition(".")[2] == "__main__" else (name,)
 
 
-# An ordered set.
-_preloaded = dict.fromkeys(["speechgate.workers.process", "speechgate.workers.fork_preload"])
+# An ordered set: the engine process's entry point, then the engines' modules.
+_preloaded = dict.fromkeys(["speechgate.workers.process"])
+# Imported after them all: it sets aside from the collector all that the fork server holds.
+_LAST = "speechgate.workers.fork_preload"
 
 
 def preload_engines(names: Iterable[str]) -> None:
@@ -50,4 +52,4 @@ def preload_engines(names: Iterable[str]) -> None:
     _preloaded.update(
         dict.fromkeys(module for name in names for module in engine_plugin(name).preloaded_modules)
     )
-    CONTEXT.set_forkserver_preload([*_main_module(), *_preloaded])
+    CONTEXT.set_forkserver_preload([*_main_module(), *_preloaded, _LAST])
