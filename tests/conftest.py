@@ -1,39 +1,57 @@
 """Shared fixtures: one real server with the real engines for the whole session, one with the
 fake engine (a tone, no model, one worker) for tests whose subject is not the engine, and that
-app in-process (no uvicorn) for tests whose subject is the API's behaviour."""
+app in-process (no uvicorn) for tests whose subject is the API's behaviour.
+
+pytest-xdist's controller imports this file too and runs no test: what a fixture needs (the app,
+the SDK: two seconds of CPU before any test process can start) is imported when a test asks."""
 
 from __future__ import annotations
 
+import gc
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import openai
 import pytest
 
-from speechgate.settings import known_engines
-from speechgate.workers.forking import preload_engines
-from tests.helpers.inprocess import InProcessApp, in_process
-from tests.helpers.postgres import fresh_database, postgres_cluster
-from tests.helpers.redis import redis_instance
-from tests.helpers.server import RunningServer, running_server, sdk_client
-from tests.helpers.settings import DATA_DIR, fake_settings, make_settings
-from tests.helpers.tls import share_default_contexts
+if TYPE_CHECKING:
+    import openai
 
-share_default_contexts()
+    from tests.helpers.inprocess import InProcessApp
+    from tests.helpers.server import RunningServer
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """A test process that runs real engines (`slow` tests) serves most of them at some point:
-    its workers' fork server imports them all once (pocket-tts and torch take seconds of CPU),
-    rather than every pocket worker importing its own. One that runs only the fake engine (the
-    inner loop, `make test-fast`) imports none of them."""
+    """Before a test process's first test (xdist's controller runs none)."""
+    from tests.helpers.tls import share_default_contexts
+
+    share_default_contexts()
+    # A test process that runs real engines (`slow` tests) serves most of them at some point:
+    # its workers' fork server imports them all once (pocket-tts and torch take seconds of
+    # CPU), rather than every pocket worker importing its own. One that runs only the fake
+    # engine (the inner loop, `make test-fast`) imports none of them.
     if any(item.get_closest_marker("slow") for item in session.items):
+        from speechgate.settings import known_engines
+        from speechgate.workers.forking import preload_engines
+
         preload_engines(known_engines())
+    # What collection imported lives as long as the run: set aside from the collector, whose
+    # full passes would walk all of it again and again.
+    gc.collect()
+    gc.freeze()
+
+
+def pytest_unconfigure() -> None:
+    # The interpreter's teardown collections would walk all that the run left (seconds of CPU
+    # in a process that served every engine); it all goes with the process.
+    gc.freeze()
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _remove_data_dir() -> Iterator[None]:
+    from tests.helpers.settings import DATA_DIR
+
     yield
     shutil.rmtree(DATA_DIR, ignore_errors=True)
 
@@ -42,24 +60,34 @@ def _remove_data_dir() -> Iterator[None]:
 def server() -> Iterator[RunningServer]:
     """The real engines' server. Its streaming sessions send as fast as the client reads (as
     `fake_app`'s): held to real time, each session waited out most of its audio's length."""
+    from tests.helpers.server import running_server
+    from tests.helpers.settings import make_settings
+
     with running_server(make_settings(sessions={"max_lead_seconds": 0})) as running:
         yield running
 
 
 @pytest.fixture
 def client(server: RunningServer) -> Iterator[openai.OpenAI]:
+    from tests.helpers.server import sdk_client
+
     with sdk_client(server) as sdk:
         yield sdk
 
 
 @pytest.fixture(scope="session")
 def fake_server() -> Iterator[RunningServer]:
+    from tests.helpers.server import running_server
+    from tests.helpers.settings import fake_settings
+
     with running_server(fake_settings()) as running:
         yield running
 
 
 @pytest.fixture
 def fake_client(fake_server: RunningServer) -> Iterator[openai.OpenAI]:
+    from tests.helpers.server import sdk_client
+
     with sdk_client(fake_server) as sdk:
         yield sdk
 
@@ -69,6 +97,9 @@ def fake_app() -> Iterator[InProcessApp]:
     """The fake engine's app in this process, for the whole session. Its streaming sessions
     send as fast as the client reads: held to real time (the default), a session of a few
     seconds' audio took as long (the pacer is tests/api/test_stream_limits.py's subject)."""
+    from tests.helpers.inprocess import in_process
+    from tests.helpers.settings import fake_settings
+
     with in_process(fake_settings(sessions={"max_lead_seconds": 0})) as app:
         yield app
 
@@ -76,6 +107,8 @@ def fake_app() -> Iterator[InProcessApp]:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """A real PostgreSQL server for the whole run, started only if a test asks for it."""
+    from tests.helpers.postgres import postgres_cluster
+
     with postgres_cluster() as url:
         yield url
 
@@ -83,6 +116,8 @@ def postgres_server() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[str]:
     """A real Redis server for the whole run, started only if a test asks for it."""
+    from tests.helpers.redis import redis_instance
+
     with redis_instance() as url:
         yield url
 
@@ -90,6 +125,8 @@ def redis_server() -> Iterator[str]:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty store on each backend: a new SQLite file, or a new PostgreSQL database."""
+    from tests.helpers.postgres import fresh_database
+
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
     return fresh_database(request.getfixturevalue("postgres_server"))
