@@ -2,8 +2,8 @@
 fake engine (a tone, no model, one worker) for tests whose subject is not the engine, and that
 app in-process (no uvicorn) for tests whose subject is the API's behaviour.
 
-pytest-xdist's controller imports this file too and runs no test: what a fixture needs (the app,
-the SDK: two seconds of CPU before any test process can start) is imported when a test asks."""
+pytest-xdist's controller imports this file too, before it starts any test process, and runs no
+test: what a fixture needs (the app, the SDK) is imported when a test asks for it."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Modules that run real engines or servers (`slow`) first, the quick ones last, where they
     even out the test processes' ends; each group by its number of tests, as pytest-xdist
-    orders them (`--no-loadscope-reorder` in the Makefile keeps this order). By count alone, a
-    real server's one-test module (ten seconds and more) came last, and the others waited."""
+    orders them (`--no-loadscope-reorder` in the Makefile keeps this order). By count alone, the
+    one-test modules of real servers came last, and the other processes waited for them."""
     slow: dict[Path, bool] = {}
     count: dict[Path, int] = {}
     for item in items:
@@ -54,7 +54,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_collection() -> Iterator[object]:
     # Importing the test modules and what they import makes little garbage, but the collector
-    # runs full passes over the growing heap all along (2.5 s of a test process's CPU).
+    # would run full passes over the growing heap all along.
     gc.disable()
     try:
         return (yield)
@@ -67,8 +67,8 @@ def pytest_collection() -> Iterator[object]:
 
 
 def pytest_unconfigure() -> None:
-    # The interpreter's teardown collections would walk all that the run left (seconds of CPU
-    # in a process that served every engine); it all goes with the process.
+    # The interpreter's teardown collections would walk all that the run left, which goes with
+    # the process anyway.
     gc.freeze()
 
 
