@@ -9,22 +9,23 @@ from speechgate.settings import Settings
 
 DATA_DIR = Path(tempfile.mkdtemp(prefix="speechgate-tests-"))
 """One for the whole run (engines may assemble models into it); removed at its end."""
+ENGINES_DIR = DATA_DIR / "engines"
+"""The engines' data directories of the run, one per engine, as the servers lay them out."""
 
 
 def engine_data_dir(engine: str) -> str:
     """The data directory of `engine` as the servers of this run give it to their workers, for
     an engine a test builds itself: a model loaded before in this run, by a test or a worker,
     loads from its optimized copy (a fraction of the time) rather than being optimized again."""
-    return str(DATA_DIR / "engines" / engine)
+    return str(ENGINES_DIR / engine)
 
 
 def share_engine_data(data_dir: Path) -> None:
     """Give a server whose data directory is `data_dir` (its own keys, voices, models) the
     engines' data directories of the run (`engine_data_dir`): a model optimized before in this
     run, by any server or test, loads from that copy rather than being optimized again."""
-    shared = DATA_DIR / "engines"
-    shared.mkdir(parents=True, exist_ok=True)
-    (data_dir / "engines").symlink_to(shared, target_is_directory=True)
+    ENGINES_DIR.mkdir(parents=True, exist_ok=True)
+    (data_dir / "engines").symlink_to(ENGINES_DIR, target_is_directory=True)
 
 
 def make_settings(**overrides: object) -> Settings:
