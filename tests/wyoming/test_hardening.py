@@ -465,3 +465,24 @@ def test_a_malformed_event_is_an_error_and_one_log_line(
     assert len(logged) == 1 and logged[0].levelno == logging.WARNING
     assert logged[0].exc_info is None
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_bad_events_warn_once_per_interval_counting_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The server above logs every bad event; a real one warns once per interval, the others
+    # at debug with their traceback, counted in the next warning.
+    now = [100.0]
+    log = BadEventLog(interval=10.0, clock=lambda: now[0])
+    caplog.set_level(logging.DEBUG, logger="speechgate.wyoming")
+    for at in (100.0, 101.0, 105.0, 110.0):
+        now[0] = at
+        log("client %s: event failed: %r", "peer", "bad", error=ValueError("bad"))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    debugs = [r for r in caplog.records if r.levelno == logging.DEBUG]
+    assert warnings == [
+        "client peer: event failed: 'bad'",
+        "client peer: event failed: 'bad' (2 more since the last warning)",
+    ]
+    assert [r.getMessage() for r in debugs] == ["client peer: event failed: 'bad'"] * 4
+    assert all(r.exc_info for r in debugs)

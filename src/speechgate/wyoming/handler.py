@@ -69,7 +69,7 @@ class BadEventLog:
             log.warning(message + "%s", *args, more)
         else:
             self._quiet += 1
-        log.debug(message, *args, "", exc_info=error)
+        log.debug(message, *args, exc_info=error)
 
 
 def _text(value: object) -> str:
