@@ -22,6 +22,16 @@ if TYPE_CHECKING:
     from tests.helpers.server import RunningServer
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """In the process that starts the run, before any test process: the run's directory of the
+    engines' models, removed at its end by this process alone."""
+    from tests.helpers import run_engines
+
+    made = run_engines.start()
+    if made is not None:
+        config.add_cleanup(lambda: shutil.rmtree(made, ignore_errors=True))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Before a test process's first test (xdist's controller runs none)."""
     from tests.helpers.tls import share_default_contexts

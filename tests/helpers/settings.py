@@ -6,11 +6,13 @@ import tempfile
 from pathlib import Path
 
 from speechgate.settings import Settings
+from tests.helpers import run_engines
 
 DATA_DIR = Path(tempfile.mkdtemp(prefix="speechgate-tests-"))
-"""One for the whole run (engines may assemble models into it); removed at its end."""
-ENGINES_DIR = DATA_DIR / "engines"
-"""The engines' data directories of the run, one per engine, as the servers lay them out."""
+"""One for the whole test process (its servers' keys, voices, usage); removed at its end."""
+ENGINES_DIR = run_engines.directory()
+"""The engines' data directories of the run, one per engine, as the servers lay them out; every
+test process of the run shares them (tests/helpers/run_engines.py)."""
 
 
 def engine_data_dir(engine: str) -> str:
@@ -26,6 +28,9 @@ def share_engine_data(data_dir: Path) -> None:
     run, by any server or test, loads from that copy rather than being optimized again."""
     ENGINES_DIR.mkdir(parents=True, exist_ok=True)
     (data_dir / "engines").symlink_to(ENGINES_DIR, target_is_directory=True)
+
+
+share_engine_data(DATA_DIR)
 
 
 def make_settings(**overrides: object) -> Settings:
