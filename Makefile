@@ -59,8 +59,9 @@ system-packages:
 # process would otherwise compile the suite and the sources afresh (seconds each).
 unexport PYTHONDONTWRITEBYTECODE
 
-# One test process per core and one more (pytest-xdist), each given whole modules in the order
-# tests/conftest.py sets, so a module's shared server starts once. Many tests wait on timers,
+# One test process per core and one more (pytest-xdist), each given whole modules (pocket-tts'
+# together, tests/helpers/pocket_modules.py) in the order tests/conftest.py sets, so a module's
+# shared server starts once. Many tests wait on timers,
 # real-time audio or other processes, and the extra process uses the core they leave idle.
 # TEST_WORKERS=0 runs in this process alone.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))

@@ -8,12 +8,15 @@ test: what a fixture needs (the app, the SDK) is imported when a test asks for i
 from __future__ import annotations
 
 import gc
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.helpers import pocket_modules
 
 if TYPE_CHECKING:
     import openai
@@ -38,27 +41,62 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     share_default_contexts()
     # A test process that runs real engines (`slow` tests) serves most of them at some point:
-    # its workers' fork server imports them all once (pocket-tts and torch take seconds of
-    # CPU), rather than every pocket worker importing its own. One that runs only the fake
-    # engine (the inner loop, `make test-fast`) imports none of them.
+    # its workers' fork server imports them all once, rather than every worker importing its
+    # own. One that runs only the fake engine (the inner loop, `make test-fast`) imports none
+    # of them. Of the test processes of `make test`, only the one given pocket-tts' modules
+    # imports pocket-tts, when it starts them (`pytest_runtest_setup`).
     if any(item.get_closest_marker("slow") for item in session.items):
         from speechgate.settings import known_engines
         from speechgate.workers.forking import preload_engines
 
-        preload_engines(known_engines())
+        apart = "PYTEST_XDIST_WORKER" in os.environ
+        preload_engines(
+            name for name in known_engines() if not (apart and name == pocket_modules.ENGINE)
+        )
+        session.config.stash[_PRELOADING] = True
+
+
+_PRELOADING = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.config.stash.get(_PRELOADING, False) and pocket_modules.runs_pocket(item.nodeid):
+        from speechgate.workers.forking import preload_engines
+
+        # pocket-tts' modules come first in the run (`pytest_collection_modifyitems`): the
+        # process given them runs them first, before its fork server starts.
+        preload_engines([pocket_modules.ENGINE])
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's: absent under `-p no:xdist`
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadscope` (the Makefile's), with pocket-tts' modules given to one process."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from tests.helpers.scheduling import PocketModulesTogether
+
+    return PocketModulesTogether(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules that run real engines or servers (`slow`) first, the quick ones last, where they
-    even out the test processes' ends; each group by its number of tests, as pytest-xdist
-    orders them (`--no-loadscope-reorder` in the Makefile keeps this order). By count alone, the
-    one-test modules of real servers came last, and the other processes waited for them."""
+    """pocket-tts' modules first (they then start a test process), then the modules that run
+    real engines or servers (`slow`), the quick ones last, where they even out the test
+    processes' ends; each by its number of tests, as pytest-xdist orders them
+    (`--no-loadscope-reorder` in the Makefile keeps this order). By count alone, the one-test
+    modules of real servers came last, and the other processes waited for them."""
     slow: dict[Path, bool] = {}
     count: dict[Path, int] = {}
     for item in items:
         slow[item.path] = slow.get(item.path, False) or item.get_closest_marker("slow") is not None
         count[item.path] = count.get(item.path, 0) + 1
-    items.sort(key=lambda item: (not slow[item.path], -count[item.path]))
+    items.sort(
+        key=lambda item: (
+            not pocket_modules.runs_pocket(item.nodeid),
+            not slow[item.path],
+            -count[item.path],
+        )
+    )
 
 
 @pytest.hookimpl(wrapper=True)

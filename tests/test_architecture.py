@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 
 import speechgate
+from tests.helpers import pocket_modules
 
 SOURCE = Path(speechgate.__file__).parent
 PACKAGE = "speechgate"
@@ -436,6 +437,13 @@ def test_no_test_module_imports_another() -> None:
             if _within(name, "tests") and any(map(_is_test_module, _prefixes(name))):
                 offenders.setdefault(module, []).append(f"{line}: {name}")
     assert offenders == {}, "What test modules share belongs in tests/helpers"
+
+
+def test_the_modules_given_to_one_process_for_pocket_tts_are_there() -> None:
+    """A module renamed or moved would leave the group unnoticed, and cost its test process a
+    pocket-tts import of its own again (tests/helpers/pocket_modules.py)."""
+    missing = [name for name in pocket_modules.MODULES if not (TESTS.parent / name).is_file()]
+    assert missing == []
 
 
 def _module_name_under(path: Path, root: Path) -> str:
