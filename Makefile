@@ -61,8 +61,8 @@ unexport PYTHONDONTWRITEBYTECODE
 
 # One test process per core and one more (pytest-xdist), each given whole modules (pocket-tts'
 # together, tests/helpers/pocket_modules.py) in the order tests/conftest.py sets, so a module's
-# shared server starts once. Many tests wait on timers,
-# real-time audio or other processes, and the extra process uses the core they leave idle.
+# shared server starts once. Many tests wait on timers, real-time audio or other processes, and
+# the extra process uses the core they leave idle.
 # TEST_WORKERS=0 runs in this process alone.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST := $(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
